@@ -1,0 +1,28 @@
+# The two commands of the README: `make run` (the main job) and `make test` (the whole suite).
+PY := .venv/bin/python
+ALGO ?= ppo
+ENV ?= CartPole-v1
+
+.PHONY: setup run demo test lint unit
+
+setup:
+	@bash scripts/setup.sh
+
+# Main job: a dataflow over Ray actors (training an algorithm once `rlflow train` exists).
+run: setup
+	$(PY) examples/dataflow_demo.py
+
+demo: setup
+	$(PY) examples/dataflow_demo.py
+
+lint: setup
+	.venv/bin/ruff format --check src tests benchmarks examples
+	.venv/bin/ruff check src tests benchmarks examples
+	.venv/bin/mypy
+
+# Whole suite: lint + types + unit, ray and learning tests.
+test: lint
+	$(PY) -m pytest -q
+
+unit: setup
+	$(PY) -m pytest -q -m "not ray and not learning"

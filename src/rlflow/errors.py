@@ -1,0 +1,27 @@
+"""The error hierarchy of rlflow.
+
+Every error rlflow raises on purpose is one of these. Messages follow one shape: where, what is
+wrong, the value given, and how to fix it.
+"""
+
+from __future__ import annotations
+
+
+class RLFlowError(Exception):
+    """Base class of every error raised on purpose by rlflow."""
+
+
+class ConfigError(RLFlowError, ValueError):
+    """A bad argument or config value, raised before any actor starts."""
+
+
+class PlanError(RLFlowError, TypeError):
+    """A plan is built or used wrongly (e.g. iterating a ParallelIterator without gathering)."""
+
+
+class WorkerError(RLFlowError, RuntimeError):
+    """An actor (shard, rollout worker, replay shard) died or could not be reached."""
+
+
+class ContextError(RLFlowError, RuntimeError):
+    """The plan's shared context was read outside a running operator."""

@@ -1,0 +1,70 @@
+"""``rlflow.flow``: a general-purpose parallel iterator library over actors.
+
+It knows nothing of RL. A :class:`ParallelIterator` is a stream sharded over actors whose
+transforms run on the actors; a :class:`LocalIterator` is read in this process. Both are lazy.
+Plans share a per-plan context (:func:`current_metrics`) for message passing between operators.
+See ARCHITECTURE.md for the map of operators.
+
+>>> from rlflow import flow
+>>> flow.init(backend="local")
+>>> flow.from_range(6, num_shards=2).for_each(lambda x: x * x).gather_sync().take(6)
+[0, 9, 1, 16, 4, 25]
+"""
+
+from rlflow.flow.backend import (
+    backend_name,
+    get,
+    init,
+    is_initialized,
+    kill,
+    put,
+    remote,
+    shutdown,
+    wait,
+)
+from rlflow.flow.graph import PlanEdge, PlanGraph, PlanNode
+from rlflow.flow.local import ActorItem, LocalIterator, from_iterable
+from rlflow.flow.merge import duplicate, union
+from rlflow.flow.metrics import MetricsContext, StageStats, TimerStat, current_metrics
+from rlflow.flow.parallel import (
+    ParallelIterator,
+    from_actors,
+    from_items,
+    from_iterators,
+    from_range,
+)
+from rlflow.flow.sentinels import NOT_READY, SHARD_END
+from rlflow.flow.worker import ParallelIteratorWorker, ShardReply
+
+__all__ = [
+    "NOT_READY",
+    "SHARD_END",
+    "ActorItem",
+    "LocalIterator",
+    "MetricsContext",
+    "ParallelIterator",
+    "ParallelIteratorWorker",
+    "PlanEdge",
+    "PlanGraph",
+    "PlanNode",
+    "ShardReply",
+    "StageStats",
+    "TimerStat",
+    "backend_name",
+    "current_metrics",
+    "duplicate",
+    "from_actors",
+    "from_items",
+    "from_iterable",
+    "from_iterators",
+    "from_range",
+    "get",
+    "init",
+    "is_initialized",
+    "kill",
+    "put",
+    "remote",
+    "shutdown",
+    "union",
+    "wait",
+]

@@ -1,0 +1,221 @@
+"""One Ray-shaped facade over two execution backends.
+
+``ray`` runs actors as Ray actors (a local Ray started for you, or a cluster at ``address=``);
+``local`` runs them as plain objects in this process (deterministic, steppable in pdb). All of
+rlflow talks to actors only through these functions, so the same actor code runs on both::
+
+    flow.init(backend="local")
+    Counter = flow.remote(MyCounter)
+    handle = Counter.remote(start=1)
+    assert flow.get(handle.add.remote(2)) == 3
+
+Inside a Ray worker process the backend is found on first use (Ray is initialized there), so
+actors can create and call other actors through the same facade.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, Literal, TypeVar
+
+from rlflow.errors import ConfigError
+from rlflow.flow.backend import local as _local
+
+log = logging.getLogger(__name__)
+
+BackendName = Literal["ray", "local"]
+BACKENDS: tuple[str, ...] = ("ray", "local")
+
+_backend: str | None = None
+_started_ray = False
+
+C = TypeVar("C")
+
+
+def init(backend: str = "ray", **ray_init_kwargs: Any) -> None:
+    """Choose and start the backend.
+
+    Args:
+        backend: ``"ray"`` (the default) or ``"local"``.
+        **ray_init_kwargs: passed to ``ray.init`` (e.g. ``address=``, ``num_cpus=``). With
+            ``address`` Ray connects to that cluster; without, it starts a local Ray. If Ray is
+            already initialized in this process it is reused as it is. ``include_dashboard``
+            defaults to False. The local backend takes none.
+    """
+    global _backend, _started_ray
+    if backend not in BACKENDS:
+        raise ConfigError(f"flow.init(backend={backend!r}): backend must be one of {BACKENDS}")
+    if backend == "local":
+        if ray_init_kwargs:
+            raise ConfigError(
+                f"flow.init(backend='local') takes no Ray arguments, got {sorted(ray_init_kwargs)}"
+            )
+        _backend = "local"
+        return
+    import ray
+
+    if not ray.is_initialized():
+        ray_init_kwargs.setdefault("include_dashboard", False)
+        ray.init(**ray_init_kwargs)
+        _started_ray = True
+    _backend = "ray"
+
+
+def shutdown() -> None:
+    """Stop the backend; Ray is shut down only if :func:`init` started it."""
+    global _backend, _started_ray
+    if _backend == "ray" and _started_ray:
+        import ray
+
+        ray.shutdown()
+    _backend = None
+    _started_ray = False
+
+
+def backend_name() -> str:
+    """``"ray"`` or ``"local"``; raises :class:`ConfigError` if no backend is initialized."""
+    global _backend
+    if _backend is None:
+        ray = sys.modules.get("ray")
+        if ray is not None and ray.is_initialized():
+            _backend = "ray"  # inside a Ray worker, or Ray started by the user
+        else:
+            raise ConfigError(
+                "no rlflow backend is initialized: call flow.init(backend='ray') or "
+                "flow.init(backend='local') first"
+            )
+    return _backend
+
+
+def is_initialized() -> bool:
+    """Whether :func:`init` was called (or Ray is running in this process)."""
+    try:
+        backend_name()
+    except ConfigError:
+        return False
+    return True
+
+
+def _ray_impl() -> Any:
+    from rlflow.flow.backend import ray_backend
+
+    return ray_backend
+
+
+class RemoteClass(Generic[C]):
+    """``flow.remote(cls)``: ``.remote(*args, **kwargs)`` creates an actor on the backend."""
+
+    def __init__(self, cls: type[C], options: dict[str, Any] | None = None) -> None:
+        self._cls = cls
+        self._options = dict(options or {})
+        self._ray_cls: Any = None
+        self.__doc__ = cls.__doc__
+
+    def options(self, **options: Any) -> RemoteClass[C]:
+        """A copy with Ray actor options (``num_cpus``, ``max_restarts``, ...); ignored locally."""
+        return RemoteClass(self._cls, {**self._options, **options})
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        """Create the actor and return its handle."""
+        if backend_name() == "local":
+            return _local.create_actor(self._cls, args, kwargs)
+        if self._ray_cls is None:
+            import ray
+
+            self._ray_cls = ray.remote(self._cls)
+        if self._options:
+            return self._ray_cls.options(**self._options).remote(*args, **kwargs)
+        return self._ray_cls.remote(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"RemoteClass({self._cls.__qualname__})"
+
+
+class RemoteFunction:
+    """``flow.remote(fn)``: ``.remote(*args, **kwargs)`` runs ``fn`` as a task on the backend."""
+
+    def __init__(self, fn: Callable[..., Any], options: dict[str, Any] | None = None) -> None:
+        self._fn = fn
+        self._options = dict(options or {})
+        self._ray_fn: Any = None
+
+    def options(self, **options: Any) -> RemoteFunction:
+        """A copy with Ray task options (``num_cpus``, ...); ignored locally."""
+        return RemoteFunction(self._fn, {**self._options, **options})
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        """Submit the task; returns its future (locally it runs now)."""
+        if backend_name() == "local":
+            return _local.call_now(self._fn, args, kwargs)
+        if self._ray_fn is None:
+            import ray
+
+            self._ray_fn = ray.remote(self._fn)
+        if self._options:
+            return self._ray_fn.options(**self._options).remote(*args, **kwargs)
+        return self._ray_fn.remote(*args, **kwargs)
+
+
+def remote(cls_or_fn: Any = None, **options: Any) -> Any:
+    """Make a class an actor class (or a function a task) on whichever backend is active.
+
+    Usable as ``flow.remote(cls)``, ``flow.remote(cls, num_cpus=0)`` or as a decorator
+    ``@flow.remote`` / ``@flow.remote(num_cpus=0)``.
+    """
+    if cls_or_fn is None:
+        return lambda target: remote(target, **options)
+    if isinstance(cls_or_fn, type):
+        return RemoteClass(cls_or_fn, options)
+    if callable(cls_or_fn):
+        return RemoteFunction(cls_or_fn, options)
+    raise ConfigError(f"flow.remote() takes a class or a function, got {type(cls_or_fn)!r}")
+
+
+def get(refs: Any, timeout: float | None = None) -> Any:
+    """The value of a future (or the list of values of a list of futures).
+
+    An error raised by the remote call is re-raised with its original type and its notes; a dead
+    actor raises :class:`~rlflow.errors.WorkerError`.
+    """
+    if backend_name() == "local":
+        return _local.get(refs, timeout)
+    return _ray_impl().get(refs, timeout)
+
+
+def wait(
+    refs: Sequence[Any], num_returns: int = 1, timeout: float | None = None
+) -> tuple[list[Any], list[Any]]:
+    """Split ``refs`` into (ready, not ready) as ``ray.wait`` does; order of ``refs`` is kept."""
+    if backend_name() == "local":
+        return _local.wait(refs, num_returns, timeout)
+    return _ray_impl().wait(refs, num_returns, timeout)  # type: ignore[no-any-return]
+
+
+def put(value: Any) -> Any:
+    """Store ``value`` once and return a reference that any actor call accepts in its place."""
+    if backend_name() == "local":
+        return _local.LocalFuture(value)
+    return _ray_impl().put(value)
+
+
+def kill(handle: Any) -> None:
+    """Kill an actor; later calls on it fail with :class:`~rlflow.errors.WorkerError`."""
+    if backend_name() == "local":
+        _local.kill(handle)
+    else:
+        _ray_impl().kill(handle)
+
+
+def ship(value: C) -> C:
+    """What a remote call would hand an actor: a private copy locally, ``value`` itself on Ray.
+
+    Ray serializes arguments, so each actor gets its own copy of a stateful callable; the local
+    backend copies explicitly to keep the same semantics (actor handles are never copied).
+    """
+    if backend_name() == "local":
+        import copy
+
+        return copy.deepcopy(value)
+    return value

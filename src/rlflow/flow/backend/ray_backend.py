@@ -1,0 +1,59 @@
+"""The Ray backend: thin wrappers over Ray core that translate its errors.
+
+A task error reaches the caller as the original exception (its type, its notes from the actor)
+with the remote traceback added as a note; a dead actor becomes :class:`WorkerError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+
+from rlflow.errors import WorkerError
+
+
+def translate(err: BaseException) -> BaseException:
+    """The exception a caller should see for a Ray error ``err``."""
+    if isinstance(err, RayTaskError):
+        cause = getattr(err, "cause", None)
+        if isinstance(cause, Exception) and not isinstance(cause, RayActorError):
+            if not getattr(cause, "_rlflow_remote_tb", False):
+                cause.add_note(f"remote traceback:\n{err.traceback_str.rstrip()}")
+                cause._rlflow_remote_tb = True  # type: ignore[attr-defined]
+            return cause
+        return err
+    if isinstance(err, RayActorError):
+        worker_err = WorkerError(f"actor died or is unreachable: {err}")
+        worker_err.__cause__ = err
+        return worker_err
+    return err
+
+
+def get(refs: Any, timeout: float | None = None) -> Any:
+    """``ray.get`` with errors translated (see :func:`translate`)."""
+    try:
+        return ray.get(refs, timeout=timeout)
+    except GetTimeoutError:
+        raise
+    except (RayTaskError, RayActorError) as err:
+        raise translate(err) from None
+
+
+def wait(
+    refs: Sequence[Any], num_returns: int = 1, timeout: float | None = None
+) -> tuple[list[Any], list[Any]]:
+    """``ray.wait`` (results are fetched to this node)."""
+    return ray.wait(list(refs), num_returns=num_returns, timeout=timeout)
+
+
+def put(value: Any) -> Any:
+    """``ray.put``."""
+    return ray.put(value)
+
+
+def kill(handle: Any) -> None:
+    """``ray.kill`` without restart."""
+    ray.kill(handle, no_restart=True)

@@ -1,0 +1,318 @@
+"""``LocalIterator``: a lazy, single-consumer chain of operators read in this process.
+
+A LocalIterator is a *description* until first read: a base (a function ``(timeout, waiter) ->
+iterator``) plus a tuple of stages. Each operator method returns a new LocalIterator with one
+more stage; nothing runs until ``next()``. It is picklable until read (so it can be sent to an
+actor), and must then be read by one consumer only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, Any, Generic, NamedTuple, TypeVar
+
+from rlflow.errors import ConfigError, PlanError
+from rlflow.flow import stages as st
+from rlflow.flow.graph import PlanGraph, PlanNode
+from rlflow.flow.metrics import MetricsContext, SharedMetrics
+from rlflow.flow.sentinels import NOT_READY
+from rlflow.flow.waiting import Waiter
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+BaseFn = Callable[[st.BuildEnv], Iterator[Any]]
+"""A base of a chain: ``env -> iterator``. With ``env.timeout=None`` it may block; with ``0`` it
+must poll: yield NOT_READY and tell ``env.waiter`` why, instead of blocking."""
+
+
+class ActorItem(NamedTuple):
+    """An item paired with the actor that produced it (``zip_with_source_actor``)."""
+
+    actor: Any
+    item: Any
+
+
+def _positive_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{what}={value!r} must be an integer >= 1")
+    return value
+
+
+def _callable(fn: Any, what: str) -> None:
+    if not callable(fn):
+        raise ConfigError(f"{what} takes a callable, got {type(fn).__name__}: {fn!r}")
+
+
+class _IterableBase:
+    """Base over a plain iterable (``from_iterable``)."""
+
+    def __init__(self, iterable: Iterable[Any]) -> None:
+        self.iterable = iterable
+
+    def __call__(self, env: st.BuildEnv) -> Iterator[Any]:
+        return iter(self.iterable)
+
+
+class _ConcurrentForEach:
+    """``for_each(fn, max_concurrency=k)``: ``fn`` runs as remote tasks, at most k in flight.
+
+    Results are yielded as they finish (no order guarantee on Ray; submission order locally).
+    """
+
+    op = "for_each"
+
+    def __init__(self, fn: Callable[[Any], Any], k: int, resources: dict[str, Any], label: str):
+        self.fn, self.k, self.resources, self.label = fn, k, resources, label
+
+    def __call__(self, upstream: Iterator[Any], env: st.BuildEnv) -> Iterator[Any]:
+        from rlflow.flow import backend
+
+        task = backend.remote(self.fn, **self.resources)
+        stats = env.ctx.stage(self.label)
+        pending: list[Any] = []
+        exhausted = False
+        while not exhausted or pending:
+            while not exhausted and (self.k == 0 or len(pending) < self.k):
+                item = next(upstream, _END)
+                if item is _END:
+                    exhausted = True
+                elif item is NOT_READY:
+                    break
+                else:
+                    pending.append(task.remote(item))
+            if not pending:
+                if not exhausted:
+                    yield NOT_READY
+                continue
+            ready, pending = backend.wait(pending, num_returns=1, timeout=env.timeout)
+            for ref in ready:
+                try:
+                    result = backend.get(ref)
+                except Exception as err:
+                    st.annotate(err, self.label, env)
+                    raise
+                stats.items += 1
+                yield result
+            if not ready:
+                env.waiter.pending(pending)
+                yield NOT_READY
+
+
+_END = object()
+
+
+class LocalIterator(Generic[T]):
+    """A lazy, single-consumer iterator read in this process.
+
+    Operator methods are lazy and return new iterators; reading (``next``, ``for``, ``take``)
+    drives the chain. The top-level read never returns ``NOT_READY``: when no input has an item
+    it blocks on the pending futures (no busy polling).
+    """
+
+    def __init__(
+        self,
+        base: BaseFn,
+        shared_metrics: SharedMetrics,
+        *,
+        name: str,
+        node: PlanNode,
+        stages: tuple[Any, ...] = (),
+        where: str = "driver",
+    ) -> None:
+        self._base = base
+        self._stages = stages
+        self.shared_metrics = shared_metrics
+        self.name = name
+        self._node = node
+        self._where = where
+        self._it: Iterator[Any] | None = None
+        self._waiter: Waiter | None = None
+
+    # ----------------------------------------------------------------- building and reading
+    def _build(self, timeout: float | None, waiter: Waiter) -> Iterator[Any]:
+        """Build a fresh chain from the base and stages (used by ``union`` and the first read)."""
+        env = st.BuildEnv(self.shared_metrics.get(), timeout, waiter, self._where)
+        it = self._base(env)
+        for stage in self._stages:
+            it = stage(it, env)
+        return it
+
+    def __iter__(self) -> LocalIterator[T]:
+        return self
+
+    def __next__(self) -> T:
+        it = self._it
+        if it is None:
+            self._waiter = Waiter()
+            it = self._it = self._build(None, self._waiter)
+        while True:
+            item = next(it)
+            if item is not NOT_READY:
+                return item  # type: ignore[no-any-return]
+            assert self._waiter is not None
+            self._waiter.block()
+
+    def __getstate__(self) -> dict[str, Any]:
+        if self._it is not None:
+            raise PlanError(f"{self!r} has been read already; only an unread iterator can be sent")
+        return self.__dict__.copy()
+
+    def __repr__(self) -> str:
+        return f"LocalIterator[{self.name}]"
+
+    @property
+    def metrics(self) -> MetricsContext:
+        """The plan's shared context (counters, timers, info, stage stats), readable anytime."""
+        return self.shared_metrics.get()
+
+    def describe(self) -> PlanGraph:
+        """The operator graph that ends here; ``str()`` / ``.to_mermaid()`` renders it."""
+        return PlanGraph.ending_at(self._node)
+
+    # ------------------------------------------------------------------------ chaining
+    def _then(self, stage: Any, suffix: str, node: PlanNode) -> LocalIterator[Any]:
+        return LocalIterator(
+            self._base,
+            self.shared_metrics,
+            name=self.name + suffix,
+            node=node,
+            stages=(*self._stages, stage),
+            where=self._where,
+        )
+
+    def _stage_node(self, op: str, arg: str = "") -> PlanNode:
+        return PlanNode(op, f"{op}({arg})", "stage", (self._node,))
+
+    def for_each(
+        self,
+        fn: Callable[[T], U],
+        max_concurrency: int = 1,
+        resources: dict[str, Any] | None = None,
+    ) -> LocalIterator[U]:
+        """Map: ``fn(item)`` for each item, lazily, in input order; here, in the reader.
+
+        If ``fn`` returns ``NOT_READY`` it is called again with the same item on a later pull
+        (non-blocking functions, e.g. ``Enqueue``). If ``fn`` has a method ``_on_fetch_start``,
+        it is called before each new item is pulled from upstream. With ``max_concurrency`` k > 1
+        (0: unbounded), ``fn`` runs as remote tasks with ``resources`` (Ray task options), at
+        most k in flight, and results come in completion order.
+        """
+        _callable(fn, "for_each")
+        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
+            raise ConfigError(f"for_each(max_concurrency={max_concurrency!r}) must be an int")
+        if max_concurrency < 0:
+            raise ConfigError(f"for_each(max_concurrency={max_concurrency}) must be >= 0")
+        node = self._stage_node("for_each", st.fn_name(fn))
+        stage: Any
+        if max_concurrency == 1:
+            stage = st.ForEach(fn, node.key)
+        else:
+            stage = _ConcurrentForEach(fn, max_concurrency, dict(resources or {}), node.key)
+        return self._then(stage, ".for_each()", node)
+
+    def filter(self, fn: Callable[[T], Any]) -> LocalIterator[T]:
+        """Keep the items for which ``fn(item)`` is truthy; lazy, order kept."""
+        _callable(fn, "filter")
+        node = self._stage_node("filter", st.fn_name(fn))
+        return self._then(st.Filter(fn, node.key), ".filter()", node)
+
+    def batch(self, n: int) -> LocalIterator[list[T]]:
+        """Lists of ``n`` consecutive items; a shorter final list when the input ends."""
+        _positive_int(n, "batch(n)")
+        node = self._stage_node("batch", str(n))
+        return self._then(st.Batch(n, node.key), f".batch({n})", node)
+
+    def flatten(self) -> LocalIterator[Any]:
+        """Each item is an iterable; yield its elements in order."""
+        node = self._stage_node("flatten")
+        return self._then(st.Flatten(node.key), ".flatten()", node)
+
+    def combine(self, fn: Callable[[T], Iterable[U]]) -> LocalIterator[U]:
+        """Flat-map: ``fn(item)`` returns a list of outputs (possibly empty); same as
+        ``for_each(fn).flatten()``."""
+        _callable(fn, "combine")
+        node = self._stage_node("combine", st.fn_name(fn))
+        return self._then(st.Combine(fn, node.key), ".combine()", node)
+
+    def transform(self, fn: Callable[[Iterator[T]], Iterable[U]]) -> LocalIterator[U]:
+        """Whole-stream transform: ``fn(iterator) -> iterator``, called once when the chain is
+        built. ``fn`` must pass ``NOT_READY`` items through unchanged."""
+        _callable(fn, "transform")
+        node = self._stage_node("transform", st.fn_name(fn))
+        return self._then(st.Transform(fn, node.key), ".transform()", node)
+
+    def shuffle(self, shuffle_buffer_size: int, seed: int | None = None) -> LocalIterator[T]:
+        """Reservoir shuffle: fill a buffer of ``shuffle_buffer_size`` items, then emit a random
+        buffered item per new input; drain in random order at the end. Size 1 = identity."""
+        _positive_int(shuffle_buffer_size, "shuffle(shuffle_buffer_size)")
+        node = self._stage_node("shuffle", str(shuffle_buffer_size))
+        stage = st.Shuffle(shuffle_buffer_size, seed, node.key)
+        return self._then(stage, f".shuffle({shuffle_buffer_size})", node)
+
+    def zip_with_source_actor(self) -> LocalIterator[ActorItem]:
+        """Pair each item with ``current_metrics().current_actor`` as an :class:`ActorItem`.
+
+        Only meaningful after ``gather_async`` or ``get_shard``, which set the current actor;
+        elsewhere the first item raises :class:`PlanError`.
+        """
+        name = self.name
+
+        def with_actor(item: Any) -> ActorItem:
+            from rlflow.flow.metrics import current_metrics
+
+            actor = current_metrics().current_actor
+            if actor is None:
+                raise PlanError(
+                    f"zip_with_source_actor() on {name}: no source actor is known; use it after "
+                    "gather_async() or get_shard()"
+                )
+            return ActorItem(actor, item)
+
+        node = PlanNode("zip_with_source_actor", "zip_with_source_actor()", "stage", (self._node,))
+        return self._then(st.ForEach(with_actor, node.key), ".zip_with_source_actor()", node)
+
+    def take(self, n: int) -> list[T]:
+        """Read up to ``n`` items (eager)."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ConfigError(f"take(n={n!r}) must be an integer >= 0")
+        return list(itertools.islice(self, n))
+
+    def show(self, n: int = 20, file: IO[str] | None = None) -> None:
+        """Read up to ``n`` items and print each on its own line (to ``file``, default stdout)."""
+        out = file if file is not None else sys.stdout
+        for item in self.take(n):
+            out.write(f"{item}\n")
+
+    # ----------------------------------------------------------------- merging (merge.py)
+    def union(
+        self,
+        *others: LocalIterator[Any],
+        deterministic: bool = False,
+        round_robin_weights: list[float | str] | None = None,
+    ) -> LocalIterator[Any]:
+        """Merge this iterator with ``others``; see :func:`rlflow.flow.merge.union`."""
+        from rlflow.flow.merge import union
+
+        return union(
+            [self, *others], deterministic=deterministic, round_robin_weights=round_robin_weights
+        )
+
+    def duplicate(self, n: int) -> list[LocalIterator[T]]:
+        """``n`` iterators that each see every item; see :func:`rlflow.flow.merge.duplicate`."""
+        from rlflow.flow.merge import duplicate
+
+        return duplicate(self, n)
+
+
+def from_iterable(iterable: Iterable[T], name: str | None = None) -> LocalIterator[T]:
+    """A LocalIterator over a plain iterable, read in this process; no actors.
+
+    >>> from_iterable([1, 2, 3]).for_each(lambda x: x * 10).take(5)
+    [10, 20, 30]
+    """
+    label = name or f"from_iterable[{type(iterable).__name__}]"
+    node = PlanNode("from_iterable", label, "source")
+    return LocalIterator(_IterableBase(iterable), SharedMetrics(), name=label, node=node)

@@ -1,0 +1,488 @@
+"""``ParallelIterator``: a stream sharded over actors, and the functions that create one.
+
+A ParallelIterator is an immutable description: a list of shards (actor handle + the
+transforms to run there). Transforms run on the shard actors, lazily, per shard, in order; each
+shard gets its own copy of a stateful function. Reading happens only through a gather
+(``gather_sync``, ``gather_async``, ``batch_across_shards``) or a shard iterator (``get_shard``),
+which return :class:`LocalIterator` objects.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import IO, Any, Generic, NamedTuple, TypeVar
+
+from rlflow.errors import ConfigError, PlanError
+from rlflow.flow import backend
+from rlflow.flow.graph import PlanGraph, PlanNode
+from rlflow.flow.local import LocalIterator
+from rlflow.flow.metrics import SharedMetrics
+from rlflow.flow.sentinels import NOT_READY, SHARD_END
+from rlflow.flow.stages import BuildEnv, annotate, fn_name
+from rlflow.flow.worker import ParallelIteratorWorker, ShardOp, ShardReply
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+_perf = time.perf_counter
+
+
+class Shard(NamedTuple):
+    """One shard: the actor, the transforms to run on it, and its place for messages."""
+
+    actor: Any
+    transforms: tuple[ShardOp, ...]
+    where: str
+
+
+def _fetch(ref: Any, shard: Shard, label: str, env: BuildEnv) -> Any:
+    """``get`` one reply, naming the stage and the shard in any error."""
+    try:
+        return backend.get(ref)
+    except Exception as err:
+        annotate(err, label, BuildEnv(env.ctx, env.timeout, env.waiter, shard.where))
+        raise
+
+
+def _init_shards(shards: Sequence[Shard], key: str, label: str, env: BuildEnv) -> None:
+    refs = [s.actor.par_iter_init.remote(key, list(s.transforms), s.where) for s in shards]
+    for ref, shard in zip(refs, shards, strict=True):
+        _fetch(ref, shard, label, env)
+
+
+class _SyncGatherBase:
+    """``batch_across_shards``: one request per active shard per round; yields the round."""
+
+    def __init__(self, shards: Sequence[Shard], label: str) -> None:
+        self.shards = list(shards)
+        self.label = label
+
+    def __call__(self, env: BuildEnv) -> Iterator[Any]:
+        key = uuid.uuid4().hex
+        stats = env.ctx.stage(self.label)
+        _init_shards(self.shards, key, self.label, env)
+        active = list(self.shards)
+        while active:
+            refs = [s.actor.par_iter_next.remote(key) for s in active]
+            start = _perf()
+            if env.timeout is not None:
+                while True:
+                    _, not_ready = backend.wait(refs, num_returns=len(refs), timeout=0)
+                    if not not_ready:
+                        break
+                    env.waiter.pending(not_ready)
+                    stats.wait_time_s += _perf() - start
+                    yield NOT_READY
+                    start = _perf()
+            replies = [_fetch(r, s, self.label, env) for r, s in zip(refs, active, strict=True)]
+            stats.wait_time_s += _perf() - start
+            round_items = [item for item in replies if item is not SHARD_END]
+            active = [s for s, item in zip(active, replies, strict=True) if item is not SHARD_END]
+            if round_items:
+                stats.items += 1
+                yield round_items
+
+
+class _AsyncGatherBase:
+    """``gather_async``: ``num_async`` requests in flight per shard; items as they arrive."""
+
+    def __init__(self, shards: Sequence[Shard], num_async: int, batch_ms: float, label: str):
+        self.shards = list(shards)
+        self.num_async = num_async
+        self.batch_ms = batch_ms
+        self.label = label
+
+    def __call__(self, env: BuildEnv) -> Iterator[Any]:
+        key = uuid.uuid4().hex
+        ctx = env.ctx
+        stats = ctx.stage(self.label)
+        batch_ms = self.batch_ms
+        _init_shards(self.shards, key, self.label, env)
+        pending: dict[Any, Shard] = {}
+        for _ in range(self.num_async):
+            for shard in self.shards:
+                pending[shard.actor.par_iter_next_batch.remote(key, batch_ms)] = shard
+        timeout = env.timeout
+        while pending:
+            start = _perf()
+            ready, _ = backend.wait(list(pending), num_returns=1, timeout=timeout)
+            stats.wait_time_s += _perf() - start
+            if not ready:
+                env.waiter.pending(pending)
+                yield NOT_READY
+                continue
+            ref = ready[0]
+            shard = pending.pop(ref)
+            reply: ShardReply = _fetch(ref, shard, self.label, env)
+            if not reply.done:
+                # Re-issue before handing items downstream, so the actor keeps working.
+                pending[shard.actor.par_iter_next_batch.remote(key, batch_ms)] = shard
+            for item in reply.items:
+                ctx.current_actor = shard.actor
+                stats.items += 1
+                yield item
+
+
+class _SliceSource:
+    """The item source of a repartitioned shard: positions ``start (mod step)`` of every old
+    shard, round robin over the old shards."""
+
+    def __init__(self, shards: Sequence[Shard], key: str, step: int, start: int) -> None:
+        self.shards = list(shards)
+        self.key = key
+        self.step = step
+        self.start = start
+
+    def __call__(self) -> Iterator[Any]:
+        for shard in self.shards:
+            backend.get(
+                shard.actor.par_iter_init.remote(self.key, list(shard.transforms), shard.where)
+            )
+        active = list(self.shards)
+        while active:
+            refs = [s.actor.par_iter_slice.remote(self.key, self.step, self.start) for s in active]
+            values = backend.get(refs)
+            active = [s for s, v in zip(active, values, strict=True) if v is not SHARD_END]
+            yield from (v for v in values if v is not SHARD_END)
+
+
+def _check_int(value: Any, what: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{what}={value!r} must be an integer >= {minimum}")
+    return value
+
+
+class ParallelIterator(Generic[T]):
+    """A stream sharded over actors; transforms run on the shards, lazily.
+
+    Create one with :func:`from_items`, :func:`from_range`, :func:`from_iterators` or
+    :func:`from_actors`. It is a picklable description and can be sent to another actor or task
+    and read there.
+    """
+
+    def __init__(
+        self,
+        shards: Sequence[Shard],
+        *,
+        name: str,
+        node: PlanNode,
+        parents: Sequence[ParallelIterator[Any]] = (),
+        union_parts: int = 1,
+    ) -> None:
+        self._shards = tuple(shards)
+        self.name = name
+        self._node = node
+        self._parents = tuple(parents)  # keeps actors created for parents alive
+        self._union_parts = union_parts
+
+    def __repr__(self) -> str:
+        return f"ParallelIterator[{self.name}]"
+
+    def __iter__(self) -> Iterator[T]:
+        raise PlanError(
+            f"{self!r} cannot be iterated directly: read it through gather_sync(), "
+            "gather_async(), batch_across_shards() or get_shard(i)"
+        )
+
+    def describe(self) -> PlanGraph:
+        """The operator graph that ends here."""
+        return PlanGraph.ending_at(self._node)
+
+    # --------------------------------------------------------------- shard-side transforms
+    def _with(self, op: ShardOp, suffix: str, label: str) -> ParallelIterator[Any]:
+        node = PlanNode(op.method, label, "shard_stage", (self._node,))
+        shards = [Shard(s.actor, (*s.transforms, op), s.where) for s in self._shards]
+        return ParallelIterator(
+            shards,
+            name=self.name + suffix,
+            node=node,
+            parents=(self,),
+            union_parts=self._union_parts,
+        )
+
+    def for_each(
+        self,
+        fn: Callable[[T], U],
+        max_concurrency: int = 1,
+        resources: dict[str, Any] | None = None,
+    ) -> ParallelIterator[U]:
+        """Map ``fn`` over each shard, on the shard actors; per-shard order kept.
+
+        With ``max_concurrency`` k > 1 (0: unbounded) ``fn`` runs as remote tasks started from
+        the shard, at most k in flight per shard, with Ray task options ``resources``; results
+        then come in completion order.
+        """
+        if not callable(fn):
+            raise ConfigError(f"for_each takes a callable, got {type(fn).__name__}")
+        _check_int(max_concurrency, "for_each(max_concurrency)", 0)
+        op = ShardOp(
+            "for_each", (fn,), {"max_concurrency": max_concurrency, "resources": resources}
+        )
+        return self._with(op, ".for_each()", f"for_each({fn_name(fn)})")
+
+    def filter(self, fn: Callable[[T], Any]) -> ParallelIterator[T]:
+        """Keep items where ``fn(item)`` is truthy, on the shards."""
+        if not callable(fn):
+            raise ConfigError(f"filter takes a callable, got {type(fn).__name__}")
+        return self._with(ShardOp("filter", (fn,), {}), ".filter()", f"filter({fn_name(fn)})")
+
+    def batch(self, n: int) -> ParallelIterator[list[T]]:
+        """Lists of ``n`` consecutive items of the same shard; a shorter last one at the end."""
+        _check_int(n, "batch(n)", 1)
+        return self._with(ShardOp("batch", (n,), {}), f".batch({n})", f"batch({n})")
+
+    def flatten(self) -> ParallelIterator[Any]:
+        """Expand list items into their elements, on the shards."""
+        return self._with(ShardOp("flatten", (), {}), ".flatten()", "flatten()")
+
+    def combine(self, fn: Callable[[T], Iterable[U]]) -> ParallelIterator[U]:
+        """Flat-map on the shards: ``for_each(fn).flatten()``."""
+        if not callable(fn):
+            raise ConfigError(f"combine takes a callable, got {type(fn).__name__}")
+        return self._with(ShardOp("combine", (fn,), {}), ".combine()", f"combine({fn_name(fn)})")
+
+    def transform(self, fn: Callable[[Iterator[T]], Iterable[U]]) -> ParallelIterator[U]:
+        """Whole-stream transform ``fn(iterator) -> iterator``, once per shard; ``fn`` must
+        pass ``NOT_READY`` through."""
+        if not callable(fn):
+            raise ConfigError(f"transform takes a callable, got {type(fn).__name__}")
+        label = f"transform({fn_name(fn)})"
+        return self._with(ShardOp("transform", (fn,), {}), ".transform()", label)
+
+    def local_shuffle(
+        self, shuffle_buffer_size: int, seed: int | None = None
+    ) -> ParallelIterator[T]:
+        """Per-shard reservoir shuffle (items never leave their shard); size 1 = identity.
+
+        With a ``seed`` each shard's order is reproducible."""
+        _check_int(shuffle_buffer_size, "local_shuffle(shuffle_buffer_size)", 1)
+        op = ShardOp("shuffle", (shuffle_buffer_size,), {"seed": seed})
+        suffix = f".local_shuffle({shuffle_buffer_size})"
+        return self._with(op, suffix, f"local_shuffle({shuffle_buffer_size})")
+
+    # ----------------------------------------------------------------- restructuring
+    def repartition(self, num_partitions: int, batch_ms: float = 0) -> ParallelIterator[T]:
+        """A new iterator over ``num_partitions`` new actors (eager: they are created now).
+
+        The j-th item of each old shard goes to partition ``j % num_partitions``; partition p
+        reads the old shards round robin. Deterministic for deterministic sources.
+        ``batch_ms`` is accepted for compatibility with the original and must be >= 0.
+        """
+        _check_int(num_partitions, "repartition(num_partitions)", 1)
+        if batch_ms < 0:
+            raise ConfigError(f"repartition(batch_ms={batch_ms}) must be >= 0")
+        key = uuid.uuid4().hex
+        worker = backend.remote(ParallelIteratorWorker).options(num_cpus=0)
+        name = f"{self.name}.repartition[num_partitions={num_partitions}]"
+        shards = [
+            Shard(
+                worker.remote(_SliceSource(self._shards, key, num_partitions, p), False),
+                (),
+                f"partition {p} of {name}",
+            )
+            for p in range(num_partitions)
+        ]
+        node = PlanNode(
+            "repartition", f"repartition({num_partitions})", "shard_stage", (self._node,)
+        )
+        return ParallelIterator(shards, name=name, node=node, parents=(self,))
+
+    def union(self, other: ParallelIterator[Any]) -> ParallelIterator[Any]:
+        """Concatenate the shards of ``self`` and ``other``; shard count adds up."""
+        if not isinstance(other, ParallelIterator):
+            raise ConfigError(f"union() takes a ParallelIterator, got {type(other).__name__}")
+        node = PlanNode("union", "ParallelUnion", "union", (self._node, other._node))
+        return ParallelIterator(
+            self._shards + other._shards,
+            name=f"ParallelUnion[{self.name}, {other.name}]",
+            node=node,
+            parents=(self, other),
+            union_parts=self._union_parts + other._union_parts,
+        )
+
+    def select_shards(self, shards_to_keep: Sequence[int]) -> ParallelIterator[T]:
+        """A sub-iterator over the given shard indexes (the caller keeps them disjoint)."""
+        if self._union_parts > 1:
+            raise ConfigError("select_shards() is not supported after a ParallelIterator union()")
+        keep = list(shards_to_keep)
+        if not keep:
+            raise ConfigError("select_shards() needs at least one shard index, got []")
+        for i in keep:
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(self._shards):
+                raise ConfigError(
+                    f"select_shards(): shard index {i!r} is out of range [0, {len(self._shards)})"
+                )
+        node = PlanNode("select_shards", f"select_shards({keep})", "shard_stage", (self._node,))
+        return ParallelIterator(
+            [self._shards[i] for i in keep],
+            name=f"{self.name}.select_shards({len(keep)} total)",
+            node=node,
+            parents=(self,),
+        )
+
+    # ----------------------------------------------------------------- introspection
+    def num_shards(self) -> int:
+        """How many shards (actors) this iterator reads."""
+        return len(self._shards)
+
+    def actors(self) -> list[Any]:
+        """The shard actors' handles, in shard order."""
+        return [s.actor for s in self._shards]
+
+    def shards(self) -> list[LocalIterator[T]]:
+        """One LocalIterator per shard (``get_shard(i)`` for each i)."""
+        return [self.get_shard(i) for i in range(len(self._shards))]
+
+    def get_shard(
+        self, shard_index: int, batch_ms: float = 0, num_async: int = 1
+    ) -> LocalIterator[T]:
+        """A LocalIterator over one shard, ``num_async`` requests in flight; it sets
+        ``current_actor``. Serializable until read, so it can be read in another actor."""
+        if (
+            isinstance(shard_index, bool)
+            or not isinstance(shard_index, int)
+            or not (0 <= shard_index < len(self._shards))
+        ):
+            raise ConfigError(
+                f"get_shard({shard_index!r}): shard index out of range [0, {len(self._shards)})"
+            )
+        _check_int(num_async, "get_shard(num_async)", 1)
+        if batch_ms < 0:
+            raise ConfigError(f"get_shard(batch_ms={batch_ms}) must be >= 0")
+        node = PlanNode("get_shard", f"get_shard({shard_index})", "gather", (self._node,))
+        base = _AsyncGatherBase([self._shards[shard_index]], num_async, batch_ms, node.key)
+        return LocalIterator(
+            base, SharedMetrics(), name=f"{self.name}.shard[{shard_index}]", node=node
+        )
+
+    def shard_stats(self) -> list[dict[str, dict[str, float]]]:
+        """Not available: stage statistics of shard-side stages live in each read's context on
+        the actors; use ``LocalIterator.metrics.stages`` for the driver side."""
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- gathering
+    def batch_across_shards(self) -> LocalIterator[list[T]]:
+        """The synchronous barrier: each round asks every active shard for one item and yields
+        the replies as one list, in shard order. At most one request per shard in flight; the
+        next round starts when the reader pulls again. Ended shards drop out (a round can be
+        shorter); ends when all shards have ended."""
+        node = PlanNode("batch_across_shards", "batch_across_shards()", "gather", (self._node,))
+        return LocalIterator(
+            _SyncGatherBase(self._shards, node.key),
+            SharedMetrics(),
+            name=f"{self.name}.batch_across_shards()",
+            node=node,
+        )
+
+    def gather_sync(self) -> LocalIterator[T]:
+        """Deterministic round robin over the shards: ``batch_across_shards().flatten()``.
+
+        Order: shard0 item0, shard1 item0, shard0 item1, ...; ended shards drop out."""
+        batches = self.batch_across_shards()
+        flat = batches.flatten()
+        flat.name = f"{self.name}.gather_sync()"
+        return flat
+
+    def gather_async(self, batch_ms: float = 0, num_async: int = 1) -> LocalIterator[T]:
+        """Items from whichever shard has one ready; lazy; sets ``current_actor`` per item.
+
+        Keeps ``num_async`` requests in flight per shard, re-issuing a shard's request before its
+        items go downstream. Order across shards is not defined; within a shard it is kept when
+        ``num_async == 1``. With ``batch_ms`` > 0 each request returns the items a shard produced
+        within that many milliseconds. Ends when all shards have ended.
+        """
+        _check_int(num_async, "gather_async(num_async)", 1)
+        if isinstance(batch_ms, bool) or not isinstance(batch_ms, int | float) or batch_ms < 0:
+            raise ConfigError(f"gather_async(batch_ms={batch_ms!r}) must be a number >= 0")
+        label = f"gather_async(num_async={num_async})"
+        node = PlanNode("gather_async", label, "gather", (self._node,))
+        return LocalIterator(
+            _AsyncGatherBase(self._shards, num_async, batch_ms, node.key),
+            SharedMetrics(),
+            name=f"{self.name}.gather_async()",
+            node=node,
+        )
+
+    def take(self, n: int) -> list[T]:
+        """The first ``n`` items of ``gather_sync()`` (eager)."""
+        return self.gather_sync().take(n)
+
+    def show(self, n: int = 20, file: IO[str] | None = None) -> None:
+        """Print the first ``n`` items of ``gather_sync()``, one per line."""
+        self.gather_sync().show(n, file=file if file is not None else sys.stdout)
+
+
+def _source_actors(sources: Sequence[Any], repeat: bool) -> list[Any]:
+    worker = backend.remote(ParallelIteratorWorker).options(num_cpus=0)
+    return [worker.remote(source, repeat) for source in sources]
+
+
+def _make(actors: Sequence[Any], name: str) -> ParallelIterator[Any]:
+    node = PlanNode("source", name, "source")
+    shards = [Shard(a, (), f"shard {i} of {name}") for i, a in enumerate(actors)]
+    return ParallelIterator(shards, name=name, node=node)
+
+
+def from_items(
+    items: Sequence[T], num_shards: int = 2, repeat: bool = False
+) -> ParallelIterator[T]:
+    """Shard a list over ``num_shards`` new actors: item i goes to shard ``i % num_shards``.
+
+    >>> from rlflow import flow
+    >>> flow.init(backend="local")
+    >>> from_items([1, 2, 3, 4], num_shards=2).gather_sync().take(4)
+    [1, 2, 3, 4]
+    """
+    _check_int(num_shards, "from_items(num_shards)", 1)
+    items = list(items)
+    parts = [items[i::num_shards] for i in range(num_shards)]
+    kind = type(items[0]).__name__ if items else "empty"
+    name = (
+        f"from_items[{kind}, {len(items)}, shards={num_shards}{', repeat=True' if repeat else ''}]"
+    )
+    return _make(_source_actors(parts, repeat), name)
+
+
+def from_range(n: int, num_shards: int = 2, repeat: bool = False) -> ParallelIterator[int]:
+    """``range(n)`` split into ``num_shards`` contiguous parts on new actors; the last shard
+    takes the remainder.
+
+    >>> from rlflow import flow
+    >>> flow.init(backend="local")
+    >>> from_range(5, num_shards=2).batch_across_shards().take(3)
+    [[0, 2], [1, 3], [4]]
+    """
+    _check_int(n, "from_range(n)", 0)
+    _check_int(num_shards, "from_range(num_shards)", 1)
+    size = n // num_shards
+    parts = [
+        range(i * size, n if i == num_shards - 1 else (i + 1) * size) for i in range(num_shards)
+    ]
+    name = f"from_range[{n}, shards={num_shards}{', repeat=True' if repeat else ''}]"
+    return _make(_source_actors(parts, repeat), name)
+
+
+def from_iterators(
+    generators: Sequence[Iterable[T] | Callable[[], Iterable[T]]],
+    repeat: bool = False,
+    name: str | None = None,
+) -> ParallelIterator[T]:
+    """One new actor per iterable (or zero-argument callable returning one)."""
+    generators = list(generators)
+    if not generators:
+        raise ConfigError("from_iterators() needs at least one iterable, got []")
+    return _make(
+        _source_actors(generators, repeat), name or f"from_iterators[shards={len(generators)}]"
+    )
+
+
+def from_actors(actors: Sequence[Any], name: str | None = None) -> ParallelIterator[Any]:
+    """Wrap existing actors whose class subclasses :class:`ParallelIteratorWorker`; no new
+    actors are created."""
+    actors = list(actors)
+    if not actors:
+        raise ConfigError("from_actors() needs at least one actor, got []")
+    return _make(actors, name or f"from_actors[shards={len(actors)}]")

@@ -1,0 +1,149 @@
+"""The actor side of a parallel iterator: :class:`ParallelIteratorWorker`.
+
+Each shard actor keeps one built chain per reading iterator (keyed by a read id), so several
+gathers of one actor do not disturb each other. The end of a shard is returned as
+:data:`SHARD_END`, never raised through a remote call.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, NamedTuple
+
+from rlflow.errors import ConfigError
+from rlflow.flow.graph import PlanNode
+from rlflow.flow.local import LocalIterator
+from rlflow.flow.metrics import SharedMetrics
+from rlflow.flow.sentinels import SHARD_END
+from rlflow.flow.stages import BuildEnv
+
+
+class ShardReply(NamedTuple):
+    """A batch of items from one shard; ``done`` once the shard has ended."""
+
+    items: list[Any]
+    done: bool
+
+
+class ShardOp(NamedTuple):
+    """A transform shipped to shard actors: ``LocalIterator.<method>(*args, **kwargs)``."""
+
+    method: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+    def __call__(self, it: LocalIterator[Any]) -> LocalIterator[Any]:
+        return getattr(it, self.method)(*self.args, **self.kwargs)  # type: ignore[no-any-return]
+
+
+class _GeneratorBase:
+    def __init__(self, item_generator: Any, repeat: bool) -> None:
+        self.item_generator = item_generator
+        self.repeat = repeat
+
+    def __call__(self, env: BuildEnv) -> Iterator[Any]:
+        source = self.item_generator
+        while True:
+            yield from source() if callable(source) else source
+            if not self.repeat:
+                return
+
+
+class _SliceState:
+    def __init__(self, step: int) -> None:
+        self.buffers: list[collections.deque[Any]] = [collections.deque() for _ in range(step)]
+        self.position = 0
+        self.done = False
+
+
+class ParallelIteratorWorker:
+    """Base class of actors that serve as shards of a :class:`ParallelIterator`.
+
+    Args:
+        item_generator: an iterable, or a zero-argument callable returning one (use a callable
+            for generators that cannot be pickled, or that should restart for each read).
+        repeat: cycle forever: re-invoke the callable (or re-iterate the iterable) at its end.
+
+    Subclass it to make your own actors readable with ``from_actors`` (a rollout worker's
+    generator is "sample forever").
+    """
+
+    def __init__(self, item_generator: Callable[[], Iterable[Any]] | Iterable[Any], repeat: bool):
+        if repeat and not callable(item_generator) and iter(item_generator) is item_generator:  # type: ignore[arg-type]
+            raise ConfigError(
+                "ParallelIteratorWorker(repeat=True) needs a re-iterable source (a list, a "
+                "range, or a zero-argument callable returning an iterator), got a one-shot "
+                f"iterator {type(item_generator).__name__}"
+            )
+        self._item_generator = item_generator
+        self._repeat = repeat
+        self._reads: dict[str, LocalIterator[Any]] = {}
+        self._slices: dict[str, _SliceState] = {}
+
+    def par_iter_init(self, key: str, transforms: list[ShardOp], where: str) -> None:
+        """Build the chain for read ``key`` (once; later calls with the same key do nothing)."""
+        if key in self._reads:
+            return
+        node = PlanNode("shard", where, "source")
+        it: LocalIterator[Any] = LocalIterator(
+            _GeneratorBase(self._item_generator, self._repeat),
+            SharedMetrics(),
+            name=where,
+            node=node,
+            where=where,
+        )
+        for transform in transforms:
+            it = transform(it)
+        self._reads[key] = it
+
+    def par_iter_next(self, key: str) -> Any:
+        """The next item of read ``key``, or :data:`SHARD_END`."""
+        return next(self._reads[key], SHARD_END)
+
+    def par_iter_next_batch(self, key: str, batch_ms: float) -> ShardReply:
+        """At least one item (or none and ``done``); with ``batch_ms`` > 0, as many as arrive
+        within that many milliseconds."""
+        it = self._reads[key]
+        first = next(it, SHARD_END)
+        if first is SHARD_END:
+            return ShardReply([], True)
+        items = [first]
+        if batch_ms > 0:
+            deadline = time.perf_counter() + batch_ms / 1000.0
+            while time.perf_counter() < deadline:
+                item = next(it, SHARD_END)
+                if item is SHARD_END:
+                    return ShardReply(items, True)
+                items.append(item)
+        return ShardReply(items, False)
+
+    def par_iter_slice(self, key: str, step: int, start: int) -> Any:
+        """For ``repartition``: the next item at a position ``p`` with ``p % step == start``
+        in this shard's stream (read ``key``), or :data:`SHARD_END`."""
+        state = self._slices.get(key)
+        if state is None:
+            state = self._slices[key] = _SliceState(step)
+        buffer = state.buffers[start]
+        it = self._reads[key]
+        while not buffer:
+            if state.done:
+                return SHARD_END
+            item = next(it, SHARD_END)
+            if item is SHARD_END:
+                state.done = True
+            else:
+                state.buffers[state.position % step].append(item)
+                state.position += 1
+        return buffer.popleft()
+
+    def par_iter_stats(self, key: str) -> dict[str, dict[str, float]]:
+        """Per-stage statistics of read ``key`` on this shard."""
+        stages = self._reads[key].metrics.stages
+        return {label: stats.as_dict() for label, stats in stages.items()}
+
+    def par_iter_close(self, key: str) -> None:
+        """Forget read ``key`` (frees its buffers)."""
+        self._reads.pop(key, None)
+        self._slices.pop(key, None)

@@ -1,0 +1,26 @@
+"""Torch networks and action distributions.
+
+Where to start: :func:`build_model` turns an observation and action space into an
+:class:`ActorCritic` whose ``forward(obs)`` returns ``(dist_inputs, value)``, and
+:func:`dist_class_for` gives the distribution class that reads those ``dist_inputs``.
+"""
+
+from rlflow.models.distributions import (
+    ActionDistribution,
+    Categorical,
+    DiagGaussian,
+    dist_class_for,
+)
+from rlflow.models.nets import MLP, ActorCritic, NatureCNN, build_model, layer_init
+
+__all__ = [
+    "MLP",
+    "ActionDistribution",
+    "ActorCritic",
+    "Categorical",
+    "DiagGaussian",
+    "NatureCNN",
+    "build_model",
+    "dist_class_for",
+    "layer_init",
+]

@@ -1,0 +1,60 @@
+"""Tiny deterministic environments for tests: every value is known in advance."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+from gymnasium import spaces
+
+from rlflow.errors import ConfigError
+
+
+class CountingEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
+    """Observation = steps taken so far; reward 1.0 per step; ends after ``episode_len`` steps.
+
+    ``reset`` returns ``[0.0]``; the k-th `step` returns ``[float(k)]`` (shape ``(1,)``,
+    float32), reward 1.0, and ends the episode when ``k == episode_len``: terminated, or
+    truncated with ``truncate=True``. Actions (``Discrete(2)``) are ignored, and so is the seed,
+    so every episode is identical: return ``episode_len``, length ``episode_len``.
+
+    Example:
+        >>> env = CountingEnv(episode_len=2)
+        >>> env.reset()[0].tolist()
+        [0.0]
+        >>> env.step(0)[:3]
+        (array([1.], dtype=float32), 1.0, False)
+        >>> env.step(1)[:4]
+        (array([2.], dtype=float32), 1.0, True, False)
+    """
+
+    def __init__(self, episode_len: int = 5, *, truncate: bool = False) -> None:
+        """Make an env whose episodes last ``episode_len`` (>= 1) steps."""
+        if isinstance(episode_len, bool) or not isinstance(episode_len, int) or episode_len < 1:
+            raise ConfigError(f"CountingEnv: episode_len={episode_len!r} must be an int >= 1")
+        self.episode_len = episode_len
+        """Steps per episode."""
+        self.truncate = truncate
+        """End episodes by truncation instead of termination."""
+        self.observation_space = spaces.Box(0.0, np.inf, (1,), np.float32)
+        self.action_space = spaces.Discrete(2)
+        self._t = 0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[npt.NDArray[np.float32], dict[str, Any]]:
+        """Start an episode: observation ``[0.0]``, empty info."""
+        super().reset(seed=seed)
+        self._t = 0
+        return np.array([0.0], dtype=np.float32), {}
+
+    def step(
+        self, action: int | np.int64
+    ) -> tuple[npt.NDArray[np.float32], float, bool, bool, dict[str, Any]]:
+        """Advance the counter; reward 1.0; the episode ends at ``episode_len`` steps."""
+        self._t += 1
+        done = self._t >= self.episode_len
+        obs = np.array([float(self._t)], dtype=np.float32)
+        return obs, 1.0, done and not self.truncate, done and self.truncate, {}
