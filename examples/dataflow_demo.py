@@ -48,8 +48,10 @@ def main() -> None:
     print("\nplan graph (Mermaid):\n" + plan.describe().to_mermaid())
     print("\nper-stage statistics (driver side):")
     for label, stats in plan.metrics.stages.items():
-        print(f"  {label:40s} items={stats.items:6d} fn={stats.fn_time_s * 1e3:8.1f}ms "
-              f"wait={stats.wait_time_s * 1e3:8.1f}ms")
+        print(
+            f"  {label:40s} items={stats.items:6d} fn={stats.fn_time_s * 1e3:8.1f}ms "
+            f"wait={stats.wait_time_s * 1e3:8.1f}ms"
+        )
     flow.shutdown()
 
 

@@ -48,7 +48,9 @@ def _fetch(ref: Any, shard: Shard, label: str, env: BuildEnv) -> Any:
 
 
 def _init_shards(shards: Sequence[Shard], key: str, label: str, env: BuildEnv) -> None:
-    refs = [s.actor.par_iter_init.remote(key, list(s.transforms), s.where) for s in shards]
+    refs = [
+        s.actor.par_iter_init.remote(key, backend.ship(list(s.transforms)), s.where) for s in shards
+    ]
     for ref, shard in zip(refs, shards, strict=True):
         _fetch(ref, shard, label, env)
 
@@ -139,7 +141,9 @@ class _SliceSource:
     def __call__(self) -> Iterator[Any]:
         for shard in self.shards:
             backend.get(
-                shard.actor.par_iter_init.remote(self.key, list(shard.transforms), shard.where)
+                shard.actor.par_iter_init.remote(
+                    self.key, backend.ship(list(shard.transforms)), shard.where
+                )
             )
         active = list(self.shards)
         while active:

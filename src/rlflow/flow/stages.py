@@ -34,7 +34,7 @@ class BuildEnv:
 def fn_name(fn: Any) -> str:
     """A short readable name of a user function (for labels and errors)."""
     name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
-    return str(name).replace(".<locals>", "")
+    return str(name).split(".<locals>.")[-1]
 
 
 def annotate(err: BaseException, label: str, env: BuildEnv) -> None:

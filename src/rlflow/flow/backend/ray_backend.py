@@ -6,6 +6,7 @@ with the remote traceback added as a note; a dead actor becomes :class:`WorkerEr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +15,8 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from rlflow.errors import WorkerError
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
 
 def translate(err: BaseException) -> BaseException:
     """The exception a caller should see for a Ray error ``err``."""
@@ -21,7 +24,10 @@ def translate(err: BaseException) -> BaseException:
         cause = getattr(err, "cause", None)
         if isinstance(cause, Exception) and not isinstance(cause, RayActorError):
             if not getattr(cause, "_rlflow_remote_tb", False):
-                cause.add_note(f"remote traceback:\n{err.traceback_str.rstrip()}")
+                text = _ANSI.sub("", str(err)).rstrip()
+                cause.add_note(
+                    f"remote traceback ({type(cause).__name__} on a Ray worker):\n{text}"
+                )
                 cause._rlflow_remote_tb = True  # type: ignore[attr-defined]
             return cause
         return err

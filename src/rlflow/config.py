@@ -1,0 +1,169 @@
+"""Algorithm configs: one frozen, keyword-only dataclass per algorithm.
+
+:class:`AlgorithmConfig` holds the fields every algorithm shares (RLlib's names where the meaning
+is the same); each algorithm subclasses it and adds its own. Validation runs in ``__post_init__``
+and raises :class:`~rlflow.errors.ConfigError` naming class, field, value and rule, before any
+actor starts. :meth:`AlgorithmConfig.from_dict` rejects unknown keys with the closest valid name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from rlflow.errors import ConfigError
+
+C = TypeVar("C", bound="AlgorithmConfig")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlgorithmConfig:
+    """Fields shared by every algorithm; subclasses add theirs and call ``super().__post_init__``.
+    """
+
+    env: str | Callable[[], Any] = "CartPole-v1"
+    """Gymnasium id (e.g. ``"CartPole-v1"``) or a zero-argument callable returning an env."""
+    env_config: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for ``gymnasium.make`` (or the creator)."""
+    num_workers: int = 2
+    """Remote rollout workers (actors), >= 0; 0 samples on the local (learner) worker."""
+    num_envs_per_worker: int = 1
+    """Envs stepped in one vectorized loop inside each worker, >= 1."""
+    rollout_fragment_length: int = 200
+    """Env steps per env in one ``sample()`` call of a worker, >= 1."""
+    train_batch_size: int = 4000
+    """Env steps per training batch, >= 1."""
+    gamma: float = 0.99
+    """Discount factor, in [0, 1]."""
+    lr: float = 5e-4
+    """Learning rate (Adam), > 0."""
+    grad_clip: float | None = None
+    """Clip gradients by this global norm (> 0), or None for no clipping."""
+    model: dict[str, Any] = field(default_factory=dict)
+    """Model options: ``hidden`` (tuple of layer sizes), ``activation``, ``shared``."""
+    seed: int | None = 0
+    """Seed of envs, policies and sampling; None for fresh entropy every run."""
+    num_torch_threads: int = 1
+    """Torch intra-op threads per process (learner and each worker), >= 1."""
+    min_time_s_per_iteration: float = 0.0
+    """An iteration (one ``train()`` result) lasts at least this long, in seconds, >= 0."""
+    min_steps_per_iteration: int = 0
+    """An iteration samples at least this many env steps, >= 0 (RLlib's
+    ``timesteps_per_iteration``)."""
+    metrics_num_episodes_for_smoothing: int = 100
+    """Episode return/length means are over at most this many recent episodes, >= 1."""
+
+    def __post_init__(self) -> None:
+        self._check_env()
+        self._check_int("num_workers", 0)
+        self._check_int("num_envs_per_worker", 1)
+        self._check_int("rollout_fragment_length", 1)
+        self._check_int("train_batch_size", 1)
+        self._check_range("gamma", 0.0, 1.0)
+        self._check_positive("lr")
+        if self.grad_clip is not None:
+            self._check_positive("grad_clip")
+        if self.seed is not None:
+            self._check_int("seed", 0)
+        self._check_int("num_torch_threads", 1)
+        self._check_range("min_time_s_per_iteration", 0.0, float("inf"))
+        self._check_int("min_steps_per_iteration", 0)
+        self._check_int("metrics_num_episodes_for_smoothing", 1)
+
+    # ----------------------------------------------------------------------- validation
+    def _bad(self, name: str, rule: str) -> ConfigError:
+        value = getattr(self, name)
+        return ConfigError(f"{type(self).__name__}.{name}={value!r} {rule}")
+
+    def _check_env(self) -> None:
+        if not (isinstance(self.env, str) or callable(self.env)):
+            raise self._bad("env", "must be a Gymnasium id or a zero-argument env creator")
+        if not isinstance(self.env_config, dict):
+            raise self._bad("env_config", "must be a dict of env keyword arguments")
+        if not isinstance(self.model, dict):
+            raise self._bad("model", "must be a dict (hidden, activation, shared)")
+
+    def _check_int(self, name: str, low: int) -> None:
+        value = getattr(self, name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self._bad(name, "must be an integer")
+        if value < low:
+            raise self._bad(name, f"must be >= {low}")
+
+    def _check_positive(self, name: str) -> None:
+        value = getattr(self, name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise self._bad(name, "must be a number > 0")
+
+    def _check_range(self, name: str, low: float, high: float) -> None:
+        value = getattr(self, name)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not low <= value <= high
+        ):
+            raise self._bad(name, f"must be a number in [{low}, {high}]")
+
+    def _check_le(self, name: str, other: str) -> None:
+        """Raise unless field ``name`` <= field ``other`` (e.g. minibatch <= train batch)."""
+        if getattr(self, name) > getattr(self, other):
+            raise self._bad(name, f"must be <= {other}={getattr(self, other)!r}")
+
+    # ------------------------------------------------------------------------ building
+    @classmethod
+    def field_names(cls) -> list[str]:
+        """Names of all fields, in declaration order."""
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_dict(cls: type[C], values: Mapping[str, Any]) -> C:
+        """Build from a mapping; unknown keys raise :class:`ConfigError` naming the closest
+        valid field; values are coerced from strings where the field type is simple."""
+        names = cls.field_names()
+        for key in values:
+            if key not in names:
+                close = difflib.get_close_matches(key, names, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ConfigError(f"{cls.__name__} has no field {key!r}{hint}")
+        return cls(**dict(values))
+
+    def replace(self: C, **changes: Any) -> C:
+        """A copy with some fields changed (validated like a new config)."""
+        type(self).from_dict(changes)  # unknown-key check with suggestions
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields as a plain dict (the mapping policies read their keys from)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def field_type(cls, name: str) -> Any:
+        """The resolved type annotation of field ``name``."""
+        hints = typing.get_type_hints(cls)
+        return hints[name]
+
+
+def coerce_value(config_cls: type[AlgorithmConfig], key: str, text: str) -> Any:
+    """Parse a ``--set key=value`` string for field ``key`` of ``config_cls`` (YAML syntax:
+    ``3``, ``0.5``, ``true``, ``null``, ``[64, 64]``, ``{hidden: [32]}``)."""
+    import yaml
+
+    names = config_cls.field_names()
+    if key not in names:
+        close = difflib.get_close_matches(key, names, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"{config_cls.__name__} has no field {key!r}{hint}")
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"--set {key}={text!r}: not a valid value ({err})") from None
+    hint = config_cls.field_type(key)
+    allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    if float in allowed and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    return value
