@@ -104,9 +104,18 @@ class _AsyncGatherBase:
         batch_ms = self.batch_ms
         _init_shards(self.shards, key, self.label, env)
         pending: dict[Any, Shard] = {}
+        # Without batching a request returns the bare item (Ray's fast path for arrays);
+        # with batching it returns a ShardReply.
+        batched = batch_ms > 0
+
+        def request(shard: Shard) -> Any:
+            if batched:
+                return shard.actor.par_iter_next_batch.remote(key, batch_ms)
+            return shard.actor.par_iter_next.remote(key)
+
         for _ in range(self.num_async):
             for shard in self.shards:
-                pending[shard.actor.par_iter_next_batch.remote(key, batch_ms)] = shard
+                pending[request(shard)] = shard
         timeout = env.timeout
         while pending:
             start = _perf()
@@ -118,11 +127,17 @@ class _AsyncGatherBase:
                 continue
             ref = ready[0]
             shard = pending.pop(ref)
-            reply: ShardReply = _fetch(ref, shard, self.label, env)
-            if not reply.done:
+            reply = _fetch(ref, shard, self.label, env)
+            if batched:
+                items, done = reply
+            elif reply is SHARD_END:
+                items, done = (), True
+            else:
+                items, done = (reply,), False
+            if not done:
                 # Re-issue before handing items downstream, so the actor keeps working.
-                pending[shard.actor.par_iter_next_batch.remote(key, batch_ms)] = shard
-            for item in reply.items:
+                pending[request(shard)] = shard
+            for item in items:
                 ctx.current_actor = shard.actor
                 stats.items += 1
                 yield item
