@@ -377,11 +377,6 @@ class ParallelIterator(Generic[T]):
             base, SharedMetrics(), name=f"{self.name}.shard[{shard_index}]", node=node
         )
 
-    def shard_stats(self) -> list[dict[str, dict[str, float]]]:
-        """Not available: stage statistics of shard-side stages live in each read's context on
-        the actors; use ``LocalIterator.metrics.stages`` for the driver side."""
-        raise NotImplementedError
-
     # ----------------------------------------------------------------- gathering
     def batch_across_shards(self) -> LocalIterator[list[T]]:
         """The synchronous barrier: each round asks every active shard for one item and yields
