@@ -1,0 +1,104 @@
+"""Algorithms, one package each (``config.py``, ``plan.py``, ``tuned/<env>.yaml``).
+
+Where to start: a plan (e.g. :func:`rlflow.algorithms.ppo.ppo_plan`) is a short function from a
+:class:`~rlflow.workers.WorkerSet` and a config to an iterator of result dicts. The registry
+:data:`ALGORITHMS` names each algorithm's config class, policy class and plan::
+
+    spec = get_algorithm("ppo")
+    config = spec.config_cls(num_workers=2)
+    workers = WorkerSet(config, spec.policy_cls)
+    results = spec.plan(workers, config)
+    print(next(results)["episode_return_mean"])
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from importlib import resources
+from typing import Any, NamedTuple
+
+import yaml
+
+from rlflow.algorithms.a2c import A2CConfig, a2c_plan
+from rlflow.algorithms.a3c import A3CConfig, a3c_plan
+from rlflow.algorithms.pg import PGConfig, pg_plan
+from rlflow.algorithms.ppo import PPOConfig, ppo_plan
+from rlflow.config import AlgorithmConfig
+from rlflow.errors import ConfigError
+from rlflow.policy import PGPolicy, PPOPolicy, TorchPolicy
+
+__all__ = [
+    "ALGORITHMS",
+    "A2CConfig",
+    "A3CConfig",
+    "AlgorithmSpec",
+    "PGConfig",
+    "PPOConfig",
+    "get_algorithm",
+    "tuned_config",
+]
+
+
+class AlgorithmSpec(NamedTuple):
+    """What a trainer needs to run an algorithm."""
+
+    name: str
+    """Registry key (lower case)."""
+    config_cls: type[AlgorithmConfig]
+    """The config dataclass."""
+    policy_cls: type[TorchPolicy]
+    """The policy class every rollout worker builds."""
+    plan: Callable[[Any, Any], Any]
+    """``plan(workers, config) -> LocalIterator[dict]``."""
+    summary: str
+    """One line for listings."""
+
+
+ALGORITHMS: dict[str, AlgorithmSpec] = {
+    "pg": AlgorithmSpec(
+        "pg", PGConfig, PGPolicy, pg_plan, "Vanilla policy gradient (REINFORCE), synchronous"
+    ),
+    "a2c": AlgorithmSpec(
+        "a2c", A2CConfig, PGPolicy, a2c_plan, "Synchronous advantage actor-critic"
+    ),
+    "a3c": AlgorithmSpec(
+        "a3c", A3CConfig, PGPolicy, a3c_plan, "Asynchronous advantage actor-critic"
+    ),
+    "ppo": AlgorithmSpec(
+        "ppo", PPOConfig, PPOPolicy, ppo_plan, "Proximal policy optimization (clip + KL)"
+    ),
+}
+"""Every built-in algorithm by name."""
+
+
+def get_algorithm(name: str) -> AlgorithmSpec:
+    """The spec of algorithm ``name`` (case-insensitive); ConfigError naming the known ones."""
+    key = name.lower() if isinstance(name, str) else name
+    spec = ALGORITHMS.get(key)
+    if spec is None:
+        close = difflib.get_close_matches(str(key), list(ALGORITHMS), n=1, cutoff=0.3)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(
+            f"unknown algorithm {name!r}; known algorithms are {sorted(ALGORITHMS)}{hint}"
+        )
+    return spec
+
+
+def tuned_config(name: str, env_id: str, **overrides: Any) -> AlgorithmConfig:
+    """The shipped tuned config of algorithm ``name`` for ``env_id``, with ``overrides``.
+
+    Reads ``rlflow/algorithms/<name>/tuned/<env_id>.yaml`` (a mapping of config fields);
+    ConfigError naming the available envs if there is none.
+    """
+    spec = get_algorithm(name)
+    folder = resources.files(f"rlflow.algorithms.{spec.name}").joinpath("tuned")
+    path = folder.joinpath(f"{env_id}.yaml")
+    if not path.is_file():
+        available = sorted(p.name.removesuffix(".yaml") for p in folder.iterdir())
+        raise ConfigError(f"no tuned {spec.name} config for env {env_id!r}; available: {available}")
+    values = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path}: expected a mapping of config fields, got {type(values)}")
+    values.setdefault("env", env_id)
+    return spec.config_cls.from_dict({**values, **overrides})

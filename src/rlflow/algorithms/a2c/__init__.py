@@ -1,0 +1,10 @@
+"""A2C: synchronous advantage actor-critic (Mnih et al. 2016, synchronous variant).
+
+Policy: :class:`rlflow.policy.PGPolicy` with a critic. Config: :class:`A2CConfig`.
+Plan: :func:`a2c_plan`.
+"""
+
+from rlflow.algorithms.a2c.config import A2CConfig
+from rlflow.algorithms.a2c.plan import a2c_plan
+
+__all__ = ["A2CConfig", "a2c_plan"]

@@ -1,0 +1,57 @@
+"""RL dataflow operators over rollout workers, one module per family.
+
+Sources (snake_case functions that build a stream) and stages (PascalCase callables for
+``for_each`` / ``combine`` / ``filter``):
+
+- rollout (:mod:`rlflow.ops.rollout`): :func:`parallel_rollouts`, :func:`async_gradients`,
+  :class:`ConcatBatches`, :class:`SelectExperiences`, :class:`StandardizeFields`;
+- train (:mod:`rlflow.ops.train`): :class:`TrainOneStep`, :class:`ComputeGradients`,
+  :class:`AverageGradients`, :class:`ApplyGradients`;
+- metrics (:mod:`rlflow.ops.metrics`): :class:`OncePerTimeInterval`,
+  :class:`OncePerTimestepsElapsed`, :class:`CollectMetrics`, :func:`standard_metrics_reporting`.
+
+Operators talk through the plan's context (``flow.current_metrics()``), under the keys in
+:mod:`rlflow.ops.keys`; they read it inside each call, never when the plan is built.
+"""
+
+from rlflow.ops import keys
+from rlflow.ops.metrics import (
+    CollectMetrics,
+    OncePerTimeInterval,
+    OncePerTimestepsElapsed,
+    standard_metrics_reporting,
+)
+from rlflow.ops.rollout import (
+    ConcatBatches,
+    SelectExperiences,
+    StandardizeFields,
+    async_gradients,
+    parallel_rollouts,
+)
+from rlflow.ops.train import (
+    ApplyGradients,
+    AverageGradients,
+    ComputeGradients,
+    TrainOneStep,
+    TrainResult,
+)
+from rlflow.workers import Gradients
+
+__all__ = [
+    "ApplyGradients",
+    "AverageGradients",
+    "CollectMetrics",
+    "ComputeGradients",
+    "ConcatBatches",
+    "Gradients",
+    "OncePerTimeInterval",
+    "OncePerTimestepsElapsed",
+    "SelectExperiences",
+    "StandardizeFields",
+    "TrainOneStep",
+    "TrainResult",
+    "async_gradients",
+    "keys",
+    "parallel_rollouts",
+    "standard_metrics_reporting",
+]

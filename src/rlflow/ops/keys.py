@@ -1,0 +1,47 @@
+"""Counter, timer and info keys that RL operators share through ``flow.current_metrics()``.
+
+One place for every key, never scattered strings. Counters live in ``ctx.counters`` (ints, kept
+in checkpoints), timers in ``ctx.timers`` (not kept), info in ``ctx.info``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# ----------------------------------------------------------------------------- counters
+NUM_ENV_STEPS_SAMPLED: Final = "num_env_steps_sampled"
+"""Env steps sampled by rollout workers (written by the rollout sources)."""
+NUM_AGENT_STEPS_SAMPLED: Final = "num_agent_steps_sampled"
+"""Agent steps sampled (equal to env steps for single-agent experience)."""
+NUM_ENV_STEPS_TRAINED: Final = "num_env_steps_trained"
+"""Env steps the learner trained on (written by TrainOneStep / ApplyGradients)."""
+NUM_AGENT_STEPS_TRAINED: Final = "num_agent_steps_trained"
+"""Agent steps the learner trained on."""
+NUM_EPISODES: Final = "num_episodes"
+"""Finished episodes reported so far (written by CollectMetrics)."""
+NUM_TRAIN_STEPS: Final = "num_train_steps"
+"""Learner updates (one per TrainOneStep or ApplyGradients call)."""
+NUM_WEIGHT_SYNCS: Final = "num_weight_syncs"
+"""Weight pushes to remote workers (one per ``put``, whatever the number of receivers)."""
+LAST_TARGET_UPDATE_TS: Final = "last_target_update_ts"
+"""Counter value at the last target-network update."""
+NUM_TARGET_UPDATES: Final = "num_target_updates"
+"""Target-network updates so far."""
+
+# ----------------------------------------------------------------------------- timers
+SAMPLE_TIMER: Final = "sample"
+"""Time to gather one train batch (ConcatBatches)."""
+LEARN_TIMER: Final = "learn"
+"""Time in the learner's ``learn_on_batch`` (TrainOneStep)."""
+UPDATE_TIMER: Final = "update"
+"""Time to ``put`` weights and send them to remote workers."""
+GRAD_WAIT_TIMER: Final = "grad_wait"
+"""Time waiting for the next gradient from a remote worker (async_gradients)."""
+APPLY_GRAD_TIMER: Final = "apply_grad"
+"""Time applying gradients on the learner (ApplyGradients)."""
+COMPUTE_GRADS_TIMER: Final = "compute_grads"
+"""Time computing gradients on the learner (ComputeGradients)."""
+
+# ----------------------------------------------------------------------------- info
+LEARNER_INFO: Final = "learner"
+"""``ctx.info[LEARNER_INFO]``: ``{policy_id: loss stats}`` of the last learner update."""

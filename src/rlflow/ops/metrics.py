@@ -1,0 +1,251 @@
+"""Metric operators: the filters that define one iteration and the metrics collector.
+
+:func:`standard_metrics_reporting` ends every plan: it pulls the train stream until an iteration
+is complete (enough env steps sampled and enough time passed), then emits one result dict built
+by :class:`CollectMetrics`.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rlflow import flow
+from rlflow.config import AlgorithmConfig
+from rlflow.envs import EpisodeStat
+from rlflow.errors import ConfigError, WorkerError
+from rlflow.ops import keys
+from rlflow.workers import WorkerSet
+
+__all__ = [
+    "CollectMetrics",
+    "OncePerTimeInterval",
+    "OncePerTimestepsElapsed",
+    "standard_metrics_reporting",
+]
+
+Clock = Callable[[], float]
+
+_DEFAULT_COLLECT_TIMEOUT_S = 0.5
+
+
+def _non_negative(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ConfigError(f"{what}={value!r} must be a number >= 0")
+    return float(value)
+
+
+class OncePerTimeInterval:
+    """Let an item through once at least ``seconds`` have passed since the last one did.
+
+    Items: any (unchanged). Use with ``.filter``. The interval starts at the first item seen;
+    ``seconds == 0`` lets every item through. ``clock`` (default ``time.monotonic``) is for
+    tests. No side effects on the plan.
+
+    >>> ticks = iter([0.0, 0.5, 1.2, 1.5, 2.3])
+    >>> f = OncePerTimeInterval(1.0, clock=lambda: next(ticks))
+    >>> [f(None) for _ in range(5)]
+    [False, False, True, False, True]
+    """
+
+    def __init__(self, seconds: float, *, clock: Clock = time.monotonic) -> None:
+        """Validate ``seconds`` (a number >= 0)."""
+        self.seconds = _non_negative(seconds, "OncePerTimeInterval(seconds)")
+        self._clock = clock
+        self._last: float | None = None
+
+    def __call__(self, item: Any) -> bool:
+        if self.seconds == 0:
+            return True
+        now = self._clock()
+        if self._last is None:
+            self._last = now
+        if now - self._last >= self.seconds:
+            self._last = now
+            return True
+        return False
+
+
+class OncePerTimestepsElapsed:
+    """Let an item through once the env-step counter grew by ``steps`` since the last one did.
+
+    Items: any (unchanged). Use with ``.filter``. Reads counter ``num_env_steps_sampled`` (or
+    ``num_env_steps_trained`` with ``by_steps_trained``) from ``flow.current_metrics()``; the
+    first interval counts from 0. ``steps == 0`` lets every item through.
+    """
+
+    def __init__(self, steps: int, *, by_steps_trained: bool = False) -> None:
+        """Validate ``steps`` (an int >= 0)."""
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise ConfigError(f"OncePerTimestepsElapsed(steps={steps!r}) must be an int >= 0")
+        self.steps = steps
+        self.counter = (
+            keys.NUM_ENV_STEPS_TRAINED if by_steps_trained else keys.NUM_ENV_STEPS_SAMPLED
+        )
+        self._last = 0
+
+    def __call__(self, item: Any) -> bool:
+        current = flow.current_metrics().counters[self.counter]
+        if current - self._last >= self.steps:
+            self._last = current
+            return True
+        return False
+
+
+class _IterationDone:
+    """``filter``: true once an iteration sampled ``min_steps`` and lasted ``min_time_s``.
+
+    One filter for both rules, reset together: chaining the two filters of the original made the
+    step rule restart its count whenever the time rule said no, so iterations grew longer.
+    """
+
+    def __init__(self, min_steps: int, min_time_s: float, clock: Clock = time.monotonic):
+        self.min_steps = min_steps
+        self.min_time_s = min_time_s
+        self._clock = clock
+        self._start_steps = 0
+        self._start_time: float | None = None
+
+    def __call__(self, item: Any) -> bool:
+        now = self._clock()
+        if self._start_time is None:
+            self._start_time = now
+        steps = flow.current_metrics().counters[keys.NUM_ENV_STEPS_SAMPLED]
+        if steps - self._start_steps < self.min_steps or now - self._start_time < self.min_time_s:
+            return False
+        self._start_steps, self._start_time = steps, now
+        return True
+
+
+class CollectMetrics:
+    """Build the result dict of one iteration from the workers' finished episodes.
+
+    Items: anything ``-> dict`` (the input is ignored). Use with ``.for_each`` at the end of a
+    plan (see :func:`standard_metrics_reporting`). Asks every remote worker for its finished
+    episodes and waits at most ``timeout_s``; answers that are late are kept and read on the
+    next call (never more than one request per worker in flight). Episode statistics are over
+    the last ``smoothing_episodes`` episodes; before any episode finished they are ``None``.
+    Side effects: counter ``num_episodes``.
+
+    Result keys: ``episode_return_mean/min/max``, ``episode_len_mean``, ``episodes_this_iter``,
+    ``episodes_total``, ``num_env_steps_sampled``, ``num_env_steps_trained``,
+    ``num_agent_steps_sampled``, ``num_agent_steps_trained``, ``num_env_steps_sampled_this_iter``,
+    ``num_env_steps_trained_this_iter``, ``num_healthy_workers``, ``info`` (``learner`` stats
+    and the other info values), ``counters``, ``timers`` (``<name>_time_ms``,
+    ``<name>_throughput``).
+    """
+
+    def __init__(
+        self,
+        workers: WorkerSet,
+        *,
+        smoothing_episodes: int = 100,
+        timeout_s: float = _DEFAULT_COLLECT_TIMEOUT_S,
+    ) -> None:
+        """Validate ``smoothing_episodes`` (int >= 1) and ``timeout_s`` (>= 0)."""
+        if (
+            isinstance(smoothing_episodes, bool)
+            or not isinstance(smoothing_episodes, int)
+            or smoothing_episodes < 1
+        ):
+            raise ConfigError(
+                f"CollectMetrics(smoothing_episodes={smoothing_episodes!r}) must be an int >= 1"
+            )
+        self.workers = workers
+        self.timeout_s = _non_negative(timeout_s, "CollectMetrics(timeout_s)")
+        self._episodes: collections.deque[EpisodeStat] = collections.deque(
+            maxlen=smoothing_episodes
+        )
+        self._pending: dict[int, Any] = {}
+        self._last_sampled = 0
+        self._last_trained = 0
+
+    def _new_episodes(self) -> list[EpisodeStat]:
+        episodes = list(self.workers.local_worker().pop_episode_stats())
+        remote = self.workers.remote_workers()
+        for i, handle in enumerate(remote, start=1):
+            if i not in self._pending:
+                self._pending[i] = handle.pop_episode_stats.remote()
+        if not self._pending:
+            return episodes
+        refs = list(self._pending.values())
+        ready, _ = flow.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
+        for i, ref in list(self._pending.items()):
+            if ref in ready:
+                del self._pending[i]
+                try:
+                    episodes.extend(flow.get(ref))
+                except WorkerError as err:
+                    raise self.workers.worker_failure(err) from err
+        return episodes
+
+    def __call__(self, _item: Any) -> dict[str, Any]:
+        ctx = flow.current_metrics()
+        new = self._new_episodes()
+        self._episodes.extend(new)
+        counters = ctx.counters
+        counters[keys.NUM_EPISODES] += len(new)
+        sampled = counters[keys.NUM_ENV_STEPS_SAMPLED]
+        trained = counters[keys.NUM_ENV_STEPS_TRAINED]
+        result: dict[str, Any] = {
+            **self._episode_stats(),
+            "episodes_this_iter": len(new),
+            "episodes_total": counters[keys.NUM_EPISODES],
+            "num_env_steps_sampled": sampled,
+            "num_env_steps_trained": trained,
+            "num_agent_steps_sampled": counters[keys.NUM_AGENT_STEPS_SAMPLED],
+            "num_agent_steps_trained": counters[keys.NUM_AGENT_STEPS_TRAINED],
+            "num_env_steps_sampled_this_iter": sampled - self._last_sampled,
+            "num_env_steps_trained_this_iter": trained - self._last_trained,
+            "num_healthy_workers": len(self.workers.remote_workers()),
+            "info": {keys.LEARNER_INFO: {}, **ctx.info},
+            "counters": dict(counters),
+            "timers": self._timers(ctx),
+        }
+        self._last_sampled, self._last_trained = sampled, trained
+        return result
+
+    def _episode_stats(self) -> dict[str, float | None]:
+        if not self._episodes:
+            return {
+                "episode_return_mean": None,
+                "episode_return_min": None,
+                "episode_return_max": None,
+                "episode_len_mean": None,
+            }
+        returns = [e.return_ for e in self._episodes]
+        lengths = [e.length for e in self._episodes]
+        return {
+            "episode_return_mean": math.fsum(returns) / len(returns),
+            "episode_return_min": min(returns),
+            "episode_return_max": max(returns),
+            "episode_len_mean": sum(lengths) / len(lengths),
+        }
+
+    @staticmethod
+    def _timers(ctx: flow.MetricsContext) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for name, timer in ctx.timers.items():
+            out[f"{name}_time_ms"] = timer.mean_s * 1000.0
+            if timer.units:
+                out[f"{name}_throughput"] = timer.mean_throughput
+        return out
+
+
+def standard_metrics_reporting(
+    train_op: flow.LocalIterator[Any], workers: WorkerSet, config: AlgorithmConfig
+) -> flow.LocalIterator[dict[str, Any]]:
+    """End a plan: one result dict per iteration of ``train_op``.
+
+    Items: anything ``-> dict`` (see :class:`CollectMetrics`). An iteration pulls ``train_op``
+    until at least ``config.min_steps_per_iteration`` env steps were sampled and
+    ``config.min_time_s_per_iteration`` seconds passed since the last result (both 0: one
+    result per train item), then collects metrics over the last
+    ``config.metrics_num_episodes_for_smoothing`` episodes.
+    """
+    done = _IterationDone(config.min_steps_per_iteration, config.min_time_s_per_iteration)
+    collect = CollectMetrics(workers, smoothing_episodes=config.metrics_num_episodes_for_smoothing)
+    return train_op.filter(done).for_each(collect)

@@ -1,0 +1,11 @@
+"""Rollout workers: :class:`RolloutWorker` (vector env + policy map) and :class:`WorkerSet`
+(the local learner plus remote rollout actors).
+
+Where to start: :meth:`RolloutWorker.sample` (postprocessed experience) and
+:meth:`WorkerSet.sync_weights` (one ``put`` of the learner's weights, pushed to every actor).
+"""
+
+from rlflow.workers.rollout_worker import Gradients, RolloutWorker, current_worker
+from rlflow.workers.worker_set import WorkerSet
+
+__all__ = ["Gradients", "RolloutWorker", "WorkerSet", "current_worker"]

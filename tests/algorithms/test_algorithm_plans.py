@@ -1,0 +1,99 @@
+"""Algorithm registry, configs and plans (tiny runs on the local backend with CountingEnv)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from typing import Any
+
+import pytest
+
+from rlflow.algorithms import (
+    ALGORITHMS,
+    A2CConfig,
+    PGConfig,
+    PPOConfig,
+    get_algorithm,
+    tuned_config,
+)
+from rlflow.errors import ConfigError
+from rlflow.ops import keys
+from rlflow.testing.envs import CountingEnv
+from rlflow.workers import WorkerSet
+
+pytestmark = pytest.mark.timeout(120)
+
+TINY: dict[str, Any] = {
+    "env": CountingEnv,
+    "env_config": {"episode_len": 3},
+    "num_workers": 2,
+    "num_envs_per_worker": 1,
+    "rollout_fragment_length": 5,
+    "model": {"hidden": (8,)},
+}
+
+
+def test_get_algorithm_suggests_the_closest_name() -> None:
+    assert get_algorithm("PPO").name == "ppo"
+    with pytest.raises(ConfigError, match=r"'ppp'.*\['a2c', 'a3c', 'pg', 'ppo'\].*'ppo'"):
+        get_algorithm("ppp")
+
+
+def test_tuned_configs_load_for_every_algorithm() -> None:
+    for name, spec in ALGORITHMS.items():
+        config = tuned_config(name, "CartPole-v1")
+        assert isinstance(config, spec.config_cls) and config.env == "CartPole-v1"
+    with pytest.raises(ConfigError, match="available"):
+        tuned_config("ppo", "Pong-v5")
+
+
+def test_config_validation_names_class_field_value_and_rule() -> None:
+    with pytest.raises(
+        ConfigError,
+        match=r"PPOConfig.sgd_minibatch_size=512 must be <= "
+        r"train_batch_size=256",
+    ):
+        PPOConfig(sgd_minibatch_size=512, train_batch_size=256)
+    with pytest.raises(ConfigError, match=r"A2CConfig\.microbatch_size=0"):
+        A2CConfig(microbatch_size=0)
+    with pytest.raises(ConfigError, match=r"PGConfig\.use_gae"):
+        PGConfig(use_gae=True)
+    with pytest.raises(ConfigError, match=r"PPOConfig\.lambda_=2"):
+        PPOConfig(lambda_=2)
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_every_plan_runs_two_iterations(local_backend: None, name: str) -> None:
+    spec = get_algorithm(name)
+    extra = {"train_batch_size": 20, "sgd_minibatch_size": 10} if name == "ppo" else {}
+    config = spec.config_cls(**TINY, **extra)
+    workers = WorkerSet(config, spec.policy_cls)
+    plan = spec.plan(workers, config)
+    first, second = plan.take(2)
+    assert second["num_env_steps_sampled"] > first["num_env_steps_sampled"] > 0
+    assert second["num_env_steps_trained"] > 0
+    assert second["episode_return_mean"] == 3.0
+
+
+def test_a2c_microbatches_average_then_apply_once_per_train_batch(local_backend: None) -> None:
+    config = A2CConfig(**TINY, train_batch_size=30, microbatch_size=10)
+    workers = WorkerSet(config, get_algorithm("a2c").policy_cls)
+    plan = get_algorithm("a2c").plan(workers, config)
+    result = next(plan)
+    # Rounds of 10 steps; 3 microbatches of 10 per update; one update per iteration.
+    assert result["num_env_steps_sampled"] == 30
+    assert result["num_env_steps_trained"] == 30
+    assert plan.metrics.counters[keys.NUM_TRAIN_STEPS] == 1
+    assert plan.metrics.timers[keys.COMPUTE_GRADS_TIMER].count == 3
+
+
+def test_plan_modules_never_import_ray() -> None:
+    for spec in ALGORITHMS.values():
+        tree = ast.parse(inspect.getsource(inspect.getmodule(spec.plan)))  # type: ignore[arg-type]
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            assert not any(n == "ray" or n.startswith("ray.") for n in names), spec.name
