@@ -1,0 +1,412 @@
+"""DeepMind Atari preprocessing as Gymnasium wrappers, and `make_atari`.
+
+The protocol of Mnih et al., "Human-level control through deep reinforcement learning" (Nature
+2015, Methods: "Preprocessing" and "Training details"), as laid out by OpenAI baselines'
+``atari_wrappers`` and used by IMPALA and RLlib. `wrap_deepmind` applies, inner to outer:
+
+1. `NoopResetEnv`: 1 to 30 random no-ops after each reset (varied start states).
+2. `MaxAndSkipEnv`: repeat each action for 4 frames, sum the rewards, max-pool the last 2
+   frames (some sprites are drawn only on odd or even frames).
+3. `EpisodicLifeEnv` (training only): a lost life ends the episode for the learner; the game
+   is really reset only at game over.
+4. `FireResetEnv`: press FIRE after a reset in games that wait for it (Breakout, Pong).
+5. `WarpFrame`: luminance, resized to 84x84 by area averaging, shape ``(84, 84, 1)`` uint8.
+6. `ClipRewardEnv` (training only): reward -> its sign, in {-1, 0, 1}.
+7. `FrameStack`: the last 4 frames along the channel axis, ``(84, 84, 4)`` uint8, HWC, the
+   newest frame last; `rlflow.models.nets.NatureCNN` takes this layout as it is.
+
+Observations stay uint8 (4x smaller than float32 in batches and replay); the model divides by
+255. The wrappers need an env that emits every frame (ALE ``frameskip=1``); the life and FIRE
+logic read ``env.unwrapped.ale.lives()`` and ``env.unwrapped.get_action_meanings()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+from gymnasium import spaces
+
+from rlflow.errors import ConfigError
+
+Array = npt.NDArray[Any]
+ResetResult = tuple[Any, dict[str, Any]]
+StepResult = tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]
+
+NOOP = 0
+"""Action index of NOOP in the ALE's minimal and full action sets."""
+FIRE = 1
+"""Action index of FIRE in the ALE's action sets that have it."""
+_LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
+"""ITU-R BT.601 luma weights (as OpenCV's RGB2GRAY)."""
+
+
+def _check_int(where: str, name: str, value: int, minimum: int) -> None:
+    """Raise `ConfigError` unless ``value`` is an int >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{where}: {name}={value!r} must be an int >= {minimum}")
+
+
+def _action_meanings(env: gym.Env[Any, Any]) -> list[str] | None:
+    """The ALE action meanings of ``env``, or None when it does not report them."""
+    meanings = getattr(env.unwrapped, "get_action_meanings", None)
+    return list(meanings()) if callable(meanings) else None
+
+
+def needs_fire_reset(env: gym.Env[Any, Any]) -> bool:
+    """Whether ``env`` is a game that waits for FIRE after a reset (action 1 is FIRE)."""
+    meanings = _action_meanings(env)
+    return meanings is not None and len(meanings) >= 3 and meanings[FIRE] == "FIRE"
+
+
+class NoopResetEnv(gym.Wrapper[Any, Any, Any, Any]):
+    """After each reset, take a random number of NOOPs, uniform in ``1..noop_max``.
+
+    The count is drawn from the wrapper's own generator, seeded by ``reset(seed=...)``. An
+    episode that ends during the no-ops is reset again.
+    """
+
+    def __init__(self, env: gym.Env[Any, Any], noop_max: int = 30) -> None:
+        """Wrap ``env``; ``noop_max >= 0`` (0 disables the no-ops)."""
+        _check_int("NoopResetEnv", "noop_max", noop_max, 0)
+        meanings = _action_meanings(env)
+        if meanings is not None and meanings[NOOP] != "NOOP":
+            raise ConfigError(
+                f"NoopResetEnv: action {NOOP} of {env} is {meanings[NOOP]!r}, not 'NOOP'"
+            )
+        super().__init__(env)
+        self.noop_max = noop_max
+        """Most no-ops taken after a reset."""
+        self._rng = np.random.default_rng()
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> ResetResult:
+        """Reset the inner env, then take 1 to ``noop_max`` NOOPs."""
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        obs, info = self.env.reset(seed=seed, options=options)
+        if self.noop_max == 0:
+            return obs, info
+        for _ in range(int(self._rng.integers(1, self.noop_max + 1))):
+            obs, _, terminated, truncated, info = self.env.step(NOOP)
+            if terminated or truncated:
+                obs, info = self.env.reset()
+        return obs, info
+
+
+class FireResetEnv(gym.Wrapper[Any, Any, Any, Any]):
+    """After each reset, press FIRE then action 2, for games that wait for FIRE to start."""
+
+    def __init__(self, env: gym.Env[Any, Any]) -> None:
+        """Wrap ``env``; `ConfigError` unless its action 1 is FIRE (see `needs_fire_reset`)."""
+        if not needs_fire_reset(env):
+            raise ConfigError(
+                f"FireResetEnv: {env} has no FIRE action at index {FIRE} (action meanings "
+                f"{_action_meanings(env)}); wrap only games where needs_fire_reset(env) is True"
+            )
+        super().__init__(env)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> ResetResult:
+        """Reset the inner env, then step FIRE and action 2 (resetting again if that ends it)."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        for action in (FIRE, 2):
+            obs, _, terminated, truncated, info = self.env.step(action)
+            if terminated or truncated:
+                obs, info = self.env.reset()
+        return obs, info
+
+
+class EpisodicLifeEnv(gym.Wrapper[Any, Any, Any, Any]):
+    """End the episode when a life is lost; really reset the game only at game over.
+
+    `step` reports ``terminated=True`` when ``ale.lives()`` drops (and stays above 0), which
+    lets value bootstrapping stop at a life loss (Mnih et al. 2015). The following `reset` then
+    takes one NOOP to go on with the same game instead of resetting it. A reset with a ``seed``
+    is always a real one. Episode statistics of an env so wrapped count lives, not games.
+    """
+
+    def __init__(self, env: gym.Env[Any, Any]) -> None:
+        """Wrap ``env``, whose ``unwrapped.ale.lives()`` gives the lives left."""
+        ale = getattr(env.unwrapped, "ale", None)
+        if ale is None or not callable(getattr(ale, "lives", None)):
+            raise ConfigError(
+                f"EpisodicLifeEnv: {env} has no unwrapped.ale.lives(); use it with ALE games only"
+            )
+        super().__init__(env)
+        self.lives = 0
+        """Lives left after the last step or reset."""
+        self.was_real_done = True
+        """Whether the last step ended the game itself (game over or truncation)."""
+
+    def _lives(self) -> int:
+        """Lives left, read from the ALE."""
+        return int(self.env.unwrapped.ale.lives())  # type: ignore[attr-defined]
+
+    def step(self, action: Any) -> StepResult:
+        """Step; ``terminated`` is also True when a life was lost."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.was_real_done = bool(terminated or truncated)
+        lives = self._lives()
+        # Some games show 0 lives for a few frames before game over: only a drop to > 0 counts.
+        if 0 < lives < self.lives:
+            terminated = True
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> ResetResult:
+        """Reset the game after game over (or with a seed), else take one NOOP and go on."""
+        if self.was_real_done or seed is not None:
+            obs, info = self.env.reset(seed=seed, options=options)
+        else:
+            obs, _, terminated, truncated, info = self.env.step(NOOP)
+            if terminated or truncated:
+                obs, info = self.env.reset(options=options)
+        self.was_real_done = False
+        self.lives = self._lives()
+        return obs, info
+
+
+class MaxAndSkipEnv(gym.Wrapper[Any, Any, Any, Any]):
+    """Repeat each action ``skip`` times; observe the max over the last 2 frames, sum rewards.
+
+    An episode end stops the repeats: the last two frames of this step are pooled (the last
+    alone if it was the first). `reset` returns the raw first frame.
+    """
+
+    def __init__(self, env: gym.Env[Any, Any], skip: int = 4) -> None:
+        """Wrap ``env``; ``skip >= 1``."""
+        _check_int("MaxAndSkipEnv", "skip", skip, 1)
+        super().__init__(env)
+        self.skip = skip
+        """Frames per agent step."""
+
+    def step(self, action: Any) -> StepResult:
+        """Repeat ``action`` up to ``skip`` times (stopping at an episode end)."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        total = float(reward)
+        previous: Array | None = None
+        for _ in range(self.skip - 1):
+            if terminated or truncated:
+                break
+            previous = obs
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            total += float(reward)
+        pooled = obs if previous is None else np.maximum(previous, obs)
+        return pooled, total, terminated, truncated, info
+
+
+def _area_taps(src: int, dst: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
+    """Resample ``src`` pixels to ``dst`` by area: (indices, weights), both ``(taps, dst)``.
+
+    Output pixel ``i`` averages the source interval ``[i * s, (i + 1) * s)``, ``s = src / dst``,
+    each source pixel weighted by its overlap with the interval divided by ``s``.
+    """
+    scale = src / dst
+    lo = np.arange(dst, dtype=np.float64) * scale
+    first = np.floor(lo).astype(np.intp)
+    index = np.arange(int(np.ceil(scale)) + 1)[:, np.newaxis] + first[np.newaxis, :]
+    overlap = np.minimum(index + 1, lo + scale) - np.maximum(index, lo)
+    weights = np.where(index < src, np.clip(overlap, 0.0, None), 0.0) / scale
+    return np.minimum(index, src - 1), weights.astype(np.float32)
+
+
+def _resample_rows(
+    image: npt.NDArray[np.float32], taps: tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]
+) -> npt.NDArray[np.float32]:
+    """Resample the rows (axis 0) of a 2-D image with `_area_taps` output."""
+    index, weights = taps
+    out = image[index[0]] * weights[0][:, np.newaxis]
+    for k in range(1, index.shape[0]):
+        out += image[index[k]] * weights[k][:, np.newaxis]
+    return out
+
+
+class WarpFrame(gym.ObservationWrapper[Any, Any, Any]):
+    """Convert frames to luminance and resize them by area averaging: ``(height, width, 1)``.
+
+    Input frames are ``(H, W, 3)`` RGB or ``(H, W)`` / ``(H, W, 1)`` grayscale, uint8. The
+    resize is OpenCV's INTER_AREA for downscaling, written in numpy (OpenCV is not needed).
+    """
+
+    def __init__(self, env: gym.Env[Any, Any], width: int = 84, height: int = 84) -> None:
+        """Wrap ``env``, whose observation space is a uint8 image Box."""
+        for name, value in (("width", width), ("height", height)):
+            _check_int("WarpFrame", name, value, 1)
+        space = env.observation_space
+        shape = getattr(space, "shape", None)
+        ok_shape = shape is not None and (
+            len(shape) == 2 or (len(shape) == 3 and shape[2] in (1, 3))
+        )
+        if not isinstance(space, spaces.Box) or space.dtype != np.uint8 or not ok_shape:
+            raise ConfigError(
+                f"WarpFrame: observation space {space} must be a uint8 Box of shape (H, W, 3), "
+                "(H, W, 1) or (H, W)"
+            )
+        super().__init__(env)
+        self._rgb = len(space.shape) == 3 and space.shape[2] == 3
+        self._row_taps = _area_taps(space.shape[0], height)
+        self._col_taps = _area_taps(space.shape[1], width)
+        self.observation_space = spaces.Box(0, 255, (height, width, 1), np.uint8)
+
+    def observation(self, observation: Any) -> npt.NDArray[np.uint8]:
+        """One frame in, one ``(height, width, 1)`` uint8 frame out."""
+        frame = np.asarray(observation)
+        # Weighted sums of gathered rows, no matrix products: BLAS threads spin and stall on a
+        # busy machine (84x210 @ 210x160 took 40 ms instead of 0.2 ms here under load).
+        if self._rgb:
+            gray = frame[..., 0] * _LUMA[0] + frame[..., 1] * _LUMA[1] + frame[..., 2] * _LUMA[2]
+        else:
+            gray = frame.reshape(frame.shape[:2]).astype(np.float32)
+        resized = _resample_rows(_resample_rows(gray, self._row_taps).T, self._col_taps).T
+        return np.clip(np.rint(resized), 0, 255).astype(np.uint8)[:, :, np.newaxis]
+
+
+class ClipRewardEnv(gym.RewardWrapper[Any, Any]):
+    """Replace each reward by its sign: -1.0, 0.0 or 1.0 (Mnih et al. 2015)."""
+
+    def reward(self, reward: SupportsFloat) -> float:
+        """The sign of ``reward`` as a float."""
+        return float(np.sign(float(reward)))
+
+
+class FrameStack(gym.Wrapper[Any, Any, Any, Any]):
+    """Stack the last ``k`` frames along the last (channel) axis, the newest last.
+
+    Frames ``(H, W, C)`` become ``(H, W, C * k)`` of the same dtype; after a reset every slot
+    holds the first frame. Each observation returned is a fresh array.
+    """
+
+    def __init__(self, env: gym.Env[Any, Any], k: int = 4) -> None:
+        """Wrap ``env``, whose observation space is a Box of shape ``(H, W, C)``."""
+        _check_int("FrameStack", "k", k, 1)
+        space = env.observation_space
+        if not isinstance(space, spaces.Box) or len(space.shape) != 3:
+            raise ConfigError(
+                f"FrameStack: observation space {space} must be a Box of shape (H, W, C); "
+                "apply WarpFrame first"
+            )
+        super().__init__(env)
+        self.k = k
+        """Frames stacked."""
+        self._channels = space.shape[2]
+        self.observation_space = spaces.Box(
+            np.repeat(space.low, k, axis=2), np.repeat(space.high, k, axis=2), dtype=space.dtype
+        )
+        self._frames = np.zeros(self.observation_space.shape, dtype=space.dtype)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> ResetResult:
+        """Reset and fill every slot with the first frame."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._frames[...] = np.tile(obs, (1, 1, self.k))
+        return self._frames.copy(), info
+
+    def step(self, action: Any) -> StepResult:
+        """Step and shift the new frame in at the end of the channel axis."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        c = self._channels
+        self._frames[..., :-c] = self._frames[..., c:]
+        self._frames[..., -c:] = obs
+        return self._frames.copy(), reward, terminated, truncated, info
+
+
+def wrap_deepmind(
+    env: gym.Env[Any, Any],
+    *,
+    episodic_life: bool = True,
+    clip_rewards: bool = True,
+    frame_stack: int = 4,
+    noop_max: int = 30,
+    frame_skip: int = 4,
+    screen_size: int = 84,
+) -> gym.Env[Any, Any]:
+    """Apply the DeepMind preprocessing (module docstring) to an env that emits every frame.
+
+    ALE envs must be made with ``frameskip=1`` (else `ConfigError`). Turn ``episodic_life`` and
+    ``clip_rewards`` off for evaluation, so that returns are game scores. ``frame_stack=1``
+    gives ``(screen_size, screen_size, 1)``. FIRE-reset is applied where `needs_fire_reset`.
+    """
+    _check_int("wrap_deepmind", "frame_stack", frame_stack, 1)
+    _check_int("wrap_deepmind", "frame_skip", frame_skip, 1)
+    inner_skip = getattr(env.unwrapped, "_frameskip", 1)
+    if frame_skip > 1 and inner_skip != 1:
+        raise ConfigError(
+            f"wrap_deepmind: {env} already skips frames (frameskip={inner_skip!r}) and "
+            f"frame_skip={frame_skip} would skip again; create it with frameskip=1"
+        )
+    env = NoopResetEnv(env, noop_max=noop_max)
+    if frame_skip > 1:
+        env = MaxAndSkipEnv(env, skip=frame_skip)
+    if episodic_life and getattr(env.unwrapped, "ale", None) is not None:
+        env = EpisodicLifeEnv(env)
+    if needs_fire_reset(env):
+        env = FireResetEnv(env)
+    env = WarpFrame(env, width=screen_size, height=screen_size)
+    if clip_rewards:
+        env = ClipRewardEnv(env)
+    if frame_stack > 1:
+        env = FrameStack(env, k=frame_stack)
+    return env
+
+
+def register_ale_envs() -> None:
+    """Register the ``ALE/...`` ids with Gymnasium; `ConfigError` if ale-py is missing."""
+    try:
+        import ale_py
+    except ImportError as err:
+        raise ConfigError(
+            f"make_atari: ale-py could not be imported ({err}); install it with "
+            "`pip install 'ale-py>=0.10'` (it ships the game ROMs)"
+        ) from err
+    gym.register_envs(ale_py)
+
+
+def make_atari(
+    env_id: str,
+    *,
+    seed: int | None = None,
+    episodic_life: bool = True,
+    clip_rewards: bool = True,
+    frame_stack: int = 4,
+    **env_kwargs: Any,
+) -> gym.Env[Any, Any]:
+    """Make an ALE game with the DeepMind preprocessing: uint8 observations ``(84, 84, 4)``.
+
+    The game is created with ``gym.make(env_id, frameskip=1, repeat_action_probability=0.0,
+    **env_kwargs)``: ``frameskip=1`` because `MaxAndSkipEnv` skips frames (the ALE's own skip
+    would multiply with it and has no max-pooling), and no sticky actions because the DeepMind
+    protocol (Nature DQN, IMPALA) has none; pass ``repeat_action_probability=0.25`` for the
+    protocol of Machado et al. (2018), the v5 default. With a ``seed`` the env is reset once
+    with it and its action space seeded: later unseeded resets are then reproducible.
+
+    Example:
+        >>> env = make_atari("ALE/Pong-v5", seed=0)
+        >>> obs, _ = env.reset()
+        >>> obs.shape, obs.dtype
+        ((84, 84, 4), dtype('uint8'))
+    """
+    register_ale_envs()
+    kwargs: dict[str, Any] = {"frameskip": 1, "repeat_action_probability": 0.0, **env_kwargs}
+    if kwargs["frameskip"] != 1:
+        raise ConfigError(
+            f"make_atari: frameskip={kwargs['frameskip']!r} must be 1; frames are skipped "
+            "(with max-pooling) by MaxAndSkipEnv"
+        )
+    env = wrap_deepmind(
+        gym.make(env_id, **kwargs),
+        episodic_life=episodic_life,
+        clip_rewards=clip_rewards,
+        frame_stack=frame_stack,
+    )
+    if seed is not None:
+        env.reset(seed=seed)
+        env.action_space.seed(seed)
+    return env

@@ -1,0 +1,238 @@
+"""Shipped multi-agent test envs and the registry the CLI looks names up in.
+
+- `MultiAgentCartPole`: N independent CartPole-v1 poles, one per agent (agents leave one by one).
+- `TwoTeamGrid`: 2 vs 2 on a small grid; the first team on the goal cell wins.
+
+`make_multi_agent_env` builds one from a registered name (`MULTI_AGENT_ENVS`) or a creator.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+from gymnasium import spaces
+
+from rlflow.envs.multi_agent import (
+    ALL_AGENTS,
+    AgentID,
+    MultiAgentDict,
+    MultiAgentEnv,
+    MultiAgentStep,
+    from_pettingzoo,
+)
+from rlflow.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+
+class MultiAgentCartPole(MultiAgentEnv):
+    """``num_agents`` independent CartPole-v1 envs, agent ``agent_i`` balancing pole ``i``.
+
+    `reset` with a ``seed`` resets pole ``i`` with ``seed + i``, so agent ``i`` sees exactly
+    what ``gym.make("CartPole-v1")`` reset with ``seed + i`` would. Each agent's episode ends
+    on its own (the pole falls: terminated; 500 steps: truncated) and the agent then leaves.
+    `ALL_AGENTS` becomes True when every agent has left: in ``terminateds`` if none was
+    truncated, else in ``truncateds``.
+
+    Example:
+        >>> env = MultiAgentCartPole(num_agents=2)
+        >>> obs, _ = env.reset(seed=0)
+        >>> sorted(obs)
+        ['agent_0', 'agent_1']
+        >>> env.step({"agent_0": 0, "agent_1": 1}).terminateds
+        {'agent_0': False, 'agent_1': False, '__all__': False}
+    """
+
+    def __init__(self, num_agents: int = 2) -> None:
+        """Make ``num_agents >= 1`` CartPole-v1 envs."""
+        if isinstance(num_agents, bool) or not isinstance(num_agents, int) or num_agents < 1:
+            raise ConfigError(f"MultiAgentCartPole: num_agents={num_agents!r} must be an int >= 1")
+        self.possible_agents = [f"agent_{i}" for i in range(num_agents)]
+        self.agents = []
+        self.envs: dict[AgentID, gym.Env[Any, Any]] = {
+            agent: gym.make("CartPole-v1") for agent in self.possible_agents
+        }
+        """One CartPole-v1 per agent."""
+        self.observation_spaces = {a: env.observation_space for a, env in self.envs.items()}
+        self.action_spaces = {a: env.action_space for a, env in self.envs.items()}
+        self._any_truncated = False
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[MultiAgentDict, MultiAgentDict]:
+        """Reset every pole (pole ``i`` with ``seed + i``); every agent acts."""
+        obs: MultiAgentDict = {}
+        infos: MultiAgentDict = {}
+        for i, (agent, env) in enumerate(self.envs.items()):
+            obs[agent], infos[agent] = env.reset(
+                seed=None if seed is None else seed + i, options=options
+            )
+        self.agents = list(self.possible_agents)
+        self._any_truncated = False
+        return obs, infos
+
+    def step(self, action_dict: Mapping[AgentID, Any]) -> MultiAgentStep:
+        """Step the pole of each active agent; agents whose episode ends leave."""
+        self._check_action_keys(action_dict)
+        result = MultiAgentStep({}, {}, {}, {}, {})
+        for agent in self.agents:
+            ob, reward, terminated, truncated, info = self.envs[agent].step(action_dict[agent])
+            result.obs[agent], result.rewards[agent], result.infos[agent] = ob, float(reward), info
+            result.terminateds[agent], result.truncateds[agent] = terminated, truncated
+            self._any_truncated = self._any_truncated or truncated
+        self.agents = [
+            a for a in self.agents if not (result.terminateds[a] or result.truncateds[a])
+        ]
+        over = not self.agents
+        result.terminateds[ALL_AGENTS] = over and not self._any_truncated
+        result.truncateds[ALL_AGENTS] = over and self._any_truncated
+        return result
+
+    def close(self) -> None:
+        """Close every pole's env."""
+        for env in self.envs.values():
+            env.close()
+
+
+# Moves of TwoTeamGrid as (row, column) offsets: stay, up, down, left, right.
+_MOVES = np.array([[0, 0], [-1, 0], [1, 0], [0, -1], [0, 1]], dtype=np.int64)
+
+
+class TwoTeamGrid(MultiAgentEnv):
+    """Two teams of two on a ``size x size`` grid: the first team to reach the goal cell wins.
+
+    Agents ``red_0``, ``red_1`` start in the left corners, ``blue_0``, ``blue_1`` in the right
+    ones. The goal is drawn per episode from the middle column, so both teams are equally far.
+    Actions ``Discrete(5)``: stay, up, down, left, right; all agents move at once, walls stop
+    them, cells may be shared. Rewards are shared within a team (cooperative) and opposite
+    across teams (competitive): when agents of one team only are on the goal, that team gets
+    +1 per agent and the other -1, and every agent terminates; both teams at once is a draw
+    (0 each, terminated). After ``max_steps`` steps everyone is truncated with reward 0.
+    Observations (float32, in [0, 1]) are the ``(row, col)`` of: self, teammate, the two
+    opponents (in id order), goal, divided by ``size - 1``.
+
+    Example:
+        >>> env = TwoTeamGrid()
+        >>> obs, _ = env.reset(seed=0)
+        >>> sorted(obs), obs["red_0"].shape
+        (['blue_0', 'blue_1', 'red_0', 'red_1'], (10,))
+    """
+
+    TEAMS: ClassVar[Mapping[str, tuple[AgentID, AgentID]]] = {
+        "red": ("red_0", "red_1"),
+        "blue": ("blue_0", "blue_1"),
+    }
+    """Agent ids of each team."""
+
+    def __init__(self, size: int = 5, max_steps: int = 20) -> None:
+        """Make a ``size x size`` grid (odd, >= 3); episodes last at most ``max_steps``."""
+        if isinstance(size, bool) or not isinstance(size, int) or size < 3 or size % 2 == 0:
+            raise ConfigError(f"TwoTeamGrid: size={size!r} must be an odd int >= 3 (fair goal)")
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+            raise ConfigError(f"TwoTeamGrid: max_steps={max_steps!r} must be an int >= 1")
+        self.size = size
+        """Side of the grid, in cells."""
+        self.max_steps = max_steps
+        """Steps after which the episode is truncated."""
+        self.possible_agents = [*self.TEAMS["red"], *self.TEAMS["blue"]]
+        self.agents = []
+        box = spaces.Box(0.0, 1.0, (10,), np.float32)
+        self.observation_spaces = {a: box for a in self.possible_agents}
+        self.action_spaces = {a: spaces.Discrete(len(_MOVES)) for a in self.possible_agents}
+        last = size - 1
+        self._starts = np.array([[0, 0], [last, 0], [0, last], [last, last]], dtype=np.int64)
+        self._positions = self._starts.copy()
+        self._goal = np.array([size // 2, size // 2], dtype=np.int64)
+        self._t = 0
+        self._rng = np.random.default_rng()
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[MultiAgentDict, MultiAgentDict]:
+        """Put the agents in their corners and draw the goal's row (seeded by ``seed``)."""
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        self._positions = self._starts.copy()
+        self._goal = np.array([self._rng.integers(self.size), self.size // 2], dtype=np.int64)
+        self._t = 0
+        self.agents = list(self.possible_agents)
+        return self._observations(), {a: {} for a in self.agents}
+
+    def step(self, action_dict: Mapping[AgentID, Any]) -> MultiAgentStep:
+        """Move every agent at once, then score the goal and check the time limit."""
+        self._check_action_keys(action_dict)
+        for i, agent in enumerate(self.possible_agents):
+            action = int(action_dict[agent])
+            if not 0 <= action < len(_MOVES):
+                raise ConfigError(f"TwoTeamGrid.step: action {action!r} of {agent} not in 0..4")
+            self._positions[i] = np.clip(self._positions[i] + _MOVES[action], 0, self.size - 1)
+        self._t += 1
+        on_goal = (self._positions == self._goal).all(axis=1)
+        red, blue = bool(on_goal[:2].any()), bool(on_goal[2:].any())
+        score = 0.0 if red == blue else (1.0 if red else -1.0)
+        rewards = {a: score if a in self.TEAMS["red"] else -score for a in self.possible_agents}
+        terminated = red or blue
+        truncated = not terminated and self._t >= self.max_steps
+        obs = self._observations()
+        if terminated or truncated:
+            self.agents = []
+        return MultiAgentStep(
+            obs,
+            rewards,
+            {**dict.fromkeys(obs, terminated), ALL_AGENTS: terminated},
+            {**dict.fromkeys(obs, truncated), ALL_AGENTS: truncated},
+            {a: {} for a in obs},
+        )
+
+    def _observations(self) -> dict[AgentID, npt.NDArray[np.float32]]:
+        """Each agent's view: self, teammate, opponents, goal, scaled to [0, 1]."""
+        scale = 1.0 / (self.size - 1)
+        goal = self._goal * scale
+        cells = self._positions * scale
+        order = {0: (0, 1, 2, 3), 1: (1, 0, 2, 3), 2: (2, 3, 0, 1), 3: (3, 2, 0, 1)}
+        return {
+            agent: np.concatenate([cells[list(order[i])].ravel(), goal]).astype(np.float32)
+            for i, agent in enumerate(self.possible_agents)
+        }
+
+
+MULTI_AGENT_ENVS: dict[str, Callable[..., MultiAgentEnv]] = {
+    "multi_cartpole": MultiAgentCartPole,
+    "two_team_grid": TwoTeamGrid,
+}
+"""Multi-agent envs by the name the CLI and configs use."""
+
+
+def make_multi_agent_env(name_or_creator: str | Callable[..., Any], **kwargs: Any) -> MultiAgentEnv:
+    """Build a multi-agent env from a name in `MULTI_AGENT_ENVS` or a creator, with ``kwargs``.
+
+    A creator may return a `MultiAgentEnv` or a PettingZoo env (adapted by `from_pettingzoo`).
+    Raises `ConfigError` for an unknown name, suggesting the closest registered ones.
+
+    Example:
+        >>> make_multi_agent_env("multi_cartpole", num_agents=3).possible_agents
+        ['agent_0', 'agent_1', 'agent_2']
+    """
+    if isinstance(name_or_creator, str):
+        creator = MULTI_AGENT_ENVS.get(name_or_creator)
+        if creator is None:
+            close = difflib.get_close_matches(name_or_creator, list(MULTI_AGENT_ENVS), n=3)
+            hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+            raise ConfigError(
+                f"make_multi_agent_env: unknown multi-agent env {name_or_creator!r}; {hint}"
+                f"registered names are {sorted(MULTI_AGENT_ENVS)} (or pass a creator function)"
+            )
+        return creator(**kwargs)
+    if not callable(name_or_creator):
+        raise ConfigError(
+            f"make_multi_agent_env: {name_or_creator!r} must be a registered name or a callable "
+            "returning a MultiAgentEnv or a PettingZoo env"
+        )
+    env = name_or_creator(**kwargs)
+    return env if isinstance(env, MultiAgentEnv) else from_pettingzoo(env)
