@@ -23,8 +23,7 @@ C = TypeVar("C", bound="AlgorithmConfig")
 
 @dataclass(frozen=True, kw_only=True)
 class AlgorithmConfig:
-    """Fields shared by every algorithm; subclasses add theirs and call ``super().__post_init__``.
-    """
+    """Fields shared by every algorithm; subclasses add theirs and call super's post-init."""
 
     env: str | Callable[[], Any] = "CartPole-v1"
     """Gymnasium id (e.g. ``"CartPole-v1"``) or a zero-argument callable returning an env."""

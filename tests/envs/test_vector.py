@@ -229,7 +229,7 @@ def test_env_creator_kwargs_and_callables() -> None:
     assert make_env_creator(CountingEnv) is CountingEnv
     with pytest.raises(ConfigError, match="got an env instance"):
         make_env_creator(CountingEnv())  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="env=3 .* must be a Gymnasium id string or a callable"):
+    with pytest.raises(ConfigError, match=r"env=3 .* must be a Gymnasium id string or a callable"):
         make_env_creator(3)  # type: ignore[arg-type]
 
 

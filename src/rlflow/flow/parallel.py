@@ -22,7 +22,7 @@ from rlflow.flow.local import LocalIterator
 from rlflow.flow.metrics import SharedMetrics
 from rlflow.flow.sentinels import NOT_READY, SHARD_END
 from rlflow.flow.stages import BuildEnv, annotate, fn_name
-from rlflow.flow.worker import ParallelIteratorWorker, ShardOp, ShardReply
+from rlflow.flow.worker import ParallelIteratorWorker, ShardOp
 
 T = TypeVar("T")
 U = TypeVar("U")

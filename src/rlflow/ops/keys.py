@@ -27,6 +27,10 @@ LAST_TARGET_UPDATE_TS: Final = "last_target_update_ts"
 """Counter value at the last target-network update."""
 NUM_TARGET_UPDATES: Final = "num_target_updates"
 """Target-network updates so far."""
+NUM_ENV_STEPS_STORED: Final = "num_env_steps_stored"
+"""Env steps added to replay buffers (written by StoreToReplayBuffer)."""
+NUM_ENV_STEPS_REPLAYED: Final = "num_env_steps_replayed"
+"""Env steps read back from replay buffers (written by the replay source)."""
 
 # ----------------------------------------------------------------------------- timers
 SAMPLE_TIMER: Final = "sample"
@@ -45,3 +49,22 @@ COMPUTE_GRADS_TIMER: Final = "compute_grads"
 # ----------------------------------------------------------------------------- info
 LEARNER_INFO: Final = "learner"
 """``ctx.info[LEARNER_INFO]``: ``{policy_id: loss stats}`` of the last learner update."""
+LEARNER_THREAD_INFO: Final = "learner_thread"
+"""``ctx.info[LEARNER_THREAD_INFO]``: queue and timing stats of a LearnerThread."""
+
+# ----------------------------------------------------------------------------- learner stats
+TD_ERROR: Final = "td_error"
+"""Per-row TD errors (an array) in a replay policy's learner stats; UpdateReplayPriorities
+takes them out (with the batch's ``batch_indexes``) before the stats reach the results."""
+
+# ----------------------------------------------------------------------------- reporting state
+# Kept in the context (not on operator objects) so that a checkpoint restores it.
+ITERATION_START_STEPS: Final = "iteration_start_env_steps_sampled"
+"""Counter: sampled env steps when the current iteration began (standard_metrics_reporting)."""
+LAST_REPORT_SAMPLED: Final = "last_report_env_steps_sampled"
+"""Counter: sampled env steps at the last result (for ``*_this_iter``)."""
+LAST_REPORT_TRAINED: Final = "last_report_env_steps_trained"
+"""Counter: trained env steps at the last result (for ``*_this_iter``)."""
+RECENT_EPISODES: Final = "_recent_episodes"
+"""``ctx.info[RECENT_EPISODES]``: the smoothing window of finished episodes (a list of
+``EpisodeStat``). Info keys that start with ``_`` are internal and left out of results."""

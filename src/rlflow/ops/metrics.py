@@ -7,7 +7,6 @@ by :class:`CollectMetrics`.
 
 from __future__ import annotations
 
-import collections
 import math
 import time
 from collections.abc import Callable
@@ -106,17 +105,19 @@ class _IterationDone:
         self.min_steps = min_steps
         self.min_time_s = min_time_s
         self._clock = clock
-        self._start_steps = 0
         self._start_time: float | None = None
 
     def __call__(self, item: Any) -> bool:
         now = self._clock()
         if self._start_time is None:
             self._start_time = now
-        steps = flow.current_metrics().counters[keys.NUM_ENV_STEPS_SAMPLED]
-        if steps - self._start_steps < self.min_steps or now - self._start_time < self.min_time_s:
+        counters = flow.current_metrics().counters
+        steps = counters[keys.NUM_ENV_STEPS_SAMPLED]
+        start_steps = counters[keys.ITERATION_START_STEPS]
+        if steps - start_steps < self.min_steps or now - self._start_time < self.min_time_s:
             return False
-        self._start_steps, self._start_time = steps, now
+        counters[keys.ITERATION_START_STEPS] = steps
+        self._start_time = now
         return True
 
 
@@ -156,12 +157,8 @@ class CollectMetrics:
             )
         self.workers = workers
         self.timeout_s = _non_negative(timeout_s, "CollectMetrics(timeout_s)")
-        self._episodes: collections.deque[EpisodeStat] = collections.deque(
-            maxlen=smoothing_episodes
-        )
+        self.smoothing_episodes = smoothing_episodes
         self._pending: dict[int, Any] = {}
-        self._last_sampled = 0
-        self._last_trained = 0
 
     def _new_episodes(self) -> list[EpisodeStat]:
         episodes = list(self.workers.local_worker().pop_episode_stats())
@@ -185,39 +182,45 @@ class CollectMetrics:
     def __call__(self, _item: Any) -> dict[str, Any]:
         ctx = flow.current_metrics()
         new = self._new_episodes()
-        self._episodes.extend(new)
+        # The smoothing window and the last report's step counts live in the context, so a
+        # restored checkpoint continues with them.
+        window = [*ctx.info.get(keys.RECENT_EPISODES, []), *new][-self.smoothing_episodes :]
+        ctx.info[keys.RECENT_EPISODES] = window
         counters = ctx.counters
         counters[keys.NUM_EPISODES] += len(new)
         sampled = counters[keys.NUM_ENV_STEPS_SAMPLED]
         trained = counters[keys.NUM_ENV_STEPS_TRAINED]
+        public_info = {k: v for k, v in ctx.info.items() if not k.startswith("_")}
         result: dict[str, Any] = {
-            **self._episode_stats(),
+            **self._episode_stats(window),
             "episodes_this_iter": len(new),
             "episodes_total": counters[keys.NUM_EPISODES],
             "num_env_steps_sampled": sampled,
             "num_env_steps_trained": trained,
             "num_agent_steps_sampled": counters[keys.NUM_AGENT_STEPS_SAMPLED],
             "num_agent_steps_trained": counters[keys.NUM_AGENT_STEPS_TRAINED],
-            "num_env_steps_sampled_this_iter": sampled - self._last_sampled,
-            "num_env_steps_trained_this_iter": trained - self._last_trained,
+            "num_env_steps_sampled_this_iter": sampled - counters[keys.LAST_REPORT_SAMPLED],
+            "num_env_steps_trained_this_iter": trained - counters[keys.LAST_REPORT_TRAINED],
             "num_healthy_workers": len(self.workers.remote_workers()),
-            "info": {keys.LEARNER_INFO: {}, **ctx.info},
+            "info": {keys.LEARNER_INFO: {}, **public_info},
             "counters": dict(counters),
             "timers": self._timers(ctx),
         }
-        self._last_sampled, self._last_trained = sampled, trained
+        counters[keys.LAST_REPORT_SAMPLED] = sampled
+        counters[keys.LAST_REPORT_TRAINED] = trained
         return result
 
-    def _episode_stats(self) -> dict[str, float | None]:
-        if not self._episodes:
+    @staticmethod
+    def _episode_stats(window: list[EpisodeStat]) -> dict[str, float | None]:
+        if not window:
             return {
                 "episode_return_mean": None,
                 "episode_return_min": None,
                 "episode_return_max": None,
                 "episode_len_mean": None,
             }
-        returns = [e.return_ for e in self._episodes]
-        lengths = [e.length for e in self._episodes]
+        returns = [e.return_ for e in window]
+        lengths = [e.length for e in window]
         return {
             "episode_return_mean": math.fsum(returns) / len(returns),
             "episode_return_min": min(returns),

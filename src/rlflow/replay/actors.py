@@ -1,0 +1,234 @@
+"""Replay shards as actors: `ReplayActor` and `create_replay_actors`.
+
+A sharded replay buffer is a list of `ReplayActor` s, each holding one `ReplayBuffer` (or
+`PrioritizedReplayBuffer`) of its share of the capacity. Each actor is a shard of a parallel
+iterator whose stream is "replay forever": read it with
+``flow.from_actors(actors).gather_async()`` and drop the Nones (a shard replays None while it
+holds fewer than ``learning_starts`` transitions). Rollouts go in with ``add_batch``; TD errors
+come back with ``update_priorities``. Replay shards are cheap and run with ``num_cpus=0``, as in
+Ape-X (Horgan et al., "Distributed Prioritized Experience Replay", ICLR 2018).
+
+Each replayed batch's `BATCH_INDEXES` are tagged with the shard:
+``shard_index * SHARD_STRIDE + slot``; `split_shard_indexes` undoes it, and
+`ReplayActor.update_priorities` takes the tagged indexes as they are.
+
+Example:
+    >>> from rlflow import flow
+    >>> from rlflow.data.sample_batch import REWARDS, SampleBatch
+    >>> flow.init(backend="local")
+    >>> actors = create_replay_actors(2, 100, learning_starts=4, replay_batch_size=3, seed=0)
+    >>> replays = flow.from_actors(actors).gather_async()
+    >>> next(replays) is None
+    True
+    >>> _ = [flow.get(a.add_batch.remote(SampleBatch({REWARDS: [1.0, 2.0]}))) for a in actors]
+    >>> next(b for b in replays if b is not None).count
+    3
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from rlflow import flow
+from rlflow.data.sample_batch import MultiAgentBatch, SampleBatch, from_multi_agent_if_single
+from rlflow.errors import ConfigError
+from rlflow.flow import ParallelIteratorWorker
+from rlflow.replay.buffers import (
+    BATCH_INDEXES,
+    PrioritizedReplayBuffer,
+    ReplayBuffer,
+    replay_forever,
+)
+
+IntArray = npt.NDArray[np.int64]
+
+SHARD_STRIDE = 1 << 40
+"""Tagged batch index = ``shard_index * SHARD_STRIDE + slot``; larger than any capacity."""
+
+
+def split_shard_indexes(indexes: npt.ArrayLike) -> tuple[IntArray, IntArray]:
+    """Split tagged `BATCH_INDEXES` into ``(shard indexes, slots within the shard)``.
+
+    Example:
+        >>> shards, slots = split_shard_indexes([5, SHARD_STRIDE + 7])
+        >>> shards.tolist(), slots.tolist()
+        ([0, 1], [5, 7])
+    """
+    idx = np.asarray(indexes, dtype=np.int64)
+    return idx // SHARD_STRIDE, idx % SHARD_STRIDE
+
+
+def _check(where: str, name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise ConfigError(f"{where}: {name}={value!r} must be an int >= {minimum}")
+    return int(value)
+
+
+def _make_buffer(
+    where: str,
+    capacity: int,
+    *,
+    prioritized: bool,
+    alpha: float,
+    beta: float,
+    learning_starts: int,
+    replay_batch_size: int,
+    seed: int | None,
+) -> ReplayBuffer:
+    """Build the shard's buffer, checking every argument (raises `ConfigError`)."""
+    _check(where, "learning_starts", learning_starts, 0)
+    _check(where, "replay_batch_size", replay_batch_size, 1)
+    if prioritized:
+        return PrioritizedReplayBuffer(capacity, alpha=alpha, beta=beta, seed=seed)
+    return ReplayBuffer(capacity, seed=seed)
+
+
+class ReplayActor(ParallelIteratorWorker):
+    """One shard of a sharded replay buffer; its stream replays forever.
+
+    Args:
+        capacity: transitions kept by this shard, >= 1.
+        prioritized: use a `PrioritizedReplayBuffer` (else uniform `ReplayBuffer`).
+        alpha: priority exponent in [0, 1] (prioritized only).
+        beta: importance-sampling exponent in [0, 1] (prioritized only).
+        learning_starts: the stream yields None until this shard holds this many transitions
+            (and while it is empty); consumers filter the Nones out.
+        replay_batch_size: rows per replayed batch, >= 1.
+        seed: seed of the sampling RNG.
+        shard_index: this shard's number, >= 0, used to tag `BATCH_INDEXES`.
+
+    Stream item: ``SampleBatch | None``: a fresh ``replay_batch_size``-row sample (with
+    `BATCH_INDEXES` tagged by shard, and `WEIGHTS` when prioritized) each time it is read.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        *,
+        prioritized: bool = False,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        learning_starts: int = 0,
+        replay_batch_size: int = 32,
+        seed: int | None = None,
+        shard_index: int = 0,
+    ) -> None:
+        """Create the shard's empty buffer."""
+        super().__init__(self._replay_forever, repeat=False)
+        self.shard_index = _check("ReplayActor", "shard_index", shard_index, 0)
+        self.buffer = _make_buffer(
+            "ReplayActor",
+            capacity,
+            prioritized=prioritized,
+            alpha=alpha,
+            beta=beta,
+            learning_starts=learning_starts,
+            replay_batch_size=replay_batch_size,
+            seed=seed,
+        )
+        self.learning_starts = int(learning_starts)
+        self.replay_batch_size = int(replay_batch_size)
+
+    def _replay_forever(self) -> Iterator[SampleBatch | None]:
+        replays = replay_forever(
+            self.buffer, num_items=self.replay_batch_size, learning_starts=self.learning_starts
+        )
+        offset = self.shard_index * SHARD_STRIDE
+        for batch in replays:
+            if batch is not None:
+                batch[BATCH_INDEXES] = batch[BATCH_INDEXES] + offset
+            yield batch
+
+    def add_batch(self, batch: SampleBatch | MultiAgentBatch) -> None:
+        """Add ``batch`` to this shard (a `MultiAgentBatch` only if it holds just the default
+        policy's experience)."""
+        single = from_multi_agent_if_single(batch)
+        if not isinstance(single, SampleBatch):
+            raise ConfigError(
+                f"ReplayActor.add_batch: got {single!r}; a replay shard stores single-agent "
+                "SampleBatches (use one shard set per policy)"
+            )
+        self.buffer.add(single)
+
+    def update_priorities(self, indexes: npt.ArrayLike, priorities: npt.ArrayLike) -> None:
+        """Set priorities of rows given by their tagged `BATCH_INDEXES` from this shard.
+
+        Does nothing for a uniform shard, so one plan serves both kinds. Raises `ConfigError`
+        for an index of another shard.
+        """
+        if not isinstance(self.buffer, PrioritizedReplayBuffer):
+            return
+        shards, slots = split_shard_indexes(indexes)
+        if shards.size and np.any(shards != self.shard_index):
+            other = int(shards[shards != self.shard_index][0])
+            raise ConfigError(
+                f"ReplayActor.update_priorities: an index belongs to shard {other}, but this is "
+                f"shard {self.shard_index}; send each batch's priorities to the shard that "
+                "replayed it (flow's current_actor)"
+            )
+        self.buffer.update_priorities(slots, priorities)
+
+    def stats(self) -> dict[str, float]:
+        """The buffer's `ReplayBuffer.stats` plus ``shard_index`` and ``learning_starts``."""
+        out = self.buffer.stats()
+        out.update(shard_index=float(self.shard_index), learning_starts=self.learning_starts)
+        return out
+
+    def get_state(self) -> dict[str, Any]:
+        """The buffer's state, for checkpoints."""
+        return self.buffer.get_state()
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        """Restore the buffer from `get_state` output."""
+        self.buffer.set_state(state)
+
+
+def create_replay_actors(
+    num_shards: int,
+    capacity_total: int,
+    *,
+    prioritized: bool = False,
+    alpha: float = 0.6,
+    beta: float = 0.4,
+    learning_starts: int = 0,
+    replay_batch_size: int = 32,
+    seed: int | None = None,
+) -> list[Any]:
+    """Start ``num_shards`` `ReplayActor` s (``num_cpus=0``) sharing ``capacity_total``.
+
+    Shard i gets ``capacity_total // num_shards`` transitions, plus one for the first
+    ``capacity_total % num_shards`` shards; ``learning_starts`` (a total) is split the same way,
+    rounded up; shard i is seeded ``seed + i``. Every argument is checked before any actor
+    starts (`ConfigError`). Returns the actor handles, in shard order.
+    """
+    where = "create_replay_actors"
+    shards = _check(where, "num_shards", num_shards, 1)
+    total = _check(where, "capacity_total", capacity_total, 1)
+    if total < shards:
+        raise ConfigError(
+            f"{where}: capacity_total={total} must be >= num_shards={shards} (one transition "
+            "per shard at least)"
+        )
+    starts = -(-_check(where, "learning_starts", learning_starts, 0) // shards)
+    kwargs: dict[str, Any] = dict(
+        prioritized=prioritized,
+        alpha=alpha,
+        beta=beta,
+        learning_starts=starts,
+        replay_batch_size=replay_batch_size,
+    )
+    _make_buffer(where, 1, seed=None, **kwargs)  # rejects bad values here, not in an actor
+    remote_cls = flow.remote(ReplayActor).options(num_cpus=0)
+    return [
+        remote_cls.remote(
+            total // shards + (i < total % shards),
+            shard_index=i,
+            seed=None if seed is None else seed + i,
+            **kwargs,
+        )
+        for i in range(shards)
+    ]

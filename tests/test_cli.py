@@ -1,0 +1,202 @@
+"""The ``rlflow`` command line, run in-process on the local backend with tiny budgets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rlflow import flow
+from rlflow.cli import load_config_file, main, tuned_config_path
+from rlflow.errors import ConfigError
+from rlflow.trainer import Trainer
+
+pytestmark = pytest.mark.timeout(60)
+
+TINY = [
+    "--backend", "local", "--num-workers", "1", "--no-tuned",
+    "--set", "rollout_fragment_length=16", "--set", "train_batch_size=32",
+]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.chdir(tmp_path)
+    flow.shutdown()
+    yield
+    flow.shutdown()
+
+
+@pytest.fixture
+def idle() -> bool:
+    """``flow.is_initialized()`` with no backend chosen (True if another module left Ray up)."""
+    flow.shutdown()
+    return flow.is_initialized()
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_train_writes_the_run_dir_and_evaluate_reads_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, idle: bool
+) -> None:
+    out_dir = tmp_path / "run"
+    code, out, err = run(
+        capsys, "train", "pg", "--env", "CartPole-v1", *TINY, "--seed", "5",
+        "--stop-iters", "3", "--checkpoint-every", "2", "--out", str(out_dir),
+    )  # fmt: skip
+    assert code == 0, err
+    assert err == ""
+    lines = [line for line in out.splitlines() if line.startswith("iter ")]
+    assert len(lines) == 3 and "steps/s" in lines[0] and "env steps" in lines[0]
+    assert "done (iteration=3 >= 3)" in out
+    progress = [json.loads(x) for x in (out_dir / "progress.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in progress] == [1, 2, 3]
+    assert progress[-1]["num_env_steps_sampled"] == 96
+    assert json.loads((out_dir / "result.json").read_text()) == progress[-1]
+    saved = yaml.safe_load((out_dir / "config.yaml").read_text())
+    assert saved["algorithm"] == "pg" and saved["config"]["seed"] == 5
+    assert saved["config"]["train_batch_size"] == 32 and saved["stop"] == {"iteration": 3.0}
+    assert sorted(p.name for p in out_dir.glob("checkpoint_*")) == [
+        "checkpoint_000002",
+        "checkpoint_000003",
+    ]
+    assert flow.is_initialized() == idle  # the CLI started the local backend and shut it down
+
+    code, out, err = run(capsys, "evaluate", str(out_dir / "checkpoint_000002"), "--episodes", "2")
+    assert code == 0, err
+    assert "2 greedy episodes" in out and "iteration 2" in out
+    code, out, err = run(capsys, "evaluate", str(out_dir))  # a run dir: its latest checkpoint
+    assert code == 0, err
+    assert "10 greedy episodes" in out and "iteration 3" in out
+
+    # config.yaml is a valid --config file: the same run again, stopped by timesteps
+    code, out, err = run(
+        capsys, "train", "pg", "--config", str(out_dir / "config.yaml"), "--backend", "local",
+        "--stop-timesteps", "64", "--out", str(tmp_path / "again"),
+    )  # fmt: skip
+    assert code == 0, err
+    assert "done (num_env_steps_sampled=64 >= 64)" in out
+
+
+def test_default_run_dir_and_tuned_config(capsys: pytest.CaptureFixture[str]) -> None:
+    assert tuned_config_path("a2c", "CartPole-v1") is not None
+    code, _, err = run(
+        capsys, "train", "a2c", "--env", "CartPole-v1", "--backend", "local", "--stop-iters", "1"
+    )
+    assert code == 0, err
+    (run_dir,) = Path("runs").glob("a2c_CartPole-v1_*")
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())["config"]
+    assert config["num_envs_per_worker"] == 8  # from algorithms/a2c/tuned/CartPole-v1.yaml
+    assert (run_dir / "checkpoint_000001" / "trainer_state.pkl").is_file()
+
+
+def test_set_parses_yaml_values(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(
+        capsys, "train", "pg", *TINY, "--set", "lr=1e-3", "--set", "model={hidden: [8]}",
+        "--stop-iters", "1", "--out", str(tmp_path / "r"),
+    )  # fmt: skip
+    assert code == 0, err
+    config = yaml.safe_load((tmp_path / "r" / "config.yaml").read_text())["config"]
+    assert config["lr"] == 0.001 and config["model"] == {"hidden": [8]}
+
+
+def test_ctrl_c_saves_a_checkpoint(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_train = Trainer.train
+
+    def train(self: Trainer) -> dict[str, Any]:
+        if self.iteration == 2:
+            raise KeyboardInterrupt
+        return real_train(self)
+
+    monkeypatch.setattr(Trainer, "train", train)
+    code, out, _ = run(capsys, "train", "pg", *TINY, "--out", str(tmp_path / "r"))
+    assert code == 130
+    assert "interrupted" in out and "done (interrupted): 2 iterations" in out
+    assert (tmp_path / "r" / "checkpoint_000002" / "rlflow_checkpoint.json").is_file()
+    assert len((tmp_path / "r" / "progress.jsonl").read_text().splitlines()) == 2
+
+
+def test_plan_prints_a_mermaid_flowchart(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "plan", "a3c", "--env", "CartPole-v1", "--num-workers", "1")
+    assert code == 0, err
+    assert out.startswith("flowchart TD") and "-->" in out
+    assert not Path("runs").exists()  # nothing trained, nothing written
+
+
+def test_list(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "list")
+    assert code == 0
+    names = [line.split()[0] for line in out.splitlines()]
+    assert {"pg", "a2c", "a3c", "ppo"} <= set(names)
+    ppo = next(line for line in out.splitlines() if line.startswith("ppo"))
+    assert "Proximal" in ppo and "tuned: CartPole-v1" in ppo
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["train", "ppp", "--env", "CartPole-v1"], "did you mean 'ppo'"),
+        (["train", "pg", "--env", "CartPole-v9"], "did you mean 'CartPole-v1'"),
+        (["train", "pg", "--set", "trian_batch_size=10"], "did you mean 'train_batch_size'"),
+        (["train", "pg", "--set", "lr=fast"], "PGConfig.lr='fast' must be a number > 0"),
+        (["train", "pg", "--set", "lr"], "expected KEY=VALUE"),
+        (["train", "pg", "--num-workers", "-1"], "num_workers=-1 must be >= 0"),
+        (["train", "pg", "--num-workers", "two"], "train: argument --num-workers: invalid int"),
+        (["train", "pg", "--stop-timesteps", "0"], "must be > 0"),
+        (["train", "pg", "--config", "missing.yaml"], "cannot read config file"),
+        (["train", "pg", "--config", "bad.yaml"], "cannot read config file 'bad.yaml'"),
+        (["train", "pg", "--config", "list.yaml"], "must hold a mapping"),
+        (["train", "pg", "--backend", "local", "--address", "x:1"], "needs --backend ray"),
+        (["plan", "a2c", "--set", "gama=0.5"], "did you mean 'gamma'"),
+        (["evaluate", "nowhere"], "not an rlflow checkpoint"),
+        (["trian"], "invalid choice: 'trian'"),
+        (["list", "--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str, idle: bool
+) -> None:
+    Path("bad.yaml").write_text("lr: [unclosed\n")
+    Path("list.yaml").write_text("- 1\n- 2\n")
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert err.startswith("rlflow: error: ") and err.count("\n") == 1, err
+    assert message in err
+    assert out == ""
+    assert not Path("runs").exists() and flow.is_initialized() == idle  # nothing started
+
+
+def test_config_file_formats(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("lr: 0.01\nnum_workers: 1\n")
+    assert load_config_file(plain).fields == {"lr": 0.01, "num_workers": 1}
+    structured = tmp_path / "structured.yaml"
+    structured.write_text(
+        "env: CartPole-v1\nconfig: {lr: 0.01}\nstop: {episode_reward_mean: 100, time_total_s: 5}\n"
+    )
+    loaded = load_config_file(structured)
+    assert loaded.fields == {"lr": 0.01, "env": "CartPole-v1"}
+    assert loaded.stop == {"episode_return_mean": 100.0, "time_total_s": 5.0}
+    structured.write_text("config: {lr: 0.01}\nstopp: {}\n")
+    with pytest.raises(ConfigError, match="top-level keys"):
+        load_config_file(structured)
+
+
+def test_verbose_logs_to_stderr_and_help(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "-v", "plan", "a2c", "--env", "CartPole-v1", "--num-workers", "0")
+    assert code == 0
+    assert "INFO" in err and "tuned config" in err
+    code, _, err = run(capsys, "plan", "a2c", "--env", "CartPole-v1", "--num-workers", "0")
+    assert code == 0 and err == ""
+    with pytest.raises(SystemExit):
+        raise SystemExit(main(["--help"]))
+    assert "train" in capsys.readouterr().out
