@@ -208,7 +208,11 @@ class TorchPolicy(abc.ABC):
                 continue
             if array.dtype == np.float64:
                 array = array.astype(np.float32)
-            out[name] = torch.from_numpy(np.ascontiguousarray(array))
+            array = np.ascontiguousarray(array)
+            if not array.flags.writeable:
+                # Ray hands out read-only zero-copy arrays; torch needs memory it may write.
+                array = array.copy()
+            out[name] = torch.from_numpy(array)
         return out
 
     def _backward(self, batch: Mapping[str, Array]) -> dict[str, float]:
