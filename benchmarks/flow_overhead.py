@@ -9,7 +9,7 @@ and the best of ``--repeats`` is kept for each.
 (2) Per-item cost of a 10-stage local ``for_each`` chain against a plain generator chain.
 (3) Driver CPU while a union of async gathers waits on slow actors, against a polling loop.
 
-    python benchmarks/flow_overhead.py [--repeats 5] [--work sleep|busy] [--quick]
+    python benchmarks/flow_overhead.py [--repeats 7] [--work sleep|busy] [--quick]
 """
 
 from __future__ import annotations
@@ -99,28 +99,34 @@ def dataflow(actors: list[Any], n: int) -> float:
 def bench_ray(repeats: int, quick: bool, busy: bool) -> None:
     kind = "busy CPU work" if busy else "sleeping work"
     print(f"(1) 2 actors, {kind}: async gather vs hand-written ray.wait loop")
-    print(f"    (items/s, best of {repeats}, order alternating)")
-    print(f"{'work':>6} {'payload':>8} {'hand-written':>13} {'rlflow':>10} {'ratio':>7}")
+    print(f"    items/s, best and median of {repeats} paired runs (order alternating);")
+    print("    ratio = median over pairs of rlflow/hand-written (this machine is noisy)")
+    print(
+        f"{'work':>6} {'payload':>8} {'hand best':>10} {'rlflow best':>12} {'best ratio':>11} "
+        f"{'median ratio':>13}"
+    )
     Worker = flow.remote(BenchWorker)
     for work_ms in (0.0, 1.0, 10.0):
         for payload in (1024, 1024 * 1024):
             target_s = 0.6 if quick else 1.5
             per_item_s = max(work_ms / 1000.0 / 2, 0.00025 if payload < 10_000 else 0.0015)
             n = max(50, int(target_s / per_item_s))
-            best = {"hand": 0.0, "flow": 0.0}
+            runs: dict[str, list[float]] = {"hand": [], "flow": []}
             for rep in range(repeats):
                 for mode in ("hand", "flow") if rep % 2 == 0 else ("flow", "hand"):
                     actors = [Worker.remote(work_ms, payload, busy) for _ in range(2)]
                     ray.get([a.next_item.remote() for a in actors])  # warm up
                     fn = hand_written if mode == "hand" else dataflow
-                    best[mode] = max(best[mode], fn(actors, n))
+                    runs[mode].append(fn(actors, n))
                     for a in actors:
                         ray.kill(a)
-            ratio = best["flow"] / best["hand"]
+            best_hand, best_flow = max(runs["hand"]), max(runs["flow"])
+            paired = sorted(f / h for f, h in zip(runs["flow"], runs["hand"], strict=True))
+            median = paired[len(paired) // 2]
             size = "1KB" if payload < 10_000 else "1MB"
             print(
-                f"{work_ms:>4.0f}ms {size:>8} {best['hand']:>13.0f} {best['flow']:>10.0f} "
-                f"{ratio:>7.3f}"
+                f"{work_ms:>4.0f}ms {size:>8} {best_hand:>10.0f} {best_flow:>12.0f} "
+                f"{best_flow / best_hand:>11.3f} {median:>13.3f}"
             )
 
 
@@ -192,7 +198,7 @@ def bench_idle(seconds: float) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument(
         "--work",
         choices=["sleep", "busy"],
