@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import ast
 import inspect
 from typing import Any
@@ -35,7 +37,8 @@ TINY: dict[str, Any] = {
 
 def test_get_algorithm_suggests_the_closest_name() -> None:
     assert get_algorithm("PPO").name == "ppo"
-    with pytest.raises(ConfigError, match=r"'ppp'.*\['a2c', 'a3c', 'pg', 'ppo'\].*'ppo'"):
+    known = re.escape(str(sorted(ALGORITHMS)))
+    with pytest.raises(ConfigError, match=rf"'ppp'.*{known}.*'ppo'"):
         get_algorithm("ppp")
 
 

@@ -352,3 +352,17 @@ def test_bad_priorities_and_batches_are_rejected() -> None:
 def test_docstring_examples_run() -> None:
     result = doctest.testmod(buffers_module)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_prioritized_add_takes_initial_priorities_from_a_weights_column() -> None:
+    buf = PrioritizedReplayBuffer(8, alpha=1.0, beta=0.4, seed=0)
+    batch = SampleBatch(
+        {OBS: np.arange(4, dtype=np.float32)[:, None], WEIGHTS: np.array([1.0, 2.0, 3.0, 4.0])}
+    )
+    buf.add(batch)
+    counts = np.bincount(buf.sample(20_000)[BATCH_INDEXES], minlength=4)
+    # P(i) = p_i / sum(p) = i+1 / 10 with alpha = 1.
+    np.testing.assert_allclose(counts / 20_000, [0.1, 0.2, 0.3, 0.4], atol=0.015)
+    assert buf.stats()["max_priority"] == 4.0
+    with pytest.raises(ConfigError, match="initial priorities"):
+        buf.add(SampleBatch({OBS: np.zeros((1, 1), np.float32), WEIGHTS: np.array([0.0])}))

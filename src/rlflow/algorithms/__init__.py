@@ -22,17 +22,22 @@ import yaml
 
 from rlflow.algorithms.a2c import A2CConfig, a2c_plan
 from rlflow.algorithms.a3c import A3CConfig, a3c_plan
+from rlflow.algorithms.apex import ApexConfig, apex_plan
+from rlflow.algorithms.dqn import DQNConfig, dqn_plan
 from rlflow.algorithms.pg import PGConfig, pg_plan
 from rlflow.algorithms.ppo import PPOConfig, ppo_plan
 from rlflow.config import AlgorithmConfig
 from rlflow.errors import ConfigError
 from rlflow.policy import PGPolicy, PPOPolicy, TorchPolicy
+from rlflow.policy.dqn import DQNPolicy
 
 __all__ = [
     "ALGORITHMS",
     "A2CConfig",
     "A3CConfig",
     "AlgorithmSpec",
+    "ApexConfig",
+    "DQNConfig",
     "PGConfig",
     "PPOConfig",
     "get_algorithm",
@@ -67,6 +72,12 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
     ),
     "ppo": AlgorithmSpec(
         "ppo", PPOConfig, PPOPolicy, ppo_plan, "Proximal policy optimization (clip + KL)"
+    ),
+    "dqn": AlgorithmSpec(
+        "dqn", DQNConfig, DQNPolicy, dqn_plan, "Deep Q-learning (double, dueling, n-step, PER)"
+    ),
+    "apex": AlgorithmSpec(
+        "apex", ApexConfig, DQNPolicy, apex_plan, "Ape-X: distributed prioritized replay DQN"
     ),
 }
 """Every built-in algorithm by name."""

@@ -47,7 +47,13 @@ def _fetch(ref: Any, shard: Shard, label: str, env: BuildEnv) -> Any:
         raise
 
 
-def _init_shards(shards: Sequence[Shard], key: str, label: str, env: BuildEnv) -> None:
+def new_read_key() -> int:
+    """A random id for one read of a set of shards (an int: it travels with every request, and
+    Ray serializes small ints faster than strings)."""
+    return uuid.uuid4().int >> 66
+
+
+def _init_shards(shards: Sequence[Shard], key: int, label: str, env: BuildEnv) -> None:
     refs = [
         s.actor.par_iter_init.remote(key, backend.ship(list(s.transforms)), s.where) for s in shards
     ]
@@ -63,7 +69,7 @@ class _SyncGatherBase:
         self.label = label
 
     def __call__(self, env: BuildEnv) -> Iterator[Any]:
-        key = uuid.uuid4().hex
+        key = new_read_key()
         stats = env.ctx.stage(self.label)
         _init_shards(self.shards, key, self.label, env)
         active = list(self.shards)
@@ -98,7 +104,7 @@ class _AsyncGatherBase:
         self.label = label
 
     def __call__(self, env: BuildEnv) -> Iterator[Any]:
-        key = uuid.uuid4().hex
+        key = new_read_key()
         ctx = env.ctx
         stats = ctx.stage(self.label)
         batch_ms = self.batch_ms
@@ -147,7 +153,7 @@ class _SliceSource:
     """The item source of a repartitioned shard: positions ``start (mod step)`` of every old
     shard, round robin over the old shards."""
 
-    def __init__(self, shards: Sequence[Shard], key: str, step: int, start: int) -> None:
+    def __init__(self, shards: Sequence[Shard], key: int, step: int, start: int) -> None:
         self.shards = list(shards)
         self.key = key
         self.step = step
@@ -293,7 +299,7 @@ class ParallelIterator(Generic[T]):
         _check_int(num_partitions, "repartition(num_partitions)", 1)
         if batch_ms < 0:
             raise ConfigError(f"repartition(batch_ms={batch_ms}) must be >= 0")
-        key = uuid.uuid4().hex
+        key = new_read_key()
         worker = backend.remote(ParallelIteratorWorker).options(num_cpus=0)
         name = f"{self.name}.repartition[num_partitions={num_partitions}]"
         shards = [

@@ -79,10 +79,10 @@ class ParallelIteratorWorker:
             )
         self._item_generator = item_generator
         self._repeat = repeat
-        self._reads: dict[str, LocalIterator[Any]] = {}
-        self._slices: dict[str, _SliceState] = {}
+        self._reads: dict[int, LocalIterator[Any]] = {}
+        self._slices: dict[int, _SliceState] = {}
 
-    def par_iter_init(self, key: str, transforms: list[ShardOp], where: str) -> None:
+    def par_iter_init(self, key: int, transforms: list[ShardOp], where: str) -> None:
         """Build the chain for read ``key`` (once; later calls with the same key do nothing)."""
         if key in self._reads:
             return
@@ -98,11 +98,11 @@ class ParallelIteratorWorker:
             it = transform(it)
         self._reads[key] = it
 
-    def par_iter_next(self, key: str) -> Any:
+    def par_iter_next(self, key: int) -> Any:
         """The next item of read ``key``, or :data:`SHARD_END`."""
         return next(self._reads[key], SHARD_END)
 
-    def par_iter_next_batch(self, key: str, batch_ms: float) -> ShardReply:
+    def par_iter_next_batch(self, key: int, batch_ms: float) -> ShardReply:
         """At least one item (or none and ``done``); with ``batch_ms`` > 0, as many as arrive
         within that many milliseconds."""
         it = self._reads[key]
@@ -119,7 +119,7 @@ class ParallelIteratorWorker:
                 items.append(item)
         return ShardReply(items, False)
 
-    def par_iter_slice(self, key: str, step: int, start: int) -> Any:
+    def par_iter_slice(self, key: int, step: int, start: int) -> Any:
         """For ``repartition``: the next item at a position ``p`` with ``p % step == start``
         in this shard's stream (read ``key``), or :data:`SHARD_END`."""
         state = self._slices.get(key)
@@ -138,12 +138,12 @@ class ParallelIteratorWorker:
                 state.position += 1
         return buffer.popleft()
 
-    def par_iter_stats(self, key: str) -> dict[str, dict[str, float]]:
+    def par_iter_stats(self, key: int) -> dict[str, dict[str, float]]:
         """Per-stage statistics of read ``key`` on this shard."""
         stages = self._reads[key].metrics.stages
         return {label: stats.as_dict() for label, stats in stages.items()}
 
-    def par_iter_close(self, key: str) -> None:
+    def par_iter_close(self, key: int) -> None:
         """Forget read ``key`` (frees its buffers)."""
         self._reads.pop(key, None)
         self._slices.pop(key, None)

@@ -8,18 +8,38 @@ Sources (snake_case functions that build a stream) and stages (PascalCase callab
 - train (:mod:`rlflow.ops.train`): :class:`TrainOneStep`, :class:`ComputeGradients`,
   :class:`AverageGradients`, :class:`ApplyGradients`;
 - metrics (:mod:`rlflow.ops.metrics`): :class:`OncePerTimeInterval`,
-  :class:`OncePerTimestepsElapsed`, :class:`CollectMetrics`, :func:`standard_metrics_reporting`.
+  :class:`OncePerTimestepsElapsed`, :class:`CollectMetrics`, :func:`standard_metrics_reporting`;
+- replay (:mod:`rlflow.ops.replay`): :class:`StoreToReplayBuffer`, :func:`replay`,
+  :class:`UpdateReplayPriorities`, :class:`UpdateTargetNetwork`;
+- concurrency (:mod:`rlflow.ops.concurrency`): :func:`concurrently`, :class:`Enqueue`,
+  :func:`dequeue`, :class:`LearnerThread`, :class:`RecordStepsTrained`,
+  :class:`UpdateWorkerWeights`.
 
 Operators talk through the plan's context (``flow.current_metrics()``), under the keys in
 :mod:`rlflow.ops.keys`; they read it inside each call, never when the plan is built.
 """
 
 from rlflow.ops import keys
+from rlflow.ops.concurrency import (
+    Enqueue,
+    LearnerThread,
+    RecordStepsTrained,
+    Tagged,
+    UpdateWorkerWeights,
+    concurrently,
+    dequeue,
+)
 from rlflow.ops.metrics import (
     CollectMetrics,
     OncePerTimeInterval,
     OncePerTimestepsElapsed,
     standard_metrics_reporting,
+)
+from rlflow.ops.replay import (
+    StoreToReplayBuffer,
+    UpdateReplayPriorities,
+    UpdateTargetNetwork,
+    replay,
 )
 from rlflow.ops.rollout import (
     ConcatBatches,
@@ -43,15 +63,26 @@ __all__ = [
     "CollectMetrics",
     "ComputeGradients",
     "ConcatBatches",
+    "Enqueue",
     "Gradients",
+    "LearnerThread",
     "OncePerTimeInterval",
     "OncePerTimestepsElapsed",
+    "RecordStepsTrained",
     "SelectExperiences",
     "StandardizeFields",
+    "StoreToReplayBuffer",
+    "Tagged",
     "TrainOneStep",
     "TrainResult",
+    "UpdateReplayPriorities",
+    "UpdateTargetNetwork",
+    "UpdateWorkerWeights",
     "async_gradients",
+    "concurrently",
+    "dequeue",
     "keys",
     "parallel_rollouts",
+    "replay",
     "standard_metrics_reporting",
 ]

@@ -524,13 +524,39 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self._sum_tree = SumSegmentTree(leaves)
         self._min_tree = MinSegmentTree(leaves)
         self._max_priority = 1.0
+        self._initial: npt.NDArray[np.float64] | None = None
+
+    def add(self, batch: SampleBatch) -> None:
+        """As `ReplayBuffer.add`; rows get the highest priority seen so far, unless the batch
+        has a `WEIGHTS` column: then it holds the rows' initial priorities (Ape-X workers compute
+        them from their own TD errors; they must be finite and > 0)."""
+        initial = batch.get(WEIGHTS) if isinstance(batch, SampleBatch) else None
+        if initial is not None:
+            prio = np.asarray(initial, dtype=np.float64)[-self.capacity :]
+            bad = ~(np.isfinite(prio) & (prio > 0))
+            if bad.any():
+                raise ConfigError(
+                    f"PrioritizedReplayBuffer.add: initial priorities (column {WEIGHTS!r}) must "
+                    f"be finite and > 0, got {float(prio[bad][0])!r}"
+                )
+            self._initial = prio
+        try:
+            super().add(batch)
+        finally:
+            self._initial = None
 
     def _on_added(self, slots: IntArray) -> None:
-        value = self._max_priority**self.alpha
+        initial = self._initial
+        if initial is not None and initial.shape[0] == slots.shape[0]:
+            self._max_priority = max(self._max_priority, float(initial.max()))
+            values: Any = initial**self.alpha
+        else:
+            values = np.full(slots.shape[0], self._max_priority**self.alpha)
         # Split at the ring's wrap so each part is a run of consecutive slots (the fast path).
-        for run in np.split(slots, np.flatnonzero(np.diff(slots) != 1) + 1):
-            self._sum_tree.update_many(run, value)
-            self._min_tree.update_many(run, value)
+        cuts = np.flatnonzero(np.diff(slots) != 1) + 1
+        for run, vals in zip(np.split(slots, cuts), np.split(values, cuts), strict=True):
+            self._sum_tree.update_many(run, vals)
+            self._min_tree.update_many(run, vals)
 
     def _sample_indexes(self, num_items: int) -> IntArray:
         mass = self._rng.random(num_items) * self._sum_tree.sum()

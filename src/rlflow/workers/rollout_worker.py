@@ -29,6 +29,7 @@ from rlflow.data.sample_batch import (
     DEFAULT_POLICY_ID,
     EPS_ID,
     LOGP,
+    NEXT_OBS,
     OBS,
     REWARDS,
     TERMINATEDS,
@@ -90,9 +91,19 @@ class Gradients(NamedTuple):
 class _Buffers:
     """Rollout buffers ``[T, N, ...]`` allocated once, on the first sample."""
 
-    def __init__(self, length: int, num_envs: int, obs: Array, actions: Array, dist: Array):
+    def __init__(
+        self,
+        length: int,
+        num_envs: int,
+        obs: Array,
+        actions: Array,
+        dist: Array,
+        *,
+        next_obs: bool = False,
+    ) -> None:
         shape = (length, num_envs)
         self.obs = np.zeros(shape + obs.shape[1:], dtype=obs.dtype)
+        self.next_obs: Array | None = np.zeros_like(self.obs) if next_obs else None
         self.actions = np.zeros(shape + actions.shape[1:], dtype=actions.dtype)
         self.dist_inputs = np.zeros(shape + dist.shape[1:], dtype=np.float32)
         self.logp = np.zeros(shape, dtype=np.float32)
@@ -105,7 +116,7 @@ class _Buffers:
 
     def fragment(self, a: int, b: int, env: int) -> SampleBatch:
         """Rows ``a:b`` of sub-env ``env`` as a batch of views."""
-        return SampleBatch(
+        batch = SampleBatch(
             {
                 OBS: self.obs[a:b, env],
                 ACTIONS: self.actions[a:b, env],
@@ -118,6 +129,9 @@ class _Buffers:
                 EPS_ID: self.eps_id[a:b, env],
             }
         )
+        if self.next_obs is not None:
+            batch[NEXT_OBS] = self.next_obs[a:b, env]
+        return batch
 
 
 class RolloutWorker(ParallelIteratorWorker):
@@ -151,10 +165,10 @@ class RolloutWorker(ParallelIteratorWorker):
         seed = config.seed
         self._seed = seed
         policy_seed = None if seed is None else seed + worker_index
+        # The policy also learns which worker it acts for (e.g. Ape-X's per-worker epsilon).
+        policy_config = {**config.to_dict(), "worker_index": worker_index}
         self.policy_map: dict[PolicyID, TorchPolicy] = {
-            DEFAULT_POLICY_ID: policy_cls(
-                obs_space, action_space, config.to_dict(), seed=policy_seed
-            )
+            DEFAULT_POLICY_ID: policy_cls(obs_space, action_space, policy_config, seed=policy_seed)
         }
         self.global_vars: dict[str, Any] = {}
         """Values pushed with the weights (``{"timestep": env steps sampled}``)."""
@@ -193,7 +207,10 @@ class RolloutWorker(ParallelIteratorWorker):
         value 0 after a terminal step and V(s_T) after a truncation or at the fragment's end
         (0 there too when the policy has no critic: its value head is untrained).
         Columns: OBS, ACTIONS, REWARDS, TERMINATEDS, TRUNCATEDS, LOGP, VF_PREDS,
-        ACTION_DIST_INPUTS, EPS_ID, ADVANTAGES, VALUE_TARGETS.
+        ACTION_DIST_INPUTS, EPS_ID, ADVANTAGES, VALUE_TARGETS (the last two from the default
+        postprocessing; a policy may postprocess differently), and NEXT_OBS (the true next
+        observation, the episode's last one where it ended) when the policy has a true
+        ``requires_next_obs`` attribute (replay-based policies).
         """
         venv = self._ensure_env()
         policy = self.policy_map[DEFAULT_POLICY_ID]
@@ -206,7 +223,12 @@ class RolloutWorker(ParallelIteratorWorker):
             actions, extra = policy.compute_actions(obs)
             if buf is None:
                 buf = self._buffers = _Buffers(
-                    length, venv.num_envs, obs, actions, extra[ACTION_DIST_INPUTS]
+                    length,
+                    venv.num_envs,
+                    obs,
+                    actions,
+                    extra[ACTION_DIST_INPUTS],
+                    next_obs=bool(getattr(policy, "requires_next_obs", False)),
                 )
             buf.obs[t] = obs
             buf.actions[t] = actions
@@ -218,6 +240,8 @@ class RolloutWorker(ParallelIteratorWorker):
             buf.rewards[t] = step.rewards
             buf.terminateds[t] = step.terminateds
             buf.truncateds[t] = step.truncateds
+            if buf.next_obs is not None:
+                buf.next_obs[t] = step.final_obs
             for i in np.flatnonzero(step.terminateds | step.truncateds):
                 if step.truncateds[i] and not step.terminateds[i]:
                     truncated_obs.append((t, int(i), step.final_obs[i].copy()))
@@ -341,7 +365,17 @@ class RolloutWorker(ParallelIteratorWorker):
         for pid, w in weights.items():
             self.get_policy(pid).set_weights(w)
         if global_vars is not None:
-            self.global_vars = dict(global_vars)
+            self.set_global_vars(global_vars)
+
+    def set_global_vars(self, global_vars: Mapping[str, Any]) -> None:
+        """Keep ``global_vars`` and hand them to every policy that has an
+        ``on_global_var_update(global_vars)`` method (e.g. an epsilon schedule on the timestep).
+        """
+        self.global_vars = dict(global_vars)
+        for policy in self.policy_map.values():
+            hook = getattr(policy, "on_global_var_update", None)
+            if hook is not None:
+                hook(self.global_vars)
 
     def get_state(self) -> dict[str, Any]:
         """A picklable snapshot: policy states, RNG, and the envs with their episode trackers.
@@ -386,7 +420,7 @@ class RolloutWorker(ParallelIteratorWorker):
             self._venv.close()
 
     # ----------------------------------------------- shard reads run with this worker current
-    def par_iter_next(self, key: str) -> Any:
+    def par_iter_next(self, key: int) -> Any:
         """As :meth:`ParallelIteratorWorker.par_iter_next`, with :func:`current_worker` set."""
         token = _CURRENT.set(self)
         try:
@@ -394,7 +428,7 @@ class RolloutWorker(ParallelIteratorWorker):
         finally:
             _CURRENT.reset(token)
 
-    def par_iter_next_batch(self, key: str, batch_ms: float) -> ShardReply:
+    def par_iter_next_batch(self, key: int, batch_ms: float) -> ShardReply:
         """As :meth:`ParallelIteratorWorker.par_iter_next_batch`, with the worker current."""
         token = _CURRENT.set(self)
         try:
@@ -402,7 +436,7 @@ class RolloutWorker(ParallelIteratorWorker):
         finally:
             _CURRENT.reset(token)
 
-    def par_iter_slice(self, key: str, step: int, start: int) -> Any:
+    def par_iter_slice(self, key: int, step: int, start: int) -> Any:
         """As :meth:`ParallelIteratorWorker.par_iter_slice`, with the worker current."""
         token = _CURRENT.set(self)
         try:

@@ -1,0 +1,333 @@
+"""Replay operators: store experience, replay it, feed TD errors back, update target networks.
+
+- :class:`StoreToReplayBuffer` (stage): add each batch to a local buffer or a random replay
+  shard; pass the batch on.
+- :func:`replay` (source): batches sampled from a local buffer, or from replay shards as they
+  arrive; nothing below ``learning_starts``.
+- :class:`UpdateReplayPriorities` (stage): |TD error| priorities back to the buffer or shard
+  the batch came from.
+- :class:`UpdateTargetNetwork` (stage): copy Q weights to the target network every ``freq``
+  steps.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from rlflow import flow
+from rlflow.data.sample_batch import MultiAgentBatch, SampleBatch, from_multi_agent_if_single
+from rlflow.errors import ConfigError, PlanError
+from rlflow.flow import NOT_READY, ActorItem, LocalIterator
+from rlflow.ops import keys
+from rlflow.ops.concurrency import _Forever
+from rlflow.ops.rollout import _check_batch, _policy_id_list
+from rlflow.ops.train import TrainResult
+from rlflow.replay import BATCH_INDEXES, LinearSchedule, PrioritizedReplayBuffer, ReplayBuffer
+from rlflow.workers import WorkerSet
+
+__all__ = [
+    "StoreToReplayBuffer",
+    "UpdateReplayPriorities",
+    "UpdateTargetNetwork",
+    "replay",
+]
+
+logger = logging.getLogger(__name__)
+
+Batch = SampleBatch | MultiAgentBatch
+
+_MAX_ADDS_IN_FLIGHT = 16
+"""Unanswered ``add_batch`` calls to replay shards before StoreToReplayBuffer waits."""
+
+
+def _one_target(local_buffer: Any, actors: Any, where: str) -> list[Any] | None:
+    """Check that exactly one of ``local_buffer`` / ``actors`` is given; return the actors."""
+    if (local_buffer is None) == (actors is None):
+        raise ConfigError(
+            f"{where}: give exactly one of local_buffer= (a ReplayBuffer in this process) or "
+            "actors= (replay shard actors), got "
+            f"{'both' if local_buffer is not None else 'neither'}"
+        )
+    if local_buffer is not None:
+        if not isinstance(local_buffer, ReplayBuffer):
+            raise ConfigError(
+                f"{where}(local_buffer={local_buffer!r}) must be a ReplayBuffer or "
+                "PrioritizedReplayBuffer"
+            )
+        return None
+    handles = list(actors)
+    if not handles:
+        raise ConfigError(f"{where}(actors=[]) needs at least one replay shard")
+    return handles
+
+
+def _as_single(batch: Batch, where: str) -> SampleBatch:
+    single = from_multi_agent_if_single(batch)
+    if not isinstance(single, SampleBatch):
+        raise PlanError(
+            f"{where}: a replay buffer stores one policy's experience, got {batch!r}; select "
+            "one policy first (SelectExperiences) and use one buffer per policy"
+        )
+    return single
+
+
+class StoreToReplayBuffer:
+    """Add each batch to a replay buffer: a local one, or a random replay shard.
+
+    Items: ``SampleBatch | MultiAgentBatch -> the same batch``. Use with ``.for_each`` after a
+    rollout source. Exactly one of ``local_buffer`` (stored now, in this process) or ``actors``
+    (replay shards with ``add_batch``; one shard per batch, drawn by a RNG seeded with
+    ``seed``; the call does not wait for the shard) must be given. At most 16 ``add_batch``
+    calls are unanswered at a time (the 17th waits for the oldest), and a shard's error is
+    raised here on a later batch. Side effect: counter ``num_env_steps_stored``.
+
+    >>> from rlflow import flow
+    >>> from rlflow.replay import ReplayBuffer
+    >>> buf = ReplayBuffer(100, seed=0)
+    >>> batches = [SampleBatch({"x": [1, 2]}), SampleBatch({"x": [3]})]
+    >>> len(flow.from_iterable(batches).for_each(StoreToReplayBuffer(local_buffer=buf)).take(2))
+    2
+    >>> len(buf)
+    3
+    """
+
+    def __init__(
+        self,
+        *,
+        local_buffer: ReplayBuffer | None = None,
+        actors: Sequence[Any] | None = None,
+        seed: int | None = 0,
+    ) -> None:
+        """Validate the target (exactly one of ``local_buffer`` / ``actors``)."""
+        self.actors = _one_target(local_buffer, actors, "StoreToReplayBuffer")
+        self.local_buffer = local_buffer
+        self._rng = np.random.default_rng(seed)
+        self._pending: list[Any] = []
+
+    def _check_pending(self) -> None:
+        """Raise a shard's error, if one came back; wait while too many adds are unanswered."""
+        if not self._pending:
+            return
+        ready, self._pending = flow.wait(self._pending, num_returns=len(self._pending), timeout=0)
+        for ref in ready:
+            flow.get(ref)
+        while len(self._pending) >= _MAX_ADDS_IN_FLIGHT:
+            flow.get(self._pending.pop(0))
+
+    def __call__(self, batch: Batch) -> Batch:
+        _check_batch(batch, "StoreToReplayBuffer")
+        if self.local_buffer is not None:
+            self.local_buffer.add(_as_single(batch, "StoreToReplayBuffer"))
+        else:
+            assert self.actors is not None
+            self._check_pending()
+            actor = self.actors[int(self._rng.integers(len(self.actors)))]
+            self._pending.append(actor.add_batch.remote(batch))
+        flow.current_metrics().counters[keys.NUM_ENV_STEPS_STORED] += batch.env_steps()
+        return batch
+
+
+class _ReplayLocal:
+    """``for_each`` function of :func:`replay` on a local buffer."""
+
+    def __init__(
+        self,
+        buffer: ReplayBuffer,
+        num_items: int,
+        learning_starts: int,
+        beta: float | LinearSchedule | None,
+    ) -> None:
+        self.buffer = buffer
+        self.num_items = num_items
+        self.starts = max(1, learning_starts)
+        self.beta = beta
+
+    def __call__(self, _tick: None) -> SampleBatch | Any:
+        if len(self.buffer) < self.starts:
+            return NOT_READY
+        ctx = flow.current_metrics()
+        if isinstance(self.buffer, PrioritizedReplayBuffer):
+            beta = self.beta
+            if isinstance(beta, LinearSchedule):
+                beta = beta.value(ctx.counters[keys.NUM_ENV_STEPS_SAMPLED])
+            batch = self.buffer.sample(self.num_items, beta=beta)
+        else:
+            batch = self.buffer.sample(self.num_items)
+        ctx.counters[keys.NUM_ENV_STEPS_REPLAYED] += batch.count
+        return batch
+
+
+def _none_to_not_ready(items: Iterator[Any]) -> Iterator[Any]:
+    """A shard's None ("below learning_starts") becomes NOT_READY, so a union moves on instead
+    of pulling Nones in a loop (a local shard answers at once, forever)."""
+    for item in items:
+        yield NOT_READY if item is None else item
+
+
+def _count_replayed(batch: SampleBatch) -> SampleBatch:
+    flow.current_metrics().counters[keys.NUM_ENV_STEPS_REPLAYED] += batch.count
+    return batch
+
+
+def _check_int(value: Any, what: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{what}={value!r} must be an int >= {minimum}")
+    return value
+
+
+def replay(
+    *,
+    local_buffer: ReplayBuffer | None = None,
+    actors: Sequence[Any] | None = None,
+    num_async: int = 4,
+    num_items: int = 32,
+    learning_starts: int = 0,
+    beta: float | LinearSchedule | None = None,
+) -> LocalIterator[SampleBatch]:
+    """Source of replayed batches, from a local buffer or from replay shards; lazy, endless.
+
+    Items: ``SampleBatch`` with ``batch_indexes`` (and ``weights`` when prioritized).
+
+    - ``local_buffer``: each read samples ``num_items`` rows (prioritized buffers with
+      importance exponent ``beta``: a number, a :class:`~rlflow.replay.LinearSchedule` over env
+      steps sampled, or None for the buffer's own). While the buffer holds fewer than
+      ``max(learning_starts, 1)`` rows the stream gives ``NOT_READY``: inside
+      :func:`~rlflow.ops.concurrently` the other ops run meanwhile; read alone, the reader waits
+      with back-off (it never spins).
+    - ``actors``: replay shards (``ReplayActor``; batch size and ``learning_starts`` are theirs),
+      read with ``gather_async(num_async)``; a shard's None (below its ``learning_starts``)
+      becomes ``NOT_READY``, so a concurrent union runs its other ops meanwhile;
+      ``current_actor`` is the shard each batch came from.
+
+    Side effect: counter ``num_env_steps_replayed``.
+
+    >>> from rlflow import flow
+    >>> from rlflow.replay import ReplayBuffer
+    >>> buf = ReplayBuffer(10, seed=0)
+    >>> buf.add(SampleBatch({"x": [1, 2, 3]}))
+    >>> [b.count for b in replay(local_buffer=buf, num_items=4, learning_starts=2).take(2)]
+    [4, 4]
+    """
+    handles = _one_target(local_buffer, actors, "replay")
+    _check_int(num_async, "replay(num_async)", 1)
+    _check_int(num_items, "replay(num_items)", 1)
+    _check_int(learning_starts, "replay(learning_starts)", 0)
+    if not (beta is None or isinstance(beta, LinearSchedule)) and (
+        isinstance(beta, bool) or not isinstance(beta, int | float) or not 0 <= beta <= 1
+    ):
+        raise ConfigError(f"replay(beta={beta!r}) must be in [0, 1], a LinearSchedule or None")
+    if local_buffer is not None:
+        ticks = flow.from_iterable(_Forever(), name="replay(local_buffer)")
+        return ticks.for_each(_ReplayLocal(local_buffer, num_items, learning_starts, beta))
+    assert handles is not None
+    shards = flow.from_actors(handles, name=f"replay_shards[{len(handles)}]")
+    replies = shards.gather_async(num_async=num_async).transform(_none_to_not_ready)
+    return replies.for_each(_count_replayed)
+
+
+class UpdateReplayPriorities:
+    """Set the priorities of replayed rows to their |TD error| + ``epsilon``.
+
+    Items: ``TrainResult`` (or ``ActorItem(shard, TrainResult)``, e.g. from a
+    :class:`~rlflow.ops.LearnerThread`) ``-> the same item``. Use with ``.for_each`` after the
+    train stage of a replayed batch. Each policy's stats must hold ``td_error`` (per row) and
+    ``batch_indexes`` (the replayed rows), as :class:`~rlflow.policy.dqn.DQNPolicy` returns them;
+    both are *removed* from the stats (arrays do not belong in results). The priorities go to
+    ``local_buffer`` when given (ignored unless it is prioritized), else to the replay shard
+    the batch came from: the item's actor, or ``current_actor`` (set by ``replay(actors=...)``),
+    fire-and-forget. Stats without TD errors are left alone.
+    """
+
+    def __init__(self, *, local_buffer: ReplayBuffer | None = None, epsilon: float = 1e-6) -> None:
+        """Validate ``epsilon`` (> 0) and the buffer."""
+        if local_buffer is not None and not isinstance(local_buffer, ReplayBuffer):
+            raise ConfigError(
+                f"UpdateReplayPriorities(local_buffer={local_buffer!r}) must be a ReplayBuffer"
+            )
+        if isinstance(epsilon, bool) or not isinstance(epsilon, int | float) or not epsilon > 0:
+            raise ConfigError(f"UpdateReplayPriorities(epsilon={epsilon!r}) must be > 0")
+        self.local_buffer = local_buffer
+        self.epsilon = float(epsilon)
+
+    def __call__(self, item: Any) -> Any:
+        actor = item.actor if isinstance(item, ActorItem) else None
+        result = item.item if isinstance(item, ActorItem) else item
+        if not isinstance(result, TrainResult):
+            raise PlanError(
+                "UpdateReplayPriorities takes TrainResult items (or ActorItem of one), got "
+                f"{item!r}"
+            )
+        for stats in result.stats.values():
+            td_error = stats.pop(keys.TD_ERROR, None)
+            indexes = stats.pop(BATCH_INDEXES, None)
+            if td_error is None or indexes is None:
+                continue
+            priorities = np.abs(np.asarray(td_error, dtype=np.float64)) + self.epsilon
+            if self.local_buffer is not None:
+                if isinstance(self.local_buffer, PrioritizedReplayBuffer):
+                    self.local_buffer.update_priorities(indexes, priorities)
+                continue
+            target = actor if actor is not None else flow.current_metrics().current_actor
+            if target is None:
+                raise PlanError(
+                    "UpdateReplayPriorities: no replay shard is known for this result; give "
+                    "local_buffer=, or use it after replay(actors=...) or with ActorItem items"
+                )
+            target.update_priorities.remote(indexes, priorities)
+        return item
+
+
+class UpdateTargetNetwork:
+    """Copy each policy's Q weights into its target network every ``freq`` env steps.
+
+    Items: any ``T -> T`` (unchanged). Use with ``.for_each`` after the train stage. Reads
+    counter ``num_env_steps_sampled`` (or ``num_env_steps_trained`` with
+    ``by_steps_trained``); once it grew by at least ``freq`` since the last update (``freq=0``:
+    after every item), calls ``update_target()`` on the learner's policies (all, or
+    ``policies``) that have one. Side effects: the target networks; counters
+    ``num_target_updates`` and ``last_target_update_ts``.
+    """
+
+    def __init__(
+        self,
+        workers: WorkerSet,
+        freq: int,
+        *,
+        by_steps_trained: bool = False,
+        policies: Sequence[str] | None = None,
+    ) -> None:
+        """Validate ``freq`` (an int >= 0) and the policy ids."""
+        self.workers = workers
+        self.freq = _check_int(freq, "UpdateTargetNetwork(freq)", 0)
+        self.counter = (
+            keys.NUM_ENV_STEPS_TRAINED if by_steps_trained else keys.NUM_ENV_STEPS_SAMPLED
+        )
+        known = workers.local_worker().policy_map
+        ids = list(known) if policies is None else _policy_id_list(policies, "UpdateTargetNetwork")
+        for pid in ids:
+            if pid not in known:
+                raise ConfigError(
+                    f"UpdateTargetNetwork: unknown policy {pid!r}; known: {sorted(known)}"
+                )
+        self.policies = [pid for pid in ids if hasattr(known[pid], "update_target")]
+        if policies is not None and len(self.policies) < len(ids):
+            missing = sorted(set(ids) - set(self.policies))
+            raise ConfigError(
+                f"UpdateTargetNetwork: policies {missing} have no update_target() (no target "
+                "network)"
+            )
+
+    def __call__(self, item: Any) -> Any:
+        counters = flow.current_metrics().counters
+        current = counters[self.counter]
+        if current - counters[keys.LAST_TARGET_UPDATE_TS] >= self.freq:
+            local = self.workers.local_worker()
+            for pid in self.policies:
+                local.get_policy(pid).update_target()  # type: ignore[attr-defined]
+            counters[keys.NUM_TARGET_UPDATES] += 1
+            counters[keys.LAST_TARGET_UPDATE_TS] = current
+        return item

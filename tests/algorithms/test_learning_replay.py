@@ -1,0 +1,179 @@
+"""DQN and Ape-X: config validation and plan smoke tests (unit tier), and the learning tier.
+
+Targets (issue 4): DQN reaches 475 within 100k env steps (local backend, sampling on the
+learner); Ape-X with 2 workers and 2 replay shards reaches 300 within 300k (on Ray, 2 CPUs).
+"Return" is ``episode_return_mean`` over the last 100 finished episodes (Ape-X: of all workers,
+whatever their epsilon). Fixed seed (0); the shipped tuned configs are used as they are. Run::
+
+    python -m pytest tests/algorithms/test_learning_replay.py -m learning -s
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from rlflow import flow
+from rlflow.algorithms import ALGORITHMS, ApexConfig, DQNConfig, get_algorithm, tuned_config
+from rlflow.algorithms.dqn import dqn_round_robin_weights
+from rlflow.errors import ConfigError
+from rlflow.ops import keys
+from rlflow.testing.envs import CountingEnv
+from rlflow.workers import WorkerSet
+
+pytestmark = pytest.mark.timeout(300)
+
+
+# ------------------------------------------------------------------------------ configs
+@pytest.mark.parametrize(
+    ("cls", "kwargs", "message"),
+    [
+        (DQNConfig, {"buffer_size": 16, "train_batch_size": 32}, "buffer_size=16 must be >= train"),
+        (DQNConfig, {"n_step": 0}, "n_step=0 must be >= 1"),
+        (DQNConfig, {"prioritized_replay_alpha": 1.5}, "prioritized_replay_alpha=1.5"),
+        (DQNConfig, {"final_epsilon": -0.1}, "final_epsilon"),
+        (DQNConfig, {"learning_starts": 10, "buffer_size": 5, "train_batch_size": 1}, "<= buf"),
+        (DQNConfig, {"training_intensity": 0}, "training_intensity=0"),
+        (DQNConfig, {"target_network_update_freq": -1}, "target_network_update_freq"),
+        (ApexConfig, {"num_workers": 0}, "num_workers=0 must be >= 1"),
+        (ApexConfig, {"buffer_size": 600, "learning_starts": 0}, "per shard"),
+        (ApexConfig, {"training_intensity": 2.0}, "not supported"),
+        (ApexConfig, {"worker_epsilon": 2.0}, "worker_epsilon"),
+    ],
+)
+def test_configs_reject_bad_values(cls: type, kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as info:
+        cls(**kwargs)
+    assert cls.__name__ in str(info.value)
+
+
+def test_training_intensity_becomes_round_robin_weights() -> None:
+    # One round = 4 steps x 2 envs x 2 workers = 16 sampled; a train batch = 32 replayed.
+    base = {"rollout_fragment_length": 4, "num_envs_per_worker": 2, "num_workers": 2}
+    assert dqn_round_robin_weights(DQNConfig(**base, train_batch_size=32)) == [1, 1]
+    assert dqn_round_robin_weights(
+        DQNConfig(**base, train_batch_size=32, training_intensity=8)
+    ) == [1, 4.0]
+    assert dqn_round_robin_weights(
+        DQNConfig(**base, train_batch_size=32, training_intensity=0.5)
+    ) == [1, 0.25]
+
+
+def test_both_are_registered_with_tuned_configs() -> None:
+    assert {"dqn", "apex"} <= set(ALGORITHMS)
+    assert isinstance(tuned_config("dqn", "CartPole-v1"), DQNConfig)
+    assert isinstance(tuned_config("apex", "CartPole-v1"), ApexConfig)
+
+
+# ------------------------------------------------------------------------------ smoke tests
+SMALL: dict[str, Any] = {
+    "env": CountingEnv,
+    "env_config": {"episode_len": 5},
+    "num_envs_per_worker": 2,
+    "rollout_fragment_length": 4,
+    "train_batch_size": 8,
+    "buffer_size": 256,
+    "learning_starts": 16,
+    "model": {"hidden": (8,)},
+    "min_steps_per_iteration": 64,
+}
+
+
+def test_dqn_plan_runs_with_the_training_intensity(local_backend: None) -> None:
+    config = DQNConfig(**SMALL, training_intensity=2.0, target_network_update_freq=32)
+    workers = WorkerSet(config, get_algorithm("dqn").policy_cls)
+    plan = get_algorithm("dqn").plan(workers, config)
+    results = [next(plan) for _ in range(3)]
+    counters = plan.metrics.counters
+    sampled = counters[keys.NUM_ENV_STEPS_SAMPLED] - config.learning_starts
+    # Intensity 2: after learning starts, 2 replayed transitions per sampled one (+- a batch).
+    assert abs(counters[keys.NUM_ENV_STEPS_REPLAYED] - 2 * sampled) <= 2 * config.train_batch_size
+    assert counters[keys.NUM_TARGET_UPDATES] >= 2
+    assert results[-1]["episode_return_mean"] == 5.0
+    assert "td_error" not in results[-1]["info"]["learner"]["default_policy"]
+    workers.stop()
+
+
+def test_apex_plan_runs_on_the_local_backend(local_backend: None) -> None:
+    config = ApexConfig(
+        **SMALL,
+        num_workers=2,
+        num_replay_buffer_shards=2,
+        max_weight_sync_delay=16,
+        target_network_update_freq=64,
+    )
+    workers = WorkerSet(config, get_algorithm("apex").policy_cls)
+    plan = get_algorithm("apex").plan(workers, config)
+    results = [next(plan) for _ in range(3)]
+    counters = plan.metrics.counters
+    assert counters[keys.NUM_ENV_STEPS_TRAINED] > 0
+    assert counters[keys.NUM_WEIGHT_SYNCS] > 0
+    assert counters[keys.NUM_TARGET_UPDATES] >= 1
+    assert results[-1]["info"]["learner_thread"]["num_batches"] > 0
+    workers.stop()
+
+
+# ------------------------------------------------------------------------------ learning
+
+STEPS_PER_ITERATION = 2000
+"""Iterations of about 2000 env steps: the target is checked this often."""
+
+
+@pytest.fixture(scope="module")
+def ray_backend() -> Iterator[None]:
+    """A Ray session of 2 CPUs for this module."""
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "src")
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (src, os.environ.get("PYTHONPATH", "")) if p
+    )
+    flow.init(backend="ray", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    flow.shutdown()
+
+
+def train_to_target(algo: str, target: float, budget: int) -> dict[str, Any]:
+    """Run ``algo``'s tuned CartPole plan until the mean return reaches ``target`` or
+    ``budget`` env steps were sampled; return what happened."""
+    spec = get_algorithm(algo)
+    config = tuned_config(algo, "CartPole-v1", min_steps_per_iteration=STEPS_PER_ITERATION)
+    workers = WorkerSet(config, spec.policy_cls)
+    start = time.perf_counter()
+    best, steps, trained = float("-inf"), 0, 0
+    try:
+        for result in spec.plan(workers, config):
+            ret = result["episode_return_mean"]
+            best = max(best, ret if ret is not None else best)
+            steps, trained = result["num_env_steps_sampled"], result["num_env_steps_trained"]
+            if (ret is not None and ret >= target) or steps >= budget:
+                break
+    finally:
+        workers.stop()
+    seconds = time.perf_counter() - start
+    outcome = {
+        "algo": algo,
+        "steps": steps,
+        "trained": trained,
+        "seconds": round(seconds, 1),
+        "best": best,
+    }
+    print(f"\n{algo} on {flow.backend_name()}: {outcome}")
+    return outcome
+
+
+@pytest.mark.learning
+def test_dqn_learns_cartpole(local_backend: None) -> None:
+    outcome = train_to_target("dqn", 475.0, 100_000)
+    assert outcome["best"] >= 475.0, outcome
+    assert outcome["steps"] <= 100_000, outcome
+
+
+@pytest.mark.learning
+@pytest.mark.ray
+def test_apex_learns_cartpole_on_ray(ray_backend: None) -> None:
+    outcome = train_to_target("apex", 300.0, 300_000)
+    assert outcome["best"] >= 300.0, outcome
+    assert outcome["steps"] <= 300_000, outcome
