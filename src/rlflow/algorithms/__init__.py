@@ -23,21 +23,26 @@ import yaml
 from rlflow.algorithms.a2c import A2CConfig, a2c_plan
 from rlflow.algorithms.a3c import A3CConfig, a3c_plan
 from rlflow.algorithms.apex import ApexConfig, apex_plan
+from rlflow.algorithms.appo import APPOConfig, appo_plan
 from rlflow.algorithms.dqn import DQNConfig, dqn_plan
+from rlflow.algorithms.impala import IMPALAConfig, impala_plan
 from rlflow.algorithms.pg import PGConfig, pg_plan
 from rlflow.algorithms.ppo import PPOConfig, ppo_plan
 from rlflow.config import AlgorithmConfig
 from rlflow.errors import ConfigError
 from rlflow.policy import PGPolicy, PPOPolicy, TorchPolicy
 from rlflow.policy.dqn import DQNPolicy
+from rlflow.policy.impala import APPOPolicy, VTracePolicy
 
 __all__ = [
     "ALGORITHMS",
     "A2CConfig",
     "A3CConfig",
+    "APPOConfig",
     "AlgorithmSpec",
     "ApexConfig",
     "DQNConfig",
+    "IMPALAConfig",
     "PGConfig",
     "PPOConfig",
     "get_algorithm",
@@ -78,6 +83,12 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
     ),
     "apex": AlgorithmSpec(
         "apex", ApexConfig, DQNPolicy, apex_plan, "Ape-X: distributed prioritized replay DQN"
+    ),
+    "impala": AlgorithmSpec(
+        "impala", IMPALAConfig, VTracePolicy, impala_plan, "IMPALA: async actor-learner, V-trace"
+    ),
+    "appo": AlgorithmSpec(
+        "appo", APPOConfig, APPOPolicy, appo_plan, "Asynchronous PPO on IMPALA's dataflow"
     ),
 }
 """Every built-in algorithm by name."""

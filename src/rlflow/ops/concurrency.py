@@ -15,11 +15,13 @@
 
 from __future__ import annotations
 
+import atexit
 import collections
 import logging
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, NamedTuple
 
@@ -275,6 +277,15 @@ def _check_size(value: Any, what: str) -> int:
     return value
 
 
+_LIVE_LEARNERS: weakref.WeakSet[LearnerThread] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_live_learners() -> None:
+    for learner in list(_LIVE_LEARNERS):
+        learner.stop(timeout_s=2.0)
+
+
 class LearnerThread(threading.Thread):
     """Trains the local worker on batches from a bounded queue, in a daemon thread.
 
@@ -284,6 +295,8 @@ class LearnerThread(threading.Thread):
         inqueue_size: capacity of :attr:`inqueue` (batches waiting to be learned), >= 1.
         outqueue_size: capacity of :attr:`outqueue` (results waiting to be read), >= 1; the
             thread waits when it is full.
+        num_sgd_iter: passes over each batch, >= 1 (passed to ``learn_on_batch``).
+        sgd_minibatch_size: rows per SGD step, >= 0 (0: the whole batch per step).
 
     Input (``inqueue``): a ``SampleBatch`` / ``MultiAgentBatch``, or an ``ActorItem(actor,
     batch)`` (from ``zip_with_source_actor``: e.g. the replay shard the batch came from).
@@ -302,11 +315,27 @@ class LearnerThread(threading.Thread):
     """
 
     def __init__(
-        self, local_worker: RolloutWorker, *, inqueue_size: int = 16, outqueue_size: int = 64
+        self,
+        local_worker: RolloutWorker,
+        *,
+        inqueue_size: int = 16,
+        outqueue_size: int = 64,
+        num_sgd_iter: int = 1,
+        sgd_minibatch_size: int = 0,
     ) -> None:
         """Create the queues; the thread starts with :meth:`start`."""
         super().__init__(name="rlflow-learner", daemon=True)
         self.local_worker = local_worker
+        self.num_sgd_iter = _check_size(num_sgd_iter, "LearnerThread(num_sgd_iter)")
+        if (
+            isinstance(sgd_minibatch_size, bool)
+            or not isinstance(sgd_minibatch_size, int)
+            or sgd_minibatch_size < 0
+        ):
+            raise ConfigError(
+                f"LearnerThread(sgd_minibatch_size)={sgd_minibatch_size!r} must be an int >= 0"
+            )
+        self.sgd_minibatch_size = sgd_minibatch_size
         self.inqueue: queue.Queue[Any] = queue.Queue(
             maxsize=_check_size(inqueue_size, "LearnerThread(inqueue_size)")
         )
@@ -357,7 +386,7 @@ class LearnerThread(threading.Thread):
         if not isinstance(batch, SampleBatch | MultiAgentBatch):
             raise PlanError(f"LearnerThread takes SampleBatch or MultiAgentBatch, got {batch!r}")
         with self.learn_timer.timing(units=batch.count), self.lock:
-            stats = self.local_worker.learn_on_batch(batch)
+            stats = self._learn(batch)
             self.weights_updated = True
         self.num_batches += 1
         result = TrainResult(batch.count, stats)
@@ -370,6 +399,13 @@ class LearnerThread(threading.Thread):
                 continue
         return True
 
+    def _learn(self, batch: SampleBatch | MultiAgentBatch) -> Any:
+        if self.num_sgd_iter == 1 and self.sgd_minibatch_size == 0:
+            return self.local_worker.learn_on_batch(batch)
+        return self.local_worker.learn_on_batch(
+            batch, num_sgd_iter=self.num_sgd_iter, sgd_minibatch_size=self.sgd_minibatch_size
+        )
+
     def check(self) -> bool:
         """True while the thread runs; False once it stopped normally (or never started).
 
@@ -378,6 +414,12 @@ class LearnerThread(threading.Thread):
         if self.error is not None:
             raise self.error
         return self.is_alive()
+
+    def start(self) -> None:
+        """Start the thread; it is stopped at interpreter exit if nobody stopped it before
+        (a daemon thread killed inside torch would abort the process)."""
+        super().start()
+        _LIVE_LEARNERS.add(self)
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Ask the thread to stop and wait up to ``timeout_s`` for it."""
