@@ -37,6 +37,13 @@ def ray_session(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture
+def ray_backend(ray_session: None) -> Iterator[None]:
+    """The Ray backend, on this module's Ray session."""
+    flow.init(backend="ray")
+    yield
+
+
+@pytest.fixture
 def local_backend() -> Iterator[None]:
     """The local backend (actors are plain objects in this process)."""
     flow.init(backend="local")

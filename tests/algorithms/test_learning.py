@@ -10,58 +10,11 @@ are. Plans are driven directly, as the trainer does. Run with::
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 
-from rlflow import flow
-from rlflow.algorithms import get_algorithm, tuned_config
-from rlflow.workers import WorkerSet
+from rlflow.testing.learning import train_to_target
 
 pytestmark = [pytest.mark.learning, pytest.mark.timeout(300)]
-
-STEPS_PER_ITERATION = 2000
-"""Iterations of about 2000 env steps: the target is checked this often."""
-
-
-@pytest.fixture(scope="module")
-def ray_backend() -> Iterator[None]:
-    """A Ray session of 2 CPUs for this module (test modules importable by the workers)."""
-    tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (tests_dir, os.environ.get("PYTHONPATH", "")) if p
-    )
-    flow.init(backend="ray", num_cpus=2, include_dashboard=False)
-    yield
-    flow.shutdown()
-
-
-def train_to_target(algo: str, target: float, budget: int) -> dict[str, Any]:
-    """Run ``algo``'s tuned CartPole plan until the mean return reaches ``target`` or
-    ``budget`` env steps were sampled; return what happened."""
-    spec = get_algorithm(algo)
-    config = tuned_config(algo, "CartPole-v1", min_steps_per_iteration=STEPS_PER_ITERATION)
-    workers = WorkerSet(config, spec.policy_cls)
-    start = time.perf_counter()
-    best = float("-inf")
-    try:
-        for result in spec.plan(workers, config):
-            ret = result["episode_return_mean"]
-            best = max(best, ret if ret is not None else best)
-            steps = result["num_env_steps_sampled"]
-            if ret is not None and ret >= target:
-                break
-            if steps >= budget:
-                break
-    finally:
-        workers.stop()
-    seconds = time.perf_counter() - start
-    outcome = {"algo": algo, "steps": steps, "seconds": round(seconds, 1), "best": best}
-    print(f"\n{algo} on {flow.backend_name()}: {outcome}")
-    return outcome
 
 
 CASES = [
@@ -76,8 +29,8 @@ def test_learns_on_local_backend(
     local_backend: None, algo: str, target: float, budget: int
 ) -> None:
     outcome = train_to_target(algo, target, budget)
-    assert outcome["best"] >= target, outcome
-    assert outcome["steps"] <= budget, outcome
+    assert outcome.best >= target, outcome
+    assert outcome.steps <= budget, outcome
 
 
 @pytest.mark.ray
@@ -87,5 +40,5 @@ def test_learns_on_local_backend(
 )
 def test_learns_on_ray(ray_backend: None, algo: str, target: float, budget: int) -> None:
     outcome = train_to_target(algo, target, budget)
-    assert outcome["best"] >= target, outcome
-    assert outcome["steps"] <= budget, outcome
+    assert outcome.best >= target, outcome
+    assert outcome.steps <= budget, outcome

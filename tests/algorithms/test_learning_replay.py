@@ -10,19 +10,16 @@ whatever their epsilon). Fixed seed (0); the shipped tuned configs are used as t
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from rlflow import flow
 from rlflow.algorithms import ALGORITHMS, ApexConfig, DQNConfig, get_algorithm, tuned_config
 from rlflow.algorithms.dqn import dqn_round_robin_weights
 from rlflow.errors import ConfigError
 from rlflow.ops import keys
 from rlflow.testing.envs import CountingEnv
+from rlflow.testing.learning import train_to_target
 from rlflow.workers import WorkerSet
 
 pytestmark = pytest.mark.timeout(300)
@@ -119,61 +116,17 @@ def test_apex_plan_runs_on_the_local_backend(local_backend: None) -> None:
 
 # ------------------------------------------------------------------------------ learning
 
-STEPS_PER_ITERATION = 2000
-"""Iterations of about 2000 env steps: the target is checked this often."""
-
-
-@pytest.fixture(scope="module")
-def ray_backend() -> Iterator[None]:
-    """A Ray session of 2 CPUs for this module."""
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "src")
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (src, os.environ.get("PYTHONPATH", "")) if p
-    )
-    flow.init(backend="ray", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    flow.shutdown()
-
-
-def train_to_target(algo: str, target: float, budget: int) -> dict[str, Any]:
-    """Run ``algo``'s tuned CartPole plan until the mean return reaches ``target`` or
-    ``budget`` env steps were sampled; return what happened."""
-    spec = get_algorithm(algo)
-    config = tuned_config(algo, "CartPole-v1", min_steps_per_iteration=STEPS_PER_ITERATION)
-    workers = WorkerSet(config, spec.policy_cls)
-    start = time.perf_counter()
-    best, steps, trained = float("-inf"), 0, 0
-    try:
-        for result in spec.plan(workers, config):
-            ret = result["episode_return_mean"]
-            best = max(best, ret if ret is not None else best)
-            steps, trained = result["num_env_steps_sampled"], result["num_env_steps_trained"]
-            if (ret is not None and ret >= target) or steps >= budget:
-                break
-    finally:
-        workers.stop()
-    seconds = time.perf_counter() - start
-    outcome = {
-        "algo": algo,
-        "steps": steps,
-        "trained": trained,
-        "seconds": round(seconds, 1),
-        "best": best,
-    }
-    print(f"\n{algo} on {flow.backend_name()}: {outcome}")
-    return outcome
-
 
 @pytest.mark.learning
 def test_dqn_learns_cartpole(local_backend: None) -> None:
     outcome = train_to_target("dqn", 475.0, 100_000)
-    assert outcome["best"] >= 475.0, outcome
-    assert outcome["steps"] <= 100_000, outcome
+    assert outcome.best >= 475.0, outcome
+    assert outcome.steps <= 100_000, outcome
 
 
 @pytest.mark.learning
 @pytest.mark.ray
 def test_apex_learns_cartpole_on_ray(ray_backend: None) -> None:
     outcome = train_to_target("apex", 300.0, 300_000)
-    assert outcome["best"] >= 300.0, outcome
-    assert outcome["steps"] <= 300_000, outcome
+    assert outcome.best >= 300.0, outcome
+    assert outcome.steps <= 300_000, outcome
