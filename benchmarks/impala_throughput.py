@@ -2,18 +2,18 @@
 
 Two measurements, one after the other, on the same machine:
 
-1. raw: random actions stepping the same vector env (CartPole-v1, ``--envs`` per process) in
+1. raw: random actions stepping the same vector env (``--env``, ``--envs`` per process) in
    ``--workers`` plain processes (``sampling.py``), nothing else;
-2. impala: the whole IMPALA plan from the tuned CartPole config with ``--workers`` Ray rollout
-   workers (Ray gets ``--workers`` CPUs) and the learner thread in the driver: env steps
+2. impala: the whole IMPALA plan from the tuned config of ``--env`` with ``--workers`` Ray
+   rollout workers (Ray gets ``--workers`` CPUs) and the learner thread in the driver: env steps
    sampled/s, trained/s, and the learner's input queue occupancy (mean batches waiting when the
    learner takes one; the queue holds ``learner_queue_size``).
 
-Prints each rate, the ratio impala sampled / raw, and the queue occupancy. Run::
+Prints each rate, the ratio impala sampled / raw, and the queue occupancy. For ``ALE/...`` ids
+(DeepMind-wrapped, 4 frames per env step) frames/s are printed too. Run::
 
-    python benchmarks/impala_throughput.py [--workers 2] [--seconds 20] [--envs 4]
-
-``ALE/Pong-v5`` is not measured: ``ale_py`` is not installed in this environment.
+    python benchmarks/impala_throughput.py [--env CartPole-v1] [--workers 2] [--seconds 20]
+        [--envs N (default: the tuned config's num_envs_per_worker)]
 """
 
 from __future__ import annotations
@@ -58,27 +58,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--envs", type=int, default=4)
+    parser.add_argument("--envs", type=int, default=None)
+    parser.add_argument("--env", default="CartPole-v1", help="an id with a tuned IMPALA config")
     args = parser.parse_args()
-    config = tuned_config(
-        "impala",
-        "CartPole-v1",
-        num_workers=args.workers,
-        num_envs_per_worker=args.envs,
-        min_steps_per_iteration=2000,
-    )
+    overrides: dict[str, Any] = {"num_workers": args.workers, "min_steps_per_iteration": 2000}
+    if args.envs is not None:
+        overrides["num_envs_per_worker"] = args.envs
+    config = tuned_config("impala", args.env, **overrides)
     assert isinstance(config, IMPALAConfig)
-    raw = raw_steps_per_s(args.envs, args.seconds, processes=args.workers)
+    envs = config.num_envs_per_worker
+    raw = raw_steps_per_s(envs, args.seconds, processes=args.workers, env_id=args.env)
     flow.init(backend="ray", num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
     try:
         impala = impala_rates(config, args.seconds)
     finally:
         flow.shutdown()
     n = args.workers
-    print(f"{'what':<40} {'env steps/s':>12}")
-    print(f"{f'raw env stepping ({n} processes)':<40} {raw:>12,.0f}")
-    print(f"{f'impala sampled ({n} workers)':<40} {impala['sampled']:>12,.0f}")
-    print(f"{'impala trained (learner thread)':<40} {impala['trained']:>12,.0f}")
+    skip = 4 if args.env.startswith("ALE/") else 1  # make_atari: 4 frames per env step
+    print(f"{args.env}: {n} workers x {envs} envs, fragments of {config.rollout_fragment_length}")
+    print(f"{'what':<40} {'env steps/s':>12} {'frames/s':>10}")
+    rows = [
+        (f"raw env stepping ({n} processes)", raw),
+        (f"impala sampled ({n} workers)", impala["sampled"]),
+        ("impala trained (learner thread)", impala["trained"]),
+    ]
+    for what, rate in rows:
+        print(f"{what:<40} {rate:>12,.0f} {rate * skip:>10,.0f}")
     print(f"impala sampled / raw env stepping: {impala['sampled'] / raw:.2f}")
     print(f"impala trained / sampled: {impala['trained'] / impala['sampled']:.2f}")
     print(

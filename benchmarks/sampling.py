@@ -12,38 +12,45 @@ import argparse
 import multiprocessing as mp
 import time
 
-import gymnasium as gym
 import numpy as np
 
 from rlflow import flow
 from rlflow.algorithms import PPOConfig
-from rlflow.envs import VectorEnv
+from rlflow.envs import VectorEnv, make_env_creator
 from rlflow.ops import keys, parallel_rollouts
 from rlflow.policy import PPOPolicy
 from rlflow.workers import WorkerSet
 
 
-def _raw_stepper(args: tuple[int, int, float]) -> int:
+def _raw_stepper(args: tuple[int, int, float, str]) -> int:
     """Step a VectorEnv with random actions for ``seconds``; return the env steps taken."""
-    num_envs, seed, seconds = args
-    venv = VectorEnv(lambda: gym.make("CartPole-v1"), num_envs, seed)
+    num_envs, seed, seconds, env_id = args
+    venv = VectorEnv(make_env_creator(env_id), num_envs, seed)
     venv.reset()
+    num_actions = int(venv.action_space.n)  # type: ignore[attr-defined]
     rng = np.random.default_rng(seed)
     steps = 0
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
         for _ in range(100):
-            venv.step(rng.integers(0, 2, size=num_envs), copy=False)
+            venv.step(rng.integers(0, num_actions, size=num_envs), copy=False)
         steps += 100 * num_envs
     venv.close()
     return steps
 
 
-def raw_steps_per_s(num_envs: int, seconds: float, processes: int = 2) -> float:
-    """Env steps/s of ``processes`` processes stepping random actions."""
+def raw_steps_per_s(
+    num_envs: int, seconds: float, processes: int = 2, env_id: str = "CartPole-v1"
+) -> float:
+    """Env steps/s of ``processes`` processes stepping random actions in ``env_id``.
+
+    ``env_id`` is built by `rlflow.envs.make_env_creator` (``ALE/...`` ids: DeepMind-wrapped,
+    so one env step is 4 frames), as the rollout workers build it.
+    """
     with mp.get_context("spawn").Pool(processes) as pool:
-        pool.map(_raw_stepper, [(num_envs, i, 0.5) for i in range(processes)])  # warm up
-        counts = pool.map(_raw_stepper, [(num_envs, i, seconds) for i in range(processes)])
+        pool.map(_raw_stepper, [(num_envs, i, 0.5, env_id) for i in range(processes)])  # warm up
+        jobs = [(num_envs, i, seconds, env_id) for i in range(processes)]
+        counts = pool.map(_raw_stepper, jobs)
     return sum(counts) / seconds
 
 

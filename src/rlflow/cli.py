@@ -106,7 +106,7 @@ def _tuned_dir(algo: str) -> Any:
 
 
 def tuned_envs(algo: str) -> list[str]:
-    """Env ids for which a tuned config of ``algo`` ships (sorted)."""
+    """Env ids for which a tuned config of ``algo`` ships (sorted; file names, "-" for "/")."""
     folder = _tuned_dir(algo)
     if not folder.is_dir():
         return []
@@ -114,10 +114,14 @@ def tuned_envs(algo: str) -> list[str]:
 
 
 def tuned_config_path(algo: str, env: str) -> Path | None:
-    """The shipped tuned config file of ``algo`` on ``env``, or None if none ships."""
-    if not re.fullmatch(r"[\w.\-]+", env):
-        return None  # "module:Id" and namespaced ids have no tuned file name
-    path = _tuned_dir(algo).joinpath(f"{env}.yaml")
+    """The shipped tuned config file of ``algo`` on ``env``, or None if none ships.
+
+    A namespaced id has its "/" written "-" in the file name (``ALE/Pong-v5`` ->
+    ``ALE-Pong-v5.yaml``), as in `rlflow.algorithms.tuned_config`.
+    """
+    if not re.fullmatch(r"[\w.\-]+(/[\w.\-]+)?", env):
+        return None  # "module:Id" ids have no tuned file name
+    path = _tuned_dir(algo).joinpath(f"{env.replace('/', '-')}.yaml")
     return Path(str(path)) if path.is_file() else None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import gymnasium as gym
@@ -9,6 +10,10 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
+from rlflow.algorithms import IMPALAConfig, tuned_config
+from rlflow.cli import tuned_config_path
+from rlflow.data.sample_batch import NEXT_OBS, OBS
+from rlflow.envs import make_env_creator
 from rlflow.envs.atari import (
     ClipRewardEnv,
     EpisodicLifeEnv,
@@ -21,6 +26,8 @@ from rlflow.envs.atari import (
     wrap_deepmind,
 )
 from rlflow.errors import ConfigError
+from rlflow.policy.impala import VTracePolicy
+from rlflow.workers import WorkerSet
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -240,3 +247,42 @@ def test_pong_seeding_is_reproducible() -> None:
 
     first, second = rollout(3), rollout(3)
     assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
+
+
+def test_ale_ids_make_picklable_deepmind_creators() -> None:
+    pytest.importorskip("ale_py")
+    creator = pickle.loads(pickle.dumps(make_env_creator("ALE/Pong-v5")))
+    env = creator()
+    obs, _ = env.reset(seed=0)
+    assert env.observation_space.shape == (84, 84, 4)
+    assert obs.shape == (84, 84, 4) and obs.dtype == np.uint8
+    obs, *_ = env.step(0)
+    assert obs.shape == (84, 84, 4) and obs.dtype == np.uint8
+    env.close()
+    raw = make_env_creator("ALE/Pong-v5", deepmind=False)()
+    assert raw.observation_space.shape == (210, 160, 3)
+    raw.close()
+    with pytest.raises(ConfigError, match="ALE/Pong-v5"):
+        make_env_creator("ALE/Pongg-v5")
+
+
+def test_tuned_impala_config_for_pong() -> None:
+    assert tuned_config_path("impala", "ALE/Pong-v5") is not None
+    config = tuned_config("impala", "ALE/Pong-v5")
+    assert config.env == "ALE/Pong-v5" and config.num_workers == 2
+
+
+@pytest.mark.usefixtures("local_backend")
+def test_impala_worker_samples_uint8_pong_frames() -> None:
+    pytest.importorskip("ale_py")
+    config = IMPALAConfig(
+        env="ALE/Pong-v5", num_workers=1, num_envs_per_worker=1, rollout_fragment_length=20
+    )
+    workers = WorkerSet(config, VTracePolicy)
+    try:
+        # The local worker (index 0) is the learner; the remote one samples.
+        _, batch = workers.foreach_worker(lambda w: w.sample() if w.worker_index else None)
+    finally:
+        workers.stop()
+    assert batch[OBS].dtype == np.uint8 and batch[OBS].shape == (20, 84, 84, 4)
+    assert batch[NEXT_OBS].dtype == np.uint8

@@ -110,12 +110,13 @@ def get_algorithm(name: str) -> AlgorithmSpec:
 def tuned_config(name: str, env_id: str, **overrides: Any) -> AlgorithmConfig:
     """The shipped tuned config of algorithm ``name`` for ``env_id``, with ``overrides``.
 
-    Reads ``rlflow/algorithms/<name>/tuned/<env_id>.yaml`` (a mapping of config fields);
-    ConfigError naming the available envs if there is none.
+    Reads ``rlflow/algorithms/<name>/tuned/<env_id>.yaml`` (a mapping of config fields), where
+    each "/" of a namespaced id is written "-" (``ALE/Pong-v5`` -> ``ALE-Pong-v5.yaml``);
+    ConfigError naming the available envs (file names, so with "-" for "/") if there is none.
     """
     spec = get_algorithm(name)
     folder = resources.files(f"rlflow.algorithms.{spec.name}").joinpath("tuned")
-    path = folder.joinpath(f"{env_id}.yaml")
+    path = folder.joinpath(f"{env_id.replace('/', '-')}.yaml")
     if not path.is_file():
         available = sorted(p.name.removesuffix(".yaml") for p in folder.iterdir())
         raise ConfigError(f"no tuned {spec.name} config for env {env_id!r}; available: {available}")

@@ -41,6 +41,27 @@ def _check_registered(env_id: str) -> None:
     raise ConfigError(f"make_env_creator: unknown Gymnasium env id {env_id!r}; {hint}")
 
 
+ALE_PREFIX = "ALE/"
+"""Env ids starting with this are Atari games, built by `make_ale_env`."""
+
+
+def make_ale_env(env_id: str, *, deepmind: bool = True, **env_kwargs: Any) -> gym.Env[Any, Any]:
+    """Build the ALE game ``env_id``: DeepMind-wrapped by default, raw with ``deepmind=False``.
+
+    With ``deepmind=True`` this is `rlflow.envs.atari.make_atari` (uint8 ``(84, 84, 4)``
+    observations, clipped rewards, episodic lives, no sticky actions); ``env_kwargs`` go to it
+    (``episodic_life``, ``clip_rewards``, ``frame_stack``, or ALE arguments such as
+    ``repeat_action_probability``). With ``deepmind=False`` it is the plain
+    ``gymnasium.make(env_id, **env_kwargs)`` (RGB frames, the v5 frame skip and sticky actions).
+    """
+    from rlflow.envs.atari import make_atari, register_ale_envs
+
+    if deepmind:
+        return make_atari(env_id, **env_kwargs)
+    register_ale_envs()
+    return gym.make(env_id, **env_kwargs)
+
+
 def make_env_creator(env: str | Callable[..., gym.Env[Any, Any]], **env_kwargs: Any) -> EnvCreator:
     """Return a zero-argument creator for ``env``, checking Gymnasium ids eagerly.
 
@@ -48,6 +69,12 @@ def make_env_creator(env: str | Callable[..., gym.Env[Any, Any]], **env_kwargs: 
     import the module that registers it) or a callable returning a `gymnasium.Env`.
     ``env_kwargs`` are passed to `gymnasium.make` or to the callable on every call. The creator
     is a `functools.partial`, so it pickles when ``env`` does (needed to ship it to actors).
+
+    Atari ids (``"ALE/Pong-v5"``, any id starting with ``"ALE/"``) are built by `make_ale_env`
+    with the DeepMind preprocessing of `rlflow.envs.atari.make_atari`: uint8 ``(84, 84, 4)``
+    observations, which the models feed to `rlflow.models.nets.NatureCNN`. Pass
+    ``deepmind=False`` (``env_config={"deepmind": False}``) for the raw ALE env. ale-py must be
+    installed (`ConfigError` otherwise).
 
     Raises `ConfigError` for an unknown id (naming the id and the closest registered ids) or
     for an ``env`` that is neither a string nor callable. No environment is built here.
@@ -57,6 +84,12 @@ def make_env_creator(env: str | Callable[..., gym.Env[Any, Any]], **env_kwargs: 
         >>> creator().spec.max_episode_steps
         10
     """
+    if isinstance(env, str) and env.startswith(ALE_PREFIX):
+        from rlflow.envs.atari import register_ale_envs
+
+        register_ale_envs()
+        _check_registered(env)
+        return functools.partial(make_ale_env, env, **env_kwargs)
     if isinstance(env, str):
         _check_registered(env)
         return functools.partial(gym.make, env, **env_kwargs)
