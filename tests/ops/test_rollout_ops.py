@@ -20,7 +20,7 @@ from rlflow.ops import (
     parallel_rollouts,
 )
 from rlflow.policy import PGPolicy
-from rlflow.testing.envs import CountingEnv
+from rlflow.testing.workers import counting_workers
 from rlflow.workers import WorkerSet
 
 pytestmark = pytest.mark.timeout(120)
@@ -32,16 +32,7 @@ def _local(local_backend: None) -> None:
 
 
 def make_workers(num_workers: int = 2, **kw: object) -> WorkerSet:
-    base: dict[str, object] = {
-        "env": CountingEnv,
-        "env_config": {"episode_len": 3},
-        "num_workers": num_workers,
-        "num_envs_per_worker": 1,
-        "rollout_fragment_length": 4,
-        "model": {"hidden": (8,)},
-    }
-    base.update(kw)
-    return WorkerSet(PGConfig(**base), PGPolicy)  # type: ignore[arg-type]
+    return counting_workers(PGConfig, PGPolicy, num_workers=num_workers, **kw)
 
 
 def weights_of(handle: object) -> dict[str, np.ndarray]:

@@ -19,7 +19,7 @@ from rlflow.ops import (
     keys,
 )
 from rlflow.policy import PGPolicy
-from rlflow.testing.envs import CountingEnv
+from rlflow.testing.workers import counting_workers
 from rlflow.workers import WorkerSet
 
 pytestmark = pytest.mark.timeout(120)
@@ -31,17 +31,8 @@ def _local(local_backend: None) -> None:
 
 
 def make_workers(num_workers: int = 2, **kw: object) -> WorkerSet:
-    base: dict[str, object] = {
-        "env": CountingEnv,
-        "env_config": {"episode_len": 3},
-        "num_workers": num_workers,
-        "num_envs_per_worker": 2,
-        "rollout_fragment_length": 4,
-        "grad_clip": None,
-        "model": {"hidden": (8,)},
-    }
-    base.update(kw)
-    return WorkerSet(A2CConfig(**base), PGPolicy)  # type: ignore[arg-type]
+    fields: dict[str, object] = {"num_envs_per_worker": 2, "grad_clip": None, **kw}
+    return counting_workers(A2CConfig, PGPolicy, num_workers=num_workers, **fields)
 
 
 def local_weights(workers: WorkerSet) -> dict[str, np.ndarray]:
