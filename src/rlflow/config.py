@@ -20,6 +20,76 @@ from rlflow.errors import ConfigError
 
 C = TypeVar("C", bound="AlgorithmConfig")
 
+DEFAULT_POLICY_ID = "default_policy"
+"""The id of the only policy of a single-agent run (also `rlflow.data.DEFAULT_POLICY_ID`)."""
+
+
+def import_object(path: str, what: str) -> Any:
+    """Import ``"package.module:attribute"`` (e.g. a mapping function named in a YAML file)."""
+    module_name, sep, attr = path.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"{what}={path!r} must be written 'package.module:name'")
+    import importlib
+
+    try:
+        obj = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ConfigError(f"{what}={path!r}: cannot import {module_name!r} ({err})") from err
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"{what}={path!r}: {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicySpec:
+    """One policy of a multi-agent run: its class, spaces and config (all optional).
+
+    Example (PPO for one policy, DQN for another, as the ``ppo_dqn`` algorithm does)::
+
+        AlgorithmConfig(
+            env="multi_cartpole",
+            policies={
+                "ppo_policy": PolicySpec(policy_class=PPOPolicy, config=PPOConfig(...)),
+                "dqn_policy": PolicySpec(policy_class=DQNPolicy, config=DQNConfig(...)),
+            },
+            policy_mapping_fn=lambda agent_id: ...,
+        )
+    """
+
+    policy_class: type | None = None
+    """A `rlflow.policy.TorchPolicy` subclass (or ``"module:Class"``); None: the algorithm's."""
+    observation_space: Any = None
+    """The policy's observation space; None: that of the first agent mapped to it."""
+    action_space: Any = None
+    """The policy's action space; None: that of the first agent mapped to it."""
+    config: Any = None
+    """The policy's settings: an `AlgorithmConfig` (used whole: its fields are what the policy
+    reads), a dict of overrides of the run's config, or None (the run's config)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.policy_class, str):
+            object.__setattr__(
+                self, "policy_class", import_object(self.policy_class, "PolicySpec.policy_class")
+            )
+        if self.policy_class is not None and not isinstance(self.policy_class, type):
+            raise ConfigError(
+                f"PolicySpec.policy_class={self.policy_class!r} must be a TorchPolicy subclass, "
+                "'module:Class', or None"
+            )
+        if self.config is not None and not isinstance(self.config, dict | AlgorithmConfig):
+            raise ConfigError(
+                f"PolicySpec.config={self.config!r} must be an AlgorithmConfig, a dict of "
+                "overrides, or None"
+            )
+
+    def policy_config(self, run_config: AlgorithmConfig) -> dict[str, Any]:
+        """The mapping the policy reads its settings from, given the run's config."""
+        if isinstance(self.config, AlgorithmConfig):
+            return self.config.to_dict()
+        return {**run_config.to_dict(), **(self.config or {})}
+
 
 @dataclass(frozen=True, kw_only=True)
 class AlgorithmConfig:
@@ -56,6 +126,15 @@ class AlgorithmConfig:
     ``timesteps_per_iteration``)."""
     metrics_num_episodes_for_smoothing: int = 100
     """Episode return/length means are over at most this many recent episodes, >= 1."""
+    policies: dict[str, PolicySpec] = field(default_factory=dict)
+    """Multi-agent: policy id -> `PolicySpec` (a plain dict with its fields works too).
+    Empty: one policy, ``"default_policy"``, acts for every agent."""
+    policy_mapping_fn: Callable[[str], str] | None = None
+    """Multi-agent: agent id -> policy id (or ``"module:function"``), fixed for an agent within
+    an episode; must be picklable to reach remote workers. None: every agent to the only
+    policy (allowed with at most one entry in ``policies``)."""
+    policies_to_train: list[str] | None = None
+    """Ids of the policies that learn (the others only act); None: all of them."""
 
     def __post_init__(self) -> None:
         self._check_env()
@@ -73,6 +152,7 @@ class AlgorithmConfig:
         self._check_range("min_time_s_per_iteration", 0.0, float("inf"))
         self._check_int("min_steps_per_iteration", 0)
         self._check_int("metrics_num_episodes_for_smoothing", 1)
+        self._check_multi_agent()
 
     # ----------------------------------------------------------------------- validation
     def _bad(self, name: str, rule: str) -> ConfigError:
@@ -86,6 +166,52 @@ class AlgorithmConfig:
             raise self._bad("env_config", "must be a dict of env keyword arguments")
         if not isinstance(self.model, dict):
             raise self._bad("model", "must be a dict (hidden, activation, shared)")
+
+    def _check_multi_agent(self) -> None:
+        if not isinstance(self.policies, dict):
+            raise self._bad("policies", "must be a dict of policy id -> PolicySpec")
+        specs: dict[str, PolicySpec] = {}
+        for pid, spec in self.policies.items():
+            if not isinstance(pid, str) or not pid:
+                raise self._bad("policies", f"has key {pid!r}; policy ids are non-empty strings")
+            if isinstance(spec, dict):
+                unknown = set(spec) - {f.name for f in dataclasses.fields(PolicySpec)}
+                if unknown:
+                    raise self._bad(
+                        "policies",
+                        f"entry {pid!r} has unknown keys {sorted(unknown)}; PolicySpec fields "
+                        "are policy_class, observation_space, action_space, config",
+                    )
+                spec = PolicySpec(**spec)
+            if not isinstance(spec, PolicySpec):
+                raise self._bad("policies", f"entry {pid!r} must be a PolicySpec or a dict")
+            specs[pid] = spec
+        object.__setattr__(self, "policies", specs)
+        fn = self.policy_mapping_fn
+        if isinstance(fn, str):
+            fn = import_object(fn, f"{type(self).__name__}.policy_mapping_fn")
+            object.__setattr__(self, "policy_mapping_fn", fn)
+        if fn is not None and not callable(fn):
+            raise self._bad("policy_mapping_fn", "must be a function agent_id -> policy_id")
+        if fn is None and len(specs) > 1:
+            raise self._bad(
+                "policy_mapping_fn",
+                f"must be given with more than one policy ({sorted(specs)}): it maps each "
+                "agent id to a policy id",
+            )
+        if self.policies_to_train is not None:
+            known = self.policy_ids()
+            bad = [p for p in self.policies_to_train if p not in known]
+            if isinstance(self.policies_to_train, str) or bad:
+                raise self._bad("policies_to_train", f"must be a list of policy ids from {known}")
+
+    def policy_ids(self) -> list[str]:
+        """The ids of the run's policies: the keys of `policies`, or ``["default_policy"]``."""
+        return list(self.policies) or [DEFAULT_POLICY_ID]
+
+    def policy_specs(self) -> dict[str, PolicySpec]:
+        """`policies`, or one default `PolicySpec` under ``"default_policy"`` when empty."""
+        return dict(self.policies) or {DEFAULT_POLICY_ID: PolicySpec()}
 
     def _check_int(self, name: str, low: int) -> None:
         value = getattr(self, name)

@@ -140,6 +140,8 @@ class Trainer:
         backend: ``"ray"`` or ``"local"``. ``None``: the running flow backend if there is one,
             else ``"ray"`` (a local Ray is started for you).
         address: Ray cluster address to connect to (``backend="ray"`` only).
+        config: the algorithm's config as an instance of its config class or a dict of fields
+            (RLlib style); keyword arguments override its fields.
         **config_fields: any other field of the algorithm's config class.
 
     Bad input (unknown algorithm, config key, env id; wrong type or range) raises
@@ -156,12 +158,23 @@ class Trainer:
         plan: PlanFn | None = None,
         backend: str | None = None,
         address: str | None = None,
+        config: AlgorithmConfig | Mapping[str, Any] | None = None,
         **config_fields: Any,
     ) -> None:
         """Validate everything, then start the backend, the workers and build the plan once."""
         self._spec = _get_spec(algo)
         given = {"env": env, "num_workers": num_workers, "seed": seed}
-        fields = {k: v for k, v in given.items() if v is not _UNSET} | config_fields
+        base: dict[str, Any] = {}
+        if isinstance(config, AlgorithmConfig):
+            base = config.to_dict()
+        elif isinstance(config, Mapping):
+            base = dict(config)
+        elif config is not None:
+            raise ConfigError(
+                f"Trainer(config={config!r}): must be a {self._spec.config_cls.__name__}, a dict "
+                "of its fields, or None"
+            )
+        fields = base | {k: v for k, v in given.items() if v is not _UNSET} | config_fields
         self._config: AlgorithmConfig = self._spec.config_cls.from_dict(fields)
         check_env(self._config)
         if plan is not None and not callable(plan):

@@ -26,13 +26,16 @@ from rlflow.algorithms.apex import ApexConfig, apex_plan
 from rlflow.algorithms.appo import APPOConfig, appo_plan
 from rlflow.algorithms.dqn import DQNConfig, dqn_plan
 from rlflow.algorithms.impala import IMPALAConfig, impala_plan
+from rlflow.algorithms.maml import MAMLConfig, maml_plan
 from rlflow.algorithms.pg import PGConfig, pg_plan
 from rlflow.algorithms.ppo import PPOConfig, ppo_plan
+from rlflow.algorithms.ppo_dqn import PPODQNConfig, ppo_dqn_plan
 from rlflow.config import AlgorithmConfig
 from rlflow.errors import ConfigError
 from rlflow.policy import PGPolicy, PPOPolicy, TorchPolicy
 from rlflow.policy.dqn import DQNPolicy
 from rlflow.policy.impala import APPOPolicy, VTracePolicy
+from rlflow.policy.maml import MAMLPolicy
 
 __all__ = [
     "ALGORITHMS",
@@ -43,8 +46,10 @@ __all__ = [
     "ApexConfig",
     "DQNConfig",
     "IMPALAConfig",
+    "MAMLConfig",
     "PGConfig",
     "PPOConfig",
+    "PPODQNConfig",
     "get_algorithm",
     "tuned_config",
 ]
@@ -89,6 +94,16 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
     ),
     "appo": AlgorithmSpec(
         "appo", APPOConfig, APPOPolicy, appo_plan, "Asynchronous PPO on IMPALA's dataflow"
+    ),
+    "maml": AlgorithmSpec(
+        "maml", MAMLConfig, MAMLPolicy, maml_plan, "MAML: meta-learning, one task per worker"
+    ),
+    "ppo_dqn": AlgorithmSpec(
+        "ppo_dqn",
+        PPODQNConfig,
+        PPOPolicy,
+        ppo_dqn_plan,
+        "Multi-agent: PPO for some agents, DQN for others, one plan",
     ),
 }
 """Every built-in algorithm by name."""

@@ -18,6 +18,7 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
+from rlflow.config import DEFAULT_POLICY_ID
 from rlflow.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -54,8 +55,8 @@ T = "t"
 ACTION_DIST_INPUTS = "action_dist_inputs"
 """Inputs of the action distribution (logits, or mean and log-std) when acting."""
 
-DEFAULT_POLICY_ID = "default_policy"
-"""Policy id of single-agent experience."""
+AGENT_INDEX = "agent_index"
+"""Index of the agent (in the env's ``possible_agents``) that produced the row (multi-agent)."""
 
 
 def _as_column(name: str, value: npt.ArrayLike) -> Array:

@@ -76,6 +76,10 @@ def make_env_creator(env: str | Callable[..., gym.Env[Any, Any]], **env_kwargs: 
     ``deepmind=False`` (``env_config={"deepmind": False}``) for the raw ALE env. ale-py must be
     installed (`ConfigError` otherwise).
 
+    Names in `rlflow.envs.ma_envs.MULTI_AGENT_ENVS` (``"multi_cartpole"``, ``"two_team_grid"``)
+    build multi-agent envs (`rlflow.envs.multi_agent.MultiAgentEnv`); a callable may also
+    return one, or a PettingZoo env (rollout workers adapt it with ``from_pettingzoo``).
+
     Raises `ConfigError` for an unknown id (naming the id and the closest registered ids) or
     for an ``env`` that is neither a string nor callable. No environment is built here.
 
@@ -84,6 +88,12 @@ def make_env_creator(env: str | Callable[..., gym.Env[Any, Any]], **env_kwargs: 
         >>> creator().spec.max_episode_steps
         10
     """
+    if isinstance(env, str):
+        from rlflow.envs.ma_envs import MULTI_AGENT_ENVS, make_multi_agent_env
+
+        if env in MULTI_AGENT_ENVS:
+            # A multi-agent env is not a gym.Env; rollout workers tell the two apart.
+            return functools.partial(make_multi_agent_env, env, **env_kwargs)  # type: ignore[return-value]
     if isinstance(env, str) and env.startswith(ALE_PREFIX):
         from rlflow.envs.atari import register_ale_envs
 

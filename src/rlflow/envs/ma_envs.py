@@ -40,6 +40,11 @@ class MultiAgentCartPole(MultiAgentEnv):
     `ALL_AGENTS` becomes True when every agent has left: in ``terminateds`` if none was
     truncated, else in ``truncateds``.
 
+    With ``respawn=True`` an agent that left re-joins one step later with a fresh pole (it is
+    absent from the step in between), and the episode ends only after ``horizon`` env steps
+    (every agent still in it is truncated). Each pole's life is then one agent episode: no
+    agent waits idle for the others, so every agent gets about one row per env step.
+
     Example:
         >>> env = MultiAgentCartPole(num_agents=2)
         >>> obs, _ = env.reset(seed=0)
@@ -49,10 +54,18 @@ class MultiAgentCartPole(MultiAgentEnv):
         {'agent_0': False, 'agent_1': False, '__all__': False}
     """
 
-    def __init__(self, num_agents: int = 2) -> None:
-        """Make ``num_agents >= 1`` CartPole-v1 envs."""
+    def __init__(self, num_agents: int = 2, *, respawn: bool = False, horizon: int = 1000) -> None:
+        """Make ``num_agents >= 1`` CartPole-v1 envs (``horizon`` >= 1 is used with respawn)."""
         if isinstance(num_agents, bool) or not isinstance(num_agents, int) or num_agents < 1:
             raise ConfigError(f"MultiAgentCartPole: num_agents={num_agents!r} must be an int >= 1")
+        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
+            raise ConfigError(f"MultiAgentCartPole: horizon={horizon!r} must be an int >= 1")
+        self.respawn = bool(respawn)
+        """Agents re-join with a fresh pole one step after leaving."""
+        self.horizon = horizon
+        """Env steps per episode with ``respawn``."""
+        self._t = 0
+        self._dead: list[AgentID] = []
         self.possible_agents = [f"agent_{i}" for i in range(num_agents)]
         self.agents = []
         self.envs: dict[AgentID, gym.Env[Any, Any]] = {
@@ -75,21 +88,31 @@ class MultiAgentCartPole(MultiAgentEnv):
             )
         self.agents = list(self.possible_agents)
         self._any_truncated = False
+        self._t = 0
+        self._dead = []
         return obs, infos
 
     def step(self, action_dict: Mapping[AgentID, Any]) -> MultiAgentStep:
         """Step the pole of each active agent; agents whose episode ends leave."""
         self._check_action_keys(action_dict)
         result = MultiAgentStep({}, {}, {}, {}, {})
+        self._t += 1
+        end_of_horizon = self.respawn and self._t >= self.horizon
         for agent in self.agents:
             ob, reward, terminated, truncated, info = self.envs[agent].step(action_dict[agent])
+            truncated = truncated or (end_of_horizon and not terminated)
             result.obs[agent], result.rewards[agent], result.infos[agent] = ob, float(reward), info
             result.terminateds[agent], result.truncateds[agent] = terminated, truncated
             self._any_truncated = self._any_truncated or truncated
-        self.agents = [
-            a for a in self.agents if not (result.terminateds[a] or result.truncateds[a])
-        ]
-        over = not self.agents
+        rejoin = [] if end_of_horizon else self._dead
+        for agent in rejoin:  # left in the previous step: back with a fresh pole
+            result.obs[agent], result.infos[agent] = self.envs[agent].reset()
+            result.rewards[agent] = 0.0
+            result.terminateds[agent] = result.truncateds[agent] = False
+        left = [a for a in self.agents if result.terminateds[a] or result.truncateds[a]]
+        self.agents = [a for a in self.agents if a not in left] + rejoin
+        self._dead = left if self.respawn else []
+        over = not self.agents and not self._dead
         result.terminateds[ALL_AGENTS] = over and not self._any_truncated
         result.truncateds[ALL_AGENTS] = over and self._any_truncated
         return result

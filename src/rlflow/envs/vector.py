@@ -24,13 +24,26 @@ Array = npt.NDArray[Any]
 _STACKABLE = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 
 
+class AgentReturn(NamedTuple):
+    """One agent's part of a finished multi-agent episode."""
+
+    agent_id: str
+    """The agent."""
+    policy_id: str
+    """The policy that acted for it."""
+    return_: float
+    """Undiscounted sum of the agent's rewards."""
+
+
 class EpisodeStat(NamedTuple):
     """Return and length of one finished episode."""
 
     return_: float
-    """Undiscounted sum of the episode's rewards."""
+    """Undiscounted sum of the episode's rewards (over all agents in a multi-agent env)."""
     length: int
-    """Number of steps in the episode."""
+    """Number of (env) steps in the episode."""
+    agent_returns: tuple[AgentReturn, ...] = ()
+    """Multi-agent episodes: each agent's return and policy; empty for single-agent ones."""
 
 
 class VectorStep(NamedTuple):

@@ -297,6 +297,7 @@ class LearnerThread(threading.Thread):
             thread waits when it is full.
         num_sgd_iter: passes over each batch, >= 1 (passed to ``learn_on_batch``).
         sgd_minibatch_size: rows per SGD step, >= 0 (0: the whole batch per step).
+        policies: ids of the policies to train (None: all of the local worker's).
 
     Input (``inqueue``): a ``SampleBatch`` / ``MultiAgentBatch``, or an ``ActorItem(actor,
     batch)`` (from ``zip_with_source_actor``: e.g. the replay shard the batch came from).
@@ -322,10 +323,14 @@ class LearnerThread(threading.Thread):
         outqueue_size: int = 64,
         num_sgd_iter: int = 1,
         sgd_minibatch_size: int = 0,
+        policies: Sequence[str] | None = None,
     ) -> None:
         """Create the queues; the thread starts with :meth:`start`."""
         super().__init__(name="rlflow-learner", daemon=True)
         self.local_worker = local_worker
+        self.policies = None if policies is None else list(policies)
+        for pid in self.policies or ():
+            local_worker.get_policy(pid)  # ConfigError naming the known ids if unknown
         self.num_sgd_iter = _check_size(num_sgd_iter, "LearnerThread(num_sgd_iter)")
         if (
             isinstance(sgd_minibatch_size, bool)
@@ -400,11 +405,14 @@ class LearnerThread(threading.Thread):
         return True
 
     def _learn(self, batch: SampleBatch | MultiAgentBatch) -> Any:
-        if self.num_sgd_iter == 1 and self.sgd_minibatch_size == 0:
-            return self.local_worker.learn_on_batch(batch)
-        return self.local_worker.learn_on_batch(
-            batch, num_sgd_iter=self.num_sgd_iter, sgd_minibatch_size=self.sgd_minibatch_size
-        )
+        options: dict[str, Any] = {}
+        if self.num_sgd_iter != 1 or self.sgd_minibatch_size != 0:
+            options.update(
+                num_sgd_iter=self.num_sgd_iter, sgd_minibatch_size=self.sgd_minibatch_size
+            )
+        if self.policies is not None:
+            options["policies"] = self.policies
+        return self.local_worker.learn_on_batch(batch, **options)
 
     def check(self) -> bool:
         """True while the thread runs; False once it stopped normally (or never started).

@@ -23,6 +23,7 @@ __all__ = [
     "CollectMetrics",
     "OncePerTimeInterval",
     "OncePerTimestepsElapsed",
+    "policy_return_stats",
     "standard_metrics_reporting",
 ]
 
@@ -131,7 +132,9 @@ class CollectMetrics:
     the last ``smoothing_episodes`` episodes; before any episode finished they are ``None``.
     Side effects: counter ``num_episodes``.
 
-    Result keys: ``episode_return_mean/min/max``, ``episode_len_mean``, ``episodes_this_iter``,
+    Result keys: ``episode_return_mean/min/max`` (summed over agents in multi-agent envs),
+    ``episode_len_mean``, per-policy ``policy_reward_mean/min/max`` in multi-agent runs (see
+    :func:`policy_return_stats`), ``episodes_this_iter``,
     ``episodes_total``, ``num_env_steps_sampled``, ``num_env_steps_trained``,
     ``num_agent_steps_sampled``, ``num_agent_steps_trained``, ``num_env_steps_sampled_this_iter``,
     ``num_env_steps_trained_this_iter``, ``num_healthy_workers``, ``info`` (``learner`` stats
@@ -226,6 +229,7 @@ class CollectMetrics:
             "episode_return_min": min(returns),
             "episode_return_max": max(returns),
             "episode_len_mean": sum(lengths) / len(lengths),
+            **policy_return_stats(window),
         }
 
     @staticmethod
@@ -236,6 +240,37 @@ class CollectMetrics:
             if timer.units:
                 out[f"{name}_throughput"] = timer.mean_throughput
         return out
+
+
+def policy_return_stats(episodes: list[EpisodeStat]) -> dict[str, Any]:
+    """Per-policy return statistics of multi-agent episodes (empty for single-agent ones).
+
+    For each policy, over every (episode, agent) pair where the agent acted with that policy:
+    the agent's return. Keys: ``policy_reward_mean``, ``policy_reward_min`` and
+    ``policy_reward_max`` (dicts ``{policy id: value}``) and the same values flattened as
+    ``"policy_reward_mean/<policy id>"`` etc., the names Tune gives nested results.
+
+    >>> from rlflow.envs import AgentReturn
+    >>> ep = EpisodeStat(3.0, 2, (AgentReturn("a0", "p", 1.0), AgentReturn("a1", "p", 2.0)))
+    >>> policy_return_stats([ep])["policy_reward_mean/p"]
+    1.5
+    """
+    per_policy: dict[str, list[float]] = {}
+    for episode in episodes:
+        for agent in episode.agent_returns:
+            per_policy.setdefault(agent.policy_id, []).append(agent.return_)
+    if not per_policy:
+        return {}
+    out: dict[str, Any] = {}
+    for stat, fn in (
+        ("mean", lambda xs: math.fsum(xs) / len(xs)),
+        ("min", min),
+        ("max", max),
+    ):
+        values = {pid: float(fn(xs)) for pid, xs in sorted(per_policy.items())}
+        out[f"policy_reward_{stat}"] = values
+        out.update({f"policy_reward_{stat}/{pid}": v for pid, v in values.items()})
+    return out
 
 
 def standard_metrics_reporting(

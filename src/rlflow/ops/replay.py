@@ -26,8 +26,17 @@ from rlflow.ops import keys
 from rlflow.ops.concurrency import _Forever
 from rlflow.ops.rollout import _check_batch, _policy_id_list
 from rlflow.ops.train import TrainResult
-from rlflow.replay import BATCH_INDEXES, LinearSchedule, PrioritizedReplayBuffer, ReplayBuffer
+from rlflow.replay import (
+    BATCH_INDEXES,
+    LinearSchedule,
+    MultiAgentReplayBuffer,
+    PrioritizedReplayBuffer,
+    ReplayBuffer,
+)
 from rlflow.workers import WorkerSet
+
+AnyBuffer = ReplayBuffer | MultiAgentReplayBuffer
+"""A local buffer: one policy's, or one per policy."""
 
 __all__ = [
     "StoreToReplayBuffer",
@@ -53,10 +62,10 @@ def _one_target(local_buffer: Any, actors: Any, where: str) -> list[Any] | None:
             f"{'both' if local_buffer is not None else 'neither'}"
         )
     if local_buffer is not None:
-        if not isinstance(local_buffer, ReplayBuffer):
+        if not isinstance(local_buffer, ReplayBuffer | MultiAgentReplayBuffer):
             raise ConfigError(
-                f"{where}(local_buffer={local_buffer!r}) must be a ReplayBuffer or "
-                "PrioritizedReplayBuffer"
+                f"{where}(local_buffer={local_buffer!r}) must be a ReplayBuffer, "
+                "PrioritizedReplayBuffer or MultiAgentReplayBuffer"
             )
         return None
     handles = list(actors)
@@ -98,7 +107,7 @@ class StoreToReplayBuffer:
     def __init__(
         self,
         *,
-        local_buffer: ReplayBuffer | None = None,
+        local_buffer: AnyBuffer | None = None,
         actors: Sequence[Any] | None = None,
         seed: int | None = 0,
     ) -> None:
@@ -120,7 +129,9 @@ class StoreToReplayBuffer:
 
     def __call__(self, batch: Batch) -> Batch:
         _check_batch(batch, "StoreToReplayBuffer")
-        if self.local_buffer is not None:
+        if isinstance(self.local_buffer, MultiAgentReplayBuffer):
+            self.local_buffer.add(batch)
+        elif self.local_buffer is not None:
             self.local_buffer.add(_as_single(batch, "StoreToReplayBuffer"))
         else:
             assert self.actors is not None
@@ -136,21 +147,28 @@ class _ReplayLocal:
 
     def __init__(
         self,
-        buffer: ReplayBuffer,
+        buffer: AnyBuffer,
         num_items: int,
         learning_starts: int,
         beta: float | LinearSchedule | None,
+        training_intensity: float | None = None,
     ) -> None:
         self.buffer = buffer
         self.num_items = num_items
         self.starts = max(1, learning_starts)
         self.beta = beta
+        self.intensity = training_intensity
+        self._replayed = 0
 
     def __call__(self, _tick: None) -> SampleBatch | Any:
         if len(self.buffer) < self.starts:
             return NOT_READY
+        if self.intensity is not None:
+            if self._replayed >= self.intensity * self.buffer.num_added:
+                return NOT_READY
+            self._replayed += self.num_items
         ctx = flow.current_metrics()
-        if isinstance(self.buffer, PrioritizedReplayBuffer):
+        if isinstance(self.buffer, PrioritizedReplayBuffer | MultiAgentReplayBuffer):
             beta = self.beta
             if isinstance(beta, LinearSchedule):
                 beta = beta.value(ctx.counters[keys.NUM_ENV_STEPS_SAMPLED])
@@ -181,12 +199,13 @@ def _check_int(value: Any, what: str, minimum: int) -> int:
 
 def replay(
     *,
-    local_buffer: ReplayBuffer | None = None,
+    local_buffer: AnyBuffer | None = None,
     actors: Sequence[Any] | None = None,
     num_async: int = 4,
     num_items: int = 32,
     learning_starts: int = 0,
     beta: float | LinearSchedule | None = None,
+    training_intensity: float | None = None,
 ) -> LocalIterator[SampleBatch]:
     """Source of replayed batches, from a local buffer or from replay shards; lazy, endless.
 
@@ -197,7 +216,11 @@ def replay(
       steps sampled, or None for the buffer's own). While the buffer holds fewer than
       ``max(learning_starts, 1)`` rows the stream gives ``NOT_READY``: inside
       :func:`~rlflow.ops.concurrently` the other ops run meanwhile; read alone, the reader waits
-      with back-off (it never spins).
+      with back-off (it never spins). With ``training_intensity`` I (local buffers only), a
+      read gives ``NOT_READY`` once I times the rows ever added to the buffer have been
+      replayed (per policy, for a `MultiAgentReplayBuffer`): the learner replays each stored
+      transition about I times, however fast the buffer fills. Pair it with a round-robin
+      weight ``"*"`` in :func:`~rlflow.ops.concurrently`.
     - ``actors``: replay shards (``ReplayActor``; batch size and ``learning_starts`` are theirs),
       read with ``gather_async(num_async)``; a shard's None (below its ``learning_starts``)
       becomes ``NOT_READY``, so a concurrent union runs its other ops meanwhile;
@@ -220,9 +243,21 @@ def replay(
         isinstance(beta, bool) or not isinstance(beta, int | float) or not 0 <= beta <= 1
     ):
         raise ConfigError(f"replay(beta={beta!r}) must be in [0, 1], a LinearSchedule or None")
+    if training_intensity is not None and (
+        local_buffer is None
+        or isinstance(training_intensity, bool)
+        or not isinstance(training_intensity, int | float)
+        or not training_intensity > 0
+    ):
+        raise ConfigError(
+            f"replay(training_intensity={training_intensity!r}) must be a number > 0, and needs "
+            "local_buffer="
+        )
     if local_buffer is not None:
         ticks = flow.from_iterable(_Forever(), name="replay(local_buffer)")
-        return ticks.for_each(_ReplayLocal(local_buffer, num_items, learning_starts, beta))
+        return ticks.for_each(
+            _ReplayLocal(local_buffer, num_items, learning_starts, beta, training_intensity)
+        )
     assert handles is not None
     shards = flow.from_actors(handles, name=f"replay_shards[{len(handles)}]")
     replies = shards.gather_async(num_async=num_async).transform(_none_to_not_ready)
@@ -242,9 +277,11 @@ class UpdateReplayPriorities:
     fire-and-forget. Stats without TD errors are left alone.
     """
 
-    def __init__(self, *, local_buffer: ReplayBuffer | None = None, epsilon: float = 1e-6) -> None:
+    def __init__(self, *, local_buffer: AnyBuffer | None = None, epsilon: float = 1e-6) -> None:
         """Validate ``epsilon`` (> 0) and the buffer."""
-        if local_buffer is not None and not isinstance(local_buffer, ReplayBuffer):
+        if local_buffer is not None and not isinstance(
+            local_buffer, ReplayBuffer | MultiAgentReplayBuffer
+        ):
             raise ConfigError(
                 f"UpdateReplayPriorities(local_buffer={local_buffer!r}) must be a ReplayBuffer"
             )
@@ -261,12 +298,15 @@ class UpdateReplayPriorities:
                 "UpdateReplayPriorities takes TrainResult items (or ActorItem of one), got "
                 f"{item!r}"
             )
-        for stats in result.stats.values():
+        for pid, stats in result.stats.items():
             td_error = stats.pop(keys.TD_ERROR, None)
             indexes = stats.pop(BATCH_INDEXES, None)
             if td_error is None or indexes is None:
                 continue
             priorities = np.abs(np.asarray(td_error, dtype=np.float64)) + self.epsilon
+            if isinstance(self.local_buffer, MultiAgentReplayBuffer):
+                self.local_buffer.update_priorities(indexes, priorities, policy_id=pid)
+                continue
             if self.local_buffer is not None:
                 if isinstance(self.local_buffer, PrioritizedReplayBuffer):
                     self.local_buffer.update_priorities(indexes, priorities)

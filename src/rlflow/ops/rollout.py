@@ -73,7 +73,7 @@ class _LocalSamples:
     def __init__(self, workers: WorkerSet) -> None:
         self.workers = workers
 
-    def __iter__(self) -> Iterator[SampleBatch]:
+    def __iter__(self) -> Iterator[Batch]:
         worker = self.workers.local_worker()
         while True:
             yield worker.sample()

@@ -72,7 +72,7 @@ class TrainOneStep:
     Side effects: the local worker's weights; one ``put`` of the new weights, sent
     (fire-and-forget) to every remote worker with ``{"timestep": sampled steps}``; counters
     ``num_env_steps_trained``, ``num_agent_steps_trained``, ``num_train_steps``; timers
-    ``learn`` and ``update``; ``info["learner"]``.
+    ``learn`` and ``update``; ``info["learner"][policy_id]`` for each policy trained.
     """
 
     def __init__(
@@ -105,7 +105,8 @@ class TrainOneStep:
                 sgd_minibatch_size=self.sgd_minibatch_size,
                 policies=self.policies,
             )
-        ctx.info[keys.LEARNER_INFO] = stats
+        # Merged per policy: plans that train policies in separate branches report them all.
+        ctx.info[keys.LEARNER_INFO] = {**ctx.info.get(keys.LEARNER_INFO, {}), **stats}
         ctx.counters[keys.NUM_ENV_STEPS_TRAINED] += batch.env_steps()
         ctx.counters[keys.NUM_AGENT_STEPS_TRAINED] += batch.agent_steps()
         ctx.counters[keys.NUM_TRAIN_STEPS] += 1

@@ -4,6 +4,7 @@
   `replay_forever` turns one into a stream that yields None until ``learning_starts``.
 - `n_step_transitions`: rollout fragment -> n-step transitions; `LinearSchedule` for beta.
 - `ReplayActor`, `create_replay_actors`: a sharded buffer as parallel-iterator actors.
+- `MultiAgentReplayBuffer`: one buffer per policy, for multi-agent runs.
 - `SumSegmentTree`, `MinSegmentTree`: the trees behind prioritized sampling.
 """
 
@@ -23,6 +24,7 @@ from rlflow.replay.buffers import (
     n_step_transitions,
     replay_forever,
 )
+from rlflow.replay.multi_agent import MultiAgentReplayBuffer
 from rlflow.replay.segment_tree import MinSegmentTree, SumSegmentTree, next_power_of_two
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "WEIGHTS",
     "LinearSchedule",
     "MinSegmentTree",
+    "MultiAgentReplayBuffer",
     "PrioritizedReplayBuffer",
     "ReplayActor",
     "ReplayBuffer",

@@ -423,6 +423,11 @@ class ReplayBuffer:
         """Number of transitions stored (at most `capacity`)."""
         return self._ring.size
 
+    @property
+    def num_added(self) -> int:
+        """Transitions added since the buffer was made (evicted ones included)."""
+        return int(self._ring.added)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(len={len(self)}, capacity={self._capacity})"
 

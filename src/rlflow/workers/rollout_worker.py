@@ -3,8 +3,9 @@
 A rollout worker is the unit of parallelism of every plan: remote workers are actors that a plan
 reads with ``flow.from_actors(workers).gather_async()`` (their shard generator is "sample
 forever"); the local worker (index 0) is the learner and samples only when there are no remote
-workers. It holds a policy map ``{policy_id: policy}`` from the start, so multi-agent is not a
-rewrite; today every worker has one policy, :data:`~rlflow.data.DEFAULT_POLICY_ID`.
+workers. It holds a policy map ``{policy_id: policy}``: one policy,
+:data:`~rlflow.data.DEFAULT_POLICY_ID`, for single-agent envs; those of ``config.policies`` for
+multi-agent envs, sampled by `rlflow.workers.multi_agent_sampler.MultiAgentSampler`.
 
 Sampling steps all envs of the worker in one loop with batched inference and writes into numpy
 buffers allocated once (no per-step dicts); each episode fragment is then postprocessed by the
@@ -42,6 +43,12 @@ from rlflow.envs import EpisodeStat, VectorEnv, make_env_creator
 from rlflow.errors import ConfigError
 from rlflow.flow import ParallelIteratorWorker, ShardReply
 from rlflow.policy import TorchPolicy
+from rlflow.workers.multi_agent_sampler import (
+    MultiAgentSampler,
+    agent_policy_map,
+    as_multi_agent_env,
+    is_multi_agent_env,
+)
 
 __all__ = ["Gradients", "RolloutWorker", "current_worker"]
 
@@ -54,6 +61,8 @@ _EPS_ID_STRIDE = 1_000_000_000
 """Episode ids of worker k are ``k * _EPS_ID_STRIDE + n``: unique across the workers of a run."""
 _ENV_SEED_STRIDE = 10_000
 """Sub-env j of worker k is seeded ``seed + k * _ENV_SEED_STRIDE + j``."""
+_POLICY_SEED_STRIDE = 100_003
+"""Policy p (in the order of ``config.policies``) of worker k is seeded ``seed + k + p * this``."""
 
 _CURRENT: contextvars.ContextVar[RolloutWorker | None] = contextvars.ContextVar(
     "rlflow_current_worker", default=None
@@ -159,17 +168,27 @@ class RolloutWorker(ParallelIteratorWorker):
         self.config = config
         self.worker_index = worker_index
         self._creator = make_env_creator(config.env, **config.env_config)
-        probe = self._creator()
-        obs_space, action_space = probe.observation_space, probe.action_space
-        probe.close()
         seed = config.seed
         self._seed = seed
         policy_seed = None if seed is None else seed + worker_index
-        # The policy also learns which worker it acts for (e.g. Ape-X's per-worker epsilon).
-        policy_config = {**config.to_dict(), "worker_index": worker_index}
-        self.policy_map: dict[PolicyID, TorchPolicy] = {
-            DEFAULT_POLICY_ID: policy_cls(obs_space, action_space, policy_config, seed=policy_seed)
-        }
+        probe = self._creator()
+        try:
+            self.multi_agent = is_multi_agent_env(probe)
+            """True when the env is multi-agent (sampling returns `MultiAgentBatch`)."""
+            spaces_of = self._policy_spaces(probe)
+        finally:
+            probe.close()
+        self.policy_map: dict[PolicyID, TorchPolicy] = {}
+        for k, (pid, spec) in enumerate(config.policy_specs().items()):
+            # The policy also learns which worker it acts for (e.g. Ape-X's per-worker epsilon).
+            policy_config = {**spec.policy_config(config), "worker_index": worker_index}
+            cls = spec.policy_class or policy_cls
+            self.policy_map[pid] = cls(
+                *spaces_of[pid],
+                policy_config,
+                seed=None if policy_seed is None else policy_seed + k * _POLICY_SEED_STRIDE,
+            )
+        self._ma_sampler: MultiAgentSampler | None = None
         self.global_vars: dict[str, Any] = {}
         """Values pushed with the weights (``{"timestep": env steps sampled}``)."""
         self._rng = np.random.default_rng(policy_seed)
@@ -179,17 +198,72 @@ class RolloutWorker(ParallelIteratorWorker):
         self._next_eps = 0
         self._buffers: _Buffers | None = None
 
+    def _policy_spaces(self, probe: Any) -> dict[PolicyID, tuple[Any, Any]]:
+        """``{policy id: (observation space, action space)}`` from the specs and the env."""
+        specs = self.config.policy_specs()
+        if not self.multi_agent:
+            if list(specs) != [DEFAULT_POLICY_ID]:
+                raise ConfigError(
+                    f"policies={sorted(specs)}: env {self.config.env!r} is single-agent, so its "
+                    f"one policy must be {DEFAULT_POLICY_ID!r} (give a multi-agent env, e.g. "
+                    "'multi_cartpole', to train several policies)"
+                )
+            spec = specs[DEFAULT_POLICY_ID]
+            return {
+                DEFAULT_POLICY_ID: (
+                    spec.observation_space or probe.observation_space,
+                    spec.action_space or probe.action_space,
+                )
+            }
+        env = as_multi_agent_env(probe)
+        policy_of = agent_policy_map(
+            list(env.possible_agents), self.config.policy_mapping_fn, list(specs)
+        )
+        out: dict[PolicyID, tuple[Any, Any]] = {}
+        for pid, spec in specs.items():
+            agent = next((a for a, p in policy_of.items() if p == pid), None)
+            obs_space, act_space = spec.observation_space, spec.action_space
+            if agent is not None:
+                obs_space = obs_space or env.observation_spaces[agent]
+                act_space = act_space or env.action_spaces[agent]
+            if obs_space is None or act_space is None:
+                raise ConfigError(
+                    f"policy {pid!r}: no agent of {self.config.env!r} (possible agents "
+                    f"{list(env.possible_agents)}) maps to it, so give its observation_space "
+                    "and action_space in its PolicySpec"
+                )
+            out[pid] = (obs_space, act_space)
+        return out
+
     # ------------------------------------------------------------------------ sampling
-    def _sample_forever(self) -> Iterator[SampleBatch]:
+    def _sample_forever(self) -> Iterator[SampleBatch | MultiAgentBatch]:
         while True:
             yield self.sample()
 
+    def _env_seed(self) -> int | None:
+        return None if self._seed is None else self._seed + self.worker_index * _ENV_SEED_STRIDE
+
+    def _ensure_sampler(self) -> MultiAgentSampler:
+        if self._ma_sampler is None:
+            self._ma_sampler = MultiAgentSampler(
+                self._creator,
+                self.config.num_envs_per_worker,
+                self.policy_map,
+                self.config.policy_mapping_fn,
+                self._env_seed(),
+                self._new_eps_id,
+            )
+        return self._ma_sampler
+
     def _ensure_env(self) -> VectorEnv:
+        if self.multi_agent:
+            raise ConfigError(
+                f"RolloutWorker {self.worker_index}: env {self.config.env!r} is multi-agent; "
+                "it has no single-agent vector env"
+            )
         if self._venv is None:
             n = self.config.num_envs_per_worker
-            env_seed = (
-                None if self._seed is None else self._seed + self.worker_index * _ENV_SEED_STRIDE
-            )
+            env_seed = self._env_seed()
             self._venv = VectorEnv(self._creator, n, env_seed)
             self._obs = self._venv.reset()
             self._eps_ids = np.array([self._new_eps_id() for _ in range(n)], dtype=np.int64)
@@ -199,8 +273,12 @@ class RolloutWorker(ParallelIteratorWorker):
         self._next_eps += 1
         return self.worker_index * _EPS_ID_STRIDE + self._next_eps
 
-    def sample(self) -> SampleBatch:
+    def sample(self) -> SampleBatch | MultiAgentBatch:
         """Step every env ``rollout_fragment_length`` times; return the postprocessed batch.
+
+        A multi-agent env gives a `MultiAgentBatch` (see `MultiAgentSampler`: rows per policy,
+        env steps ``rollout_fragment_length * num_envs_per_worker``); the rest of this
+        docstring is about single-agent envs.
 
         The batch has ``rollout_fragment_length * num_envs_per_worker`` rows, ordered by
         sub-env, then time; each episode fragment is postprocessed by the policy with bootstrap
@@ -212,6 +290,8 @@ class RolloutWorker(ParallelIteratorWorker):
         observation, the episode's last one where it ended) when the policy has a true
         ``requires_next_obs`` attribute (replay-based policies).
         """
+        if self.multi_agent:
+            return self._ensure_sampler().sample(self.config.rollout_fragment_length)
         venv = self._ensure_env()
         policy = self.policy_map[DEFAULT_POLICY_ID]
         length = self.config.rollout_fragment_length
@@ -287,8 +367,37 @@ class RolloutWorker(ParallelIteratorWorker):
                 start = end + 1
         return SampleBatch.concat_samples(pieces)
 
+    def foreach_env(self, fn: Callable[[Any], Any]) -> list[Any]:
+        """``fn(env)`` on each of this worker's sub-envs (built first if needed), in order."""
+        if self.multi_agent:
+            return [fn(slot.env) for slot in self._ensure_sampler().slots]
+        venv = self._ensure_env()
+        return [fn(env) for env in venv.envs]
+
+    def set_task(self, task: Any) -> None:
+        """Set ``task`` on every sub-env (each must have ``set_task``, see
+        `rlflow.envs.point_nav.TaskSettableEnv`) and start new episodes under it.
+
+        Episodes in progress are dropped (not counted in the episode stats): the next
+        ``sample()`` starts from fresh resets on the new task.
+        """
+        venv = self._ensure_env()
+        for i, env in enumerate(venv.envs):
+            target: Any = getattr(env, "unwrapped", env)
+            if not callable(getattr(target, "set_task", None)):
+                raise ConfigError(
+                    f"RolloutWorker {self.worker_index}.set_task: sub-env {i} "
+                    f"({type(target).__name__}) has no set_task(task); meta-learning needs a "
+                    "TaskSettableEnv such as rlflow.envs.point_nav.PointNavigation2D"
+                )
+            target.set_task(task)
+        self._obs = venv.reset()
+        self._eps_ids = np.array([self._new_eps_id() for _ in range(venv.num_envs)], dtype=np.int64)
+
     def pop_episode_stats(self) -> list[EpisodeStat]:
         """Episodes finished since the last call, in the order they ended."""
+        if self._ma_sampler is not None:
+            return self._ma_sampler.pop_episode_stats()
         return [] if self._venv is None else self._venv.pop_episode_stats()
 
     # ------------------------------------------------------------------------ learning
@@ -386,6 +495,8 @@ class RolloutWorker(ParallelIteratorWorker):
         env_state = None
         if self._venv is not None:
             env_state = pickle.dumps((self._venv, self._obs, self._eps_ids))
+        if self._ma_sampler is not None:
+            env_state = pickle.dumps(self._ma_sampler.get_state())
         return {
             "policies": {pid: p.get_state() for pid, p in self.policy_map.items()},
             "rng": self._rng.bit_generator.state,
@@ -401,7 +512,9 @@ class RolloutWorker(ParallelIteratorWorker):
         self._rng.bit_generator.state = state["rng"]
         self._next_eps = int(state["next_eps"])
         self.global_vars = dict(state["global_vars"])
-        if state["env"] is not None:
+        if state["env"] is not None and self.multi_agent:
+            self._ensure_sampler().set_state(pickle.loads(state["env"]))
+        elif state["env"] is not None:
             if self._venv is not None:
                 self._venv.close()
             self._venv, self._obs, self._eps_ids = pickle.loads(state["env"])
@@ -418,6 +531,8 @@ class RolloutWorker(ParallelIteratorWorker):
         """Close the envs."""
         if self._venv is not None:
             self._venv.close()
+        if self._ma_sampler is not None:
+            self._ma_sampler.close()
 
     # ----------------------------------------------- shard reads run with this worker current
     def par_iter_next(self, key: int) -> Any:

@@ -39,7 +39,7 @@ def a2c_plan(workers: WorkerSet, config: A2CConfig) -> LocalIterator[dict[str, A
     if config.microbatch_size is None:
         # (2a) One step per train batch, then push weights.
         train_op = rollouts.combine(ConcatBatches(config.train_batch_size)).for_each(
-            TrainOneStep(workers)
+            TrainOneStep(workers, policies=config.policies_to_train)
         )
     else:
         # (2b) Gradients per microbatch, averaged over a train batch, applied once.
@@ -49,7 +49,7 @@ def a2c_plan(workers: WorkerSet, config: A2CConfig) -> LocalIterator[dict[str, A
             .for_each(ComputeGradients(workers))
             .batch(num_microbatches)
             .for_each(AverageGradients())
-            .for_each(ApplyGradients(workers))
+            .for_each(ApplyGradients(workers, policies=config.policies_to_train))
         )
     # (3) One result per iteration.
     return standard_metrics_reporting(train_op, workers, config)

@@ -23,6 +23,8 @@ __all__ = ["a3c_plan"]
 def a3c_plan(workers: WorkerSet, config: A3CConfig) -> LocalIterator[dict[str, Any]]:
     """Build the A3C plan over ``workers``; each item is one iteration's result dict."""
     # (1) Workers sample and compute gradients; (2) apply each, update only its source.
-    train_op = async_gradients(workers).for_each(ApplyGradients(workers, update_all=False))
+    train_op = async_gradients(workers).for_each(
+        ApplyGradients(workers, update_all=False, policies=config.policies_to_train)
+    )
     # (3) One result per iteration.
     return standard_metrics_reporting(train_op, workers, config)

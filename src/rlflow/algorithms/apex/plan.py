@@ -53,7 +53,11 @@ def apex_plan(workers: WorkerSet, config: ApexConfig) -> LocalIterator[dict[str,
         replay_batch_size=config.train_batch_size,
         seed=config.seed,
     )
-    learner = LearnerThread(workers.local_worker(), inqueue_size=config.learner_queue_size)
+    learner = LearnerThread(
+        workers.local_worker(),
+        inqueue_size=config.learner_queue_size,
+        policies=config.policies_to_train,
+    )
     learner.start()
     store_op = (
         # (1) Batches from each worker as they come (initial priorities computed there).

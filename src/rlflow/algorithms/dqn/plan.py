@@ -12,6 +12,7 @@ Liang et al., "RLlib Flow: Distributed Reinforcement Learning is a Dataflow Prob
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from rlflow.algorithms.dqn.config import DQNConfig
@@ -26,7 +27,12 @@ from rlflow.ops import (
     replay,
     standard_metrics_reporting,
 )
-from rlflow.replay import LinearSchedule, PrioritizedReplayBuffer, ReplayBuffer
+from rlflow.replay import (
+    LinearSchedule,
+    MultiAgentReplayBuffer,
+    PrioritizedReplayBuffer,
+    ReplayBuffer,
+)
 from rlflow.workers import WorkerSet
 
 __all__ = ["dqn_plan", "dqn_round_robin_weights", "make_replay_buffer"]
@@ -34,7 +40,7 @@ __all__ = ["dqn_plan", "dqn_round_robin_weights", "make_replay_buffer"]
 
 def dqn_plan(workers: WorkerSet, config: DQNConfig) -> LocalIterator[dict[str, Any]]:
     """Build the DQN plan over ``workers``; each item is one iteration's result dict."""
-    buffer = make_replay_buffer(config)
+    buffer = make_replay_buffer(config, multi_agent=workers.local_worker().multi_agent)
     # (1) Every worker samples a fragment (n-step transitions); (2) into the buffer.
     store_op = parallel_rollouts(workers, mode="bulk_sync").for_each(
         StoreToReplayBuffer(local_buffer=buffer)
@@ -48,7 +54,7 @@ def dqn_plan(workers: WorkerSet, config: DQNConfig) -> LocalIterator[dict[str, A
             beta=_beta_schedule(config),
         )
         # (4) One learner step, weights pushed to the workers with the global timestep.
-        .for_each(TrainOneStep(workers))
+        .for_each(TrainOneStep(workers, policies=config.policies_to_train))
         # (5) |TD error| becomes the replayed rows' priority.
         .for_each(
             UpdateReplayPriorities(local_buffer=buffer, epsilon=config.prioritized_replay_eps)
@@ -67,8 +73,17 @@ def dqn_plan(workers: WorkerSet, config: DQNConfig) -> LocalIterator[dict[str, A
     return standard_metrics_reporting(train_op, workers, config)
 
 
-def make_replay_buffer(config: DQNConfig) -> ReplayBuffer:
-    """The plan's local buffer: prioritized or uniform, ``buffer_size`` transitions."""
+def make_replay_buffer(
+    config: DQNConfig, *, multi_agent: bool = False
+) -> ReplayBuffer | MultiAgentReplayBuffer:
+    """The plan's local buffer: prioritized or uniform, ``buffer_size`` transitions (per
+    policy, in a `MultiAgentReplayBuffer`, with ``multi_agent``)."""
+    if multi_agent:
+        return MultiAgentReplayBuffer(functools.partial(_single_buffer, config))
+    return _single_buffer(config)
+
+
+def _single_buffer(config: DQNConfig) -> ReplayBuffer:
     if config.prioritized_replay:
         return PrioritizedReplayBuffer(
             config.buffer_size,

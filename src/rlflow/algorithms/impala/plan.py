@@ -63,6 +63,7 @@ def impala_train_op(workers: WorkerSet, config: IMPALAConfig) -> LocalIterator[T
         inqueue_size=config.learner_queue_size,
         num_sgd_iter=config.num_sgd_iter,
         sgd_minibatch_size=config.sgd_minibatch_size,
+        policies=config.policies_to_train,
     )
     learner.start()
     in_flight = config.max_sample_requests_in_flight_per_worker

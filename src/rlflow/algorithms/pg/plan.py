@@ -25,7 +25,7 @@ def pg_plan(workers: WorkerSet, config: PGConfig) -> LocalIterator[dict[str, Any
     rollouts = parallel_rollouts(workers, mode="bulk_sync")
     # (2) Gather train_batch_size steps; (3) one step on them, then push weights.
     train_op = rollouts.combine(ConcatBatches(config.train_batch_size)).for_each(
-        TrainOneStep(workers)
+        TrainOneStep(workers, policies=config.policies_to_train)
     )
     # (4) One result per iteration.
     return standard_metrics_reporting(train_op, workers, config)

@@ -32,7 +32,7 @@ __all__ = ["UpdateKL", "ppo_plan"]
 
 def ppo_plan(workers: WorkerSet, config: PPOConfig) -> LocalIterator[dict[str, Any]]:
     """Build the PPO plan over ``workers``; each item is one iteration's result dict."""
-    policies = list(workers.local_worker().policy_map)
+    policies = config.policies_to_train or list(workers.local_worker().policy_map)
     # (1) Every worker samples a fragment (advantages by GAE); one batch per round.
     rollouts = parallel_rollouts(workers, mode="bulk_sync")
     train_op = (
@@ -48,6 +48,7 @@ def ppo_plan(workers: WorkerSet, config: PPOConfig) -> LocalIterator[dict[str, A
                 workers,
                 num_sgd_iter=config.num_sgd_iter,
                 sgd_minibatch_size=config.sgd_minibatch_size,
+                policies=policies,
             )
         )
         # (6) Adapt the KL penalty to the KL of this step.

@@ -1,0 +1,29 @@
+"""MAML: model-agnostic meta-learning (Finn et al. 2017) as a dataflow plan.
+
+Policy: :class:`rlflow.policy.maml.MAMLPolicy`. Config: :class:`MAMLConfig`. Plan:
+:func:`maml_plan`. :func:`adaptation_returns` measures returns before and after adaptation.
+"""
+
+from rlflow.algorithms.maml.config import MAMLConfig
+from rlflow.algorithms.maml.evaluate import adaptation_returns
+from rlflow.algorithms.maml.plan import (
+    MAML_INFO,
+    AdaptationResult,
+    InnerAdaptation,
+    MetaUpdate,
+    RecordAdaptation,
+    TaskSampler,
+    maml_plan,
+)
+
+__all__ = [
+    "MAML_INFO",
+    "AdaptationResult",
+    "InnerAdaptation",
+    "MAMLConfig",
+    "MetaUpdate",
+    "RecordAdaptation",
+    "TaskSampler",
+    "adaptation_returns",
+    "maml_plan",
+]

@@ -1,0 +1,10 @@
+"""PPO + DQN in one multi-agent run: agents mapped to ``ppo_policy`` learn with PPO, those
+mapped to ``dqn_policy`` with DQN, from one worker set (the paper's composition example).
+
+Config: :class:`PPODQNConfig`. Plan: :func:`ppo_dqn_plan`.
+"""
+
+from rlflow.algorithms.ppo_dqn.config import DQN_POLICY, PPO_POLICY, PPODQNConfig, ppo_dqn_mapping
+from rlflow.algorithms.ppo_dqn.plan import ppo_dqn_plan
+
+__all__ = ["DQN_POLICY", "PPO_POLICY", "PPODQNConfig", "ppo_dqn_mapping", "ppo_dqn_plan"]
