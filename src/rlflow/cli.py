@@ -180,6 +180,11 @@ def _build_parser() -> _Parser:
     train = sub.add_parser("train", parents=[config_args], help="train an algorithm")
     train.add_argument("algo", metavar="ALGO")
     train.add_argument("--stop-reward", type=float, help="stop at this episode_return_mean")
+    train.add_argument(
+        "--stop-policy-reward",
+        type=float,
+        help="multi-agent: stop once every policy's policy_reward_mean reaches this",
+    )
     train.add_argument("--stop-timesteps", type=int, help="stop after this many env steps")
     train.add_argument("--stop-time", type=float, help="stop after this many seconds")
     train.add_argument("--stop-iters", type=int, help="stop after this many iterations")
@@ -250,13 +255,14 @@ def _stop_criteria(args: argparse.Namespace, base: Mapping[str, float]) -> dict[
     stop = dict(base)
     flags = {
         "episode_return_mean": args.stop_reward,
+        "policy_reward_mean": args.stop_policy_reward,
         "num_env_steps_sampled": args.stop_timesteps,
         "time_total_s": args.stop_time,
         "iteration": args.stop_iters,
     }
     for key, value in flags.items():
         if value is not None:
-            if key != "episode_return_mean" and value <= 0:
+            if key not in ("episode_return_mean", "policy_reward_mean") and value <= 0:
                 raise ConfigError(f"--stop-{key}: {value!r} must be > 0")
             stop[key] = float(value)
     return stop
@@ -265,6 +271,8 @@ def _stop_criteria(args: argparse.Namespace, base: Mapping[str, float]) -> dict[
 def _should_stop(result: Mapping[str, Any], stop: Mapping[str, float]) -> str | None:
     for key, threshold in stop.items():
         value: Any = result.get(key)
+        if isinstance(value, Mapping):  # per policy: every policy must reach the threshold
+            value = min(value.values()) if value else None
         if _is_number(value) and not math.isnan(value) and value >= threshold:
             return f"{key}={value:g} >= {threshold:g}"
     return None
@@ -294,12 +302,16 @@ def _fmt(value: Any, spec: str) -> str:
 
 
 def _progress_line(result: Mapping[str, Any]) -> str:
-    return (
+    line = (
         f"iter {result['iteration']:4d} | return {_fmt(result['episode_return_mean'], '8.2f')} | "
         f"env steps {result['num_env_steps_sampled']:9d} | "
         f"{_fmt(result.get('env_steps_per_s'), '8.0f')} steps/s | "
         f"{result['time_total_s']:7.1f} s"
     )
+    per_policy = result.get("policy_reward_mean")
+    if isinstance(per_policy, Mapping) and per_policy:
+        line += " | " + " ".join(f"{pid} {_fmt(v, '.1f')}" for pid, v in per_policy.items())
+    return line
 
 
 def _make_run_dir(out: str | None, algo: str, env: Any) -> Path:

@@ -282,7 +282,8 @@ class Trainer:
         Uses a fresh env (not the workers'), seeded with ``seed`` (default: the config's seed
         plus 1_000_003, so it differs from every training env) at its first reset. Training state
         is untouched. Returns ``episode_return_mean/min/max``, ``episode_len_mean`` and
-        ``episodes``.
+        ``episodes``; for a multi-agent env also ``policy_reward_mean/min/max`` (each agent's
+        return with its policy, as in training results).
         """
         self._check_running("evaluate")
         if isinstance(num_episodes, bool) or not isinstance(num_episodes, int) or num_episodes < 1:
@@ -291,17 +292,28 @@ class Trainer:
 
         if seed is None and self._config.seed is not None:
             seed = self._config.seed + 1_000_003
-        policy = self.workers.local_worker().get_policy()
+        local = self.workers.local_worker()
         env = make_env_creator(self._config.env, **self._config.env_config)()
-        returns, lengths = [], []
+        returns, lengths, stats = [], [], []
         try:
             for episode in range(num_episodes):
-                ret, length = _play_episode(env, policy, seed if episode == 0 else None)
+                episode_seed = seed if episode == 0 else None
+                if local.multi_agent:
+                    stat = _play_multi_agent_episode(
+                        env, local.policy_map, self._config.policy_mapping_fn, episode_seed
+                    )
+                    ret, length = stat.return_, stat.length
+                    stats.append(stat)
+                else:
+                    ret, length = _play_episode(env, local.get_policy(), episode_seed)
                 returns.append(ret)
                 lengths.append(length)
         finally:
             env.close()
+        from rlflow.ops.metrics import policy_return_stats
+
         return {
+            **policy_return_stats(stats),
             "episode_return_mean": float(np.mean(returns)),
             "episode_return_min": float(np.min(returns)),
             "episode_return_max": float(np.max(returns)),
@@ -482,3 +494,38 @@ def _play_episode(env: Any, policy: Any, seed: int | None) -> tuple[float, int]:
         length += 1
         done = bool(terminated or truncated)
     return total, length
+
+
+def _play_multi_agent_episode(
+    env: Any, policies: Mapping[str, Any], mapping_fn: Any, seed: int | None
+) -> Any:
+    """One greedy episode of a multi-agent env; its `rlflow.envs.EpisodeStat`."""
+    from rlflow.envs import AgentReturn, EpisodeStat
+    from rlflow.envs.multi_agent import ALL_AGENTS
+    from rlflow.workers.multi_agent_sampler import agent_policy_map, as_multi_agent_env
+
+    env = as_multi_agent_env(env)
+    obs, _ = env.reset(seed=seed)
+    policy_of = agent_policy_map(list(env.possible_agents), mapping_fn, list(policies))
+    lives: list[Any] = []
+    running: dict[str, float] = {}
+    length = 0
+    while True:
+        actions = {}
+        for agent in env.agents:
+            action, _ = policies[policy_of[agent]].compute_actions(
+                np.asarray(obs[agent])[None], explore=False
+            )
+            space = env.action_spaces[agent]
+            actions[agent] = action[0] if not hasattr(space, "n") else int(action[0])
+        step = env.step(actions)
+        length += 1
+        for agent, reward in step.rewards.items():
+            running[agent] = running.get(agent, 0.0) + float(reward)
+        for agent in step.obs:
+            if step.terminateds.get(agent) or step.truncateds.get(agent):
+                lives.append(AgentReturn(agent, policy_of[agent], running.pop(agent, 0.0)))
+        if step.terminateds.get(ALL_AGENTS) or step.truncateds.get(ALL_AGENTS):
+            lives.extend(AgentReturn(a, policy_of[a], r) for a, r in running.items())
+            return EpisodeStat(float(sum(x.return_ for x in lives)), length, tuple(lives))
+        obs = step.obs

@@ -71,7 +71,8 @@ class TrainOneStep:
     ``sgd_minibatch_size`` rows (0: whole batch). Only ``policies`` train (default: all).
     Side effects: the local worker's weights; one ``put`` of the new weights, sent
     (fire-and-forget) to every remote worker with ``{"timestep": sampled steps}``; counters
-    ``num_env_steps_trained``, ``num_agent_steps_trained``, ``num_train_steps``; timers
+    ``num_env_steps_trained``, ``num_agent_steps_trained``, ``num_train_steps`` (and, for
+    ``MultiAgentBatch`` items, ``num_train_steps/<policy id>`` per policy trained); timers
     ``learn`` and ``update``; ``info["learner"][policy_id]`` for each policy trained.
     """
 
@@ -110,6 +111,9 @@ class TrainOneStep:
         ctx.counters[keys.NUM_ENV_STEPS_TRAINED] += batch.env_steps()
         ctx.counters[keys.NUM_AGENT_STEPS_TRAINED] += batch.agent_steps()
         ctx.counters[keys.NUM_TRAIN_STEPS] += 1
+        if isinstance(batch, MultiAgentBatch):
+            for pid in stats:
+                ctx.counters[f"{keys.NUM_TRAIN_STEPS}/{pid}"] += 1
         _push_weights(self.workers, self.policies)
         return TrainResult(batch.count, stats)
 

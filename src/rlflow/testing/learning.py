@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from rlflow import flow
 from rlflow.algorithms import get_algorithm, tuned_config
@@ -18,7 +18,8 @@ class LearningOutcome(NamedTuple):
 
     Attributes:
         algo: the algorithm's name.
-        best: the best ``episode_return_mean`` seen (``-inf`` if no episode finished).
+        best: the best score seen (``episode_return_mean``, or with ``per_policy`` the lowest
+            ``policy_reward_mean``; ``-inf`` if no episode finished).
         steps: env steps sampled when the run stopped.
         trained: env steps trained when the run stopped.
         seconds: wall-clock seconds of the run (plan construction included).
@@ -41,12 +42,15 @@ def train_to_target(
     *,
     env: str = "CartPole-v1",
     steps_per_iteration: int = 2000,
+    per_policy: bool = False,
 ) -> LearningOutcome:
     """Run ``algo``'s plan with its tuned config for ``env`` on the active backend until the
     mean return reaches ``target`` or ``budget`` env steps were sampled.
 
     The plan is driven directly, as the trainer does; results come every
     ``steps_per_iteration`` sampled env steps, so that is how often the target is checked.
+    With ``per_policy`` (multi-agent runs) the score is the lowest ``policy_reward_mean`` over
+    the policies: every policy must reach ``target``.
     """
     spec = get_algorithm(algo)
     config = tuned_config(algo, env, min_steps_per_iteration=steps_per_iteration)
@@ -55,7 +59,7 @@ def train_to_target(
     best, steps, trained, queue_mean = float("-inf"), 0, 0, 0.0
     try:
         for result in spec.plan(workers, config):
-            ret = result["episode_return_mean"]
+            ret = _score(result, per_policy)
             if ret is not None:
                 best = max(best, ret)
             steps, trained = result["num_env_steps_sampled"], result["num_env_steps_trained"]
@@ -70,3 +74,11 @@ def train_to_target(
     )
     logger.info("%s on %s: %s", algo, flow.backend_name(), outcome)
     return outcome
+
+
+def _score(result: dict[str, Any], per_policy: bool) -> float | None:
+    if not per_policy:
+        value: float | None = result["episode_return_mean"]
+        return value
+    per = result.get("policy_reward_mean") or {}
+    return min(per.values()) if per else None

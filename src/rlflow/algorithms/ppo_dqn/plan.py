@@ -89,11 +89,11 @@ def ppo_dqn_plan(workers: WorkerSet, config: PPODQNConfig) -> LocalIterator[dict
         )
     )
     # (6) Both learners side by side: as each is ready, or train_weights[i] steps per turn.
-    if config.train_weights is None:
-        train_op = concurrently([ppo_op, dqn_op], mode="async")
-    else:
-        train_op = concurrently(
-            [ppo_op, dqn_op], mode="round_robin", round_robin_weights=config.train_weights
-        )
+    weights = config.train_weights
+    train_op = concurrently(
+        [ppo_op, dqn_op],
+        mode="async" if weights is None else "round_robin",
+        round_robin_weights=weights,
+    )
     # (7) One result per iteration, with policy_reward_mean per policy.
     return standard_metrics_reporting(train_op, workers, config)
