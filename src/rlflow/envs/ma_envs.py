@@ -111,7 +111,8 @@ class MultiAgentCartPole(MultiAgentEnv):
             result.terminateds[agent] = result.truncateds[agent] = False
         left = [a for a in self.agents if result.terminateds[a] or result.truncateds[a]]
         self.agents = [a for a in self.agents if a not in left] + rejoin
-        self._dead = left if self.respawn else []
+        # At the horizon nobody comes back: the episode ends in this step.
+        self._dead = left if self.respawn and not end_of_horizon else []
         over = not self.agents and not self._dead
         result.terminateds[ALL_AGENTS] = over and not self._any_truncated
         result.truncateds[ALL_AGENTS] = over and self._any_truncated

@@ -12,7 +12,7 @@ fragments. ``sample()`` returns a `MultiAgentBatch` whose env-step count is
 
 Agents may join mid-episode (they appear in ``obs``) and leave (their ``terminateds`` or
 ``truncateds`` entry is True). A reward given to an agent that did not act in that step is
-added to its last row.
+added to its last row (to its next row when the last one already went out with a fragment).
 
 Episode stats (`rlflow.envs.EpisodeStat`) hold one `rlflow.envs.AgentReturn` per agent life:
 from when the agent joined to when it left (or the episode ended), so an agent that leaves
@@ -81,7 +81,15 @@ _ACT_COLUMNS = (OBS, ACTIONS, LOGP, VF_PREDS, ACTION_DIST_INPUTS)
 class _Trajectory:
     """Rows of one agent in one episode that were not emitted yet."""
 
-    __slots__ = ("agent_index", "columns", "eps_id", "last_next_obs", "policy_id", "rows")
+    __slots__ = (
+        "agent_index",
+        "columns",
+        "eps_id",
+        "last_next_obs",
+        "policy_id",
+        "rows",
+        "unassigned_reward",
+    )
 
     def __init__(self, policy_id: str, eps_id: int, agent_index: int) -> None:
         self.policy_id = policy_id
@@ -92,6 +100,7 @@ class _Trajectory:
         }
         self.rows = 0  # complete rows (action, reward and outcome known)
         self.last_next_obs: Any = None
+        self.unassigned_reward = 0.0  # late reward that came after the last row was taken
 
     @property
     def pending(self) -> bool:
@@ -108,7 +117,8 @@ class _Trajectory:
 
     def outcome(self, reward: float, terminated: bool, truncated: bool, next_ob: Any) -> None:
         cols = self.columns
-        cols[REWARDS].append(reward)
+        cols[REWARDS].append(reward + self.unassigned_reward)
+        self.unassigned_reward = 0.0
         cols[TERMINATEDS].append(terminated)
         cols[TRUNCATEDS].append(truncated)
         cols[NEXT_OBS].append(next_ob)
@@ -118,6 +128,18 @@ class _Trajectory:
     def add_late_reward(self, reward: float) -> None:
         if self.rows:
             self.columns[REWARDS][self.rows - 1] += reward
+        else:  # the last row went out with the previous fragment: the next row gets it
+            self.unassigned_reward += reward
+
+    def end_idle(self, terminated: bool, truncated: bool, final_ob: Any) -> None:
+        """The agent left in a step it did not act in: its last row now ends its trajectory."""
+        if not self.rows:
+            return
+        cols, k = self.columns, self.rows - 1
+        cols[TERMINATEDS][k] = terminated
+        cols[TRUNCATEDS][k] = truncated
+        if final_ob is not None:
+            cols[NEXT_OBS][k] = self.last_next_obs = final_ob
 
     def take(self) -> SampleBatch:
         """The complete rows as a batch; a pending row stays."""
@@ -312,13 +334,14 @@ class MultiAgentSampler:
         for agent in list(slot.trajectories):
             traj = slot.trajectories[agent]
             reward = float(step.rewards.get(agent, 0.0))
-            if not traj.pending:
-                traj.add_late_reward(reward)
-                if over:
-                    self._close(slot, agent, out, terminated=all_term)
-                continue
             terminated = bool(step.terminateds.get(agent, False)) or all_term
             truncated = not terminated and (bool(step.truncateds.get(agent, False)) or all_trunc)
+            if not traj.pending:  # it sat this step out, yet may be rewarded or leave
+                traj.add_late_reward(reward)
+                if terminated or truncated:
+                    traj.end_idle(terminated, truncated, step.obs.get(agent))
+                    self._close(slot, agent, out, terminated=terminated)
+                continue
             next_ob = step.obs.get(agent, traj.columns[OBS][-1])
             traj.outcome(reward, terminated, truncated, next_ob)
             if terminated or truncated:
