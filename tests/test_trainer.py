@@ -325,3 +325,25 @@ def test_ray_backend(ray_session: None, tmp_path: Path) -> None:
     with Trainer.restore(path) as restored:
         assert restored.train()["num_env_steps_sampled"] == 64
     assert flow.backend_name() == "ray"  # started by the fixture, left running
+
+
+def test_stop_ends_the_plans_learner_thread() -> None:
+    import threading
+
+    def learners() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "rlflow-learner" and t.is_alive()]
+
+    before = len(learners())
+    trainer = Trainer(
+        "impala",
+        env="CartPole-v1",
+        num_workers=1,
+        backend="local",
+        rollout_fragment_length=10,
+        train_batch_size=20,
+        model={"hidden": (8,)},
+    )
+    trainer.train()
+    assert len(learners()) == before + 1
+    trainer.stop()
+    assert len(learners()) == before

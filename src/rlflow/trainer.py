@@ -418,11 +418,15 @@ class Trainer:
 
     # ------------------------------------------------------------------------ shutdown
     def stop(self) -> None:
-        """Stop the workers; shut the backend down if this trainer started it. Idempotent."""
+        """Stop the plan's learner threads and the workers; shut the backend down if this
+        trainer started it. Idempotent."""
         if self._stopped:
             return
         self._stopped = True
         try:
+            from rlflow.ops.concurrency import stop_learner_threads
+
+            stop_learner_threads(self.workers.local_worker())
             self.workers.stop()
         finally:
             if self._owns_backend:

@@ -41,6 +41,7 @@ __all__ = [
     "UpdateWorkerWeights",
     "concurrently",
     "dequeue",
+    "stop_learner_threads",
 ]
 
 logger = logging.getLogger(__name__)
@@ -284,6 +285,17 @@ _LIVE_LEARNERS: weakref.WeakSet[LearnerThread] = weakref.WeakSet()
 def _stop_live_learners() -> None:
     for learner in list(_LIVE_LEARNERS):
         learner.stop(timeout_s=2.0)
+
+
+def stop_learner_threads(local_worker: Any, timeout_s: float = 5.0) -> int:
+    """Stop every running `LearnerThread` that trains ``local_worker``; return how many.
+
+    `rlflow.Trainer.stop` calls it, so a stopped IMPALA/APPO/Ape-X run leaves no thread behind.
+    """
+    mine = [t for t in list(_LIVE_LEARNERS) if t.local_worker is local_worker and t.is_alive()]
+    for learner in mine:
+        learner.stop(timeout_s=timeout_s)
+    return len(mine)
 
 
 class LearnerThread(threading.Thread):
