@@ -286,3 +286,23 @@ def test_impala_worker_samples_uint8_pong_frames() -> None:
         workers.stop()
     assert batch[OBS].dtype == np.uint8 and batch[OBS].shape == (20, 84, 84, 4)
     assert batch[NEXT_OBS].dtype == np.uint8
+
+
+def test_a_pickled_vector_env_of_atari_games_continues_exactly() -> None:
+    # A pickled ALE env has a fresh emulator; VectorEnv saves and restores the emulator state,
+    # so a checkpointed worker's episodes (and their return trackers) go on where they were.
+    from rlflow.envs import VectorEnv
+
+    venv = VectorEnv(make_env_creator("ALE/Pong-v5"), 2, seed=0)
+    venv.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        venv.step(rng.integers(0, 6, size=2))
+    twin = pickle.loads(pickle.dumps(venv))
+    for _ in range(40):
+        actions = rng.integers(0, 6, size=2)
+        a, b = venv.step(actions), twin.step(actions)
+        np.testing.assert_array_equal(a.next_obs, b.next_obs)
+        np.testing.assert_array_equal(a.rewards, b.rewards)
+    venv.close()
+    twin.close()

@@ -220,6 +220,32 @@ class VectorEnv:
             return np.clip(actions, space.low, space.high).astype(space.dtype, copy=False)
         return actions.astype(space.dtype, copy=False)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle support (worker checkpoints), with the emulator state of ALE sub-envs.
+
+        A pickled ALE env comes back with its settings but a fresh emulator, so the episode
+        trackers here would not match it: each sub-env whose unwrapped env has
+        ``clone_state`` / ``restore_state`` (ale_py) also saves ``clone_state(include_rng=True)``
+        and gets it back on unpickling, and the restored envs continue exactly.
+        """
+        state = dict(self.__dict__)
+        state["_emulator_states"] = [
+            env.unwrapped.clone_state(include_rng=True)  # type: ignore[attr-defined]
+            if callable(getattr(env.unwrapped, "clone_state", None))
+            and callable(getattr(env.unwrapped, "restore_state", None))
+            else None
+            for env in self.envs
+        ]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore from :meth:`__getstate__` (emulator states included)."""
+        emulator_states = state.pop("_emulator_states", None) or [None] * len(state["envs"])
+        self.__dict__.update(state)
+        for env, emulator in zip(self.envs, emulator_states, strict=True):
+            if emulator is not None:
+                env.unwrapped.restore_state(emulator)  # type: ignore[attr-defined]
+
     def pop_episode_stats(self) -> list[EpisodeStat]:
         """Return the episodes finished since the last call, in the order they ended."""
         episodes, self._episodes = self._episodes, []
