@@ -506,7 +506,11 @@ def _play_multi_agent_episode(
     """One greedy episode of a multi-agent env; its `rlflow.envs.EpisodeStat`."""
     from rlflow.envs import AgentReturn, EpisodeStat
     from rlflow.envs.multi_agent import ALL_AGENTS
-    from rlflow.workers.multi_agent_sampler import agent_policy_map, as_multi_agent_env
+    from rlflow.workers.multi_agent_sampler import (
+        agent_policy_map,
+        as_multi_agent_env,
+        env_action,
+    )
 
     env = as_multi_agent_env(env)
     obs, _ = env.reset(seed=seed)
@@ -520,8 +524,7 @@ def _play_multi_agent_episode(
             action, _ = policies[policy_of[agent]].compute_actions(
                 np.asarray(obs[agent])[None], explore=False
             )
-            space = env.action_spaces[agent]
-            actions[agent] = action[0] if not hasattr(space, "n") else int(action[0])
+            actions[agent] = env_action(env.action_spaces[agent], action[0])
         step = env.step(actions)
         length += 1
         for agent, reward in step.rewards.items():

@@ -50,7 +50,13 @@ from rlflow.envs.vector import AgentReturn, EpisodeStat
 from rlflow.errors import ConfigError
 from rlflow.policy import TorchPolicy
 
-__all__ = ["MultiAgentSampler", "agent_policy_map", "as_multi_agent_env", "is_multi_agent_env"]
+__all__ = [
+    "MultiAgentSampler",
+    "agent_policy_map",
+    "as_multi_agent_env",
+    "env_action",
+    "is_multi_agent_env",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -191,6 +197,15 @@ class _EnvSlot:
         self.trajectories: dict[str, _Trajectory] = {}
 
 
+def env_action(space: Any, action: Any) -> Any:
+    """One agent's action as its env takes it: an int for Discrete, clipped for Box."""
+    if isinstance(space, spaces.Discrete):
+        return int(action)
+    if isinstance(space, spaces.Box):
+        return np.clip(action, space.low, space.high).astype(space.dtype, copy=False)
+    return action
+
+
 def as_multi_agent_env(env: Any) -> MultiAgentEnv:
     """``env`` itself if it is a `MultiAgentEnv`, else a PettingZoo env adapted to one."""
     if isinstance(env, MultiAgentEnv):
@@ -310,18 +325,12 @@ class MultiAgentSampler:
                     slot.obs[agent], actions[k], float(logp[k]), float(vf[k]), dist[k]
                 )
 
-    def _env_action(self, agent: str, action: Any) -> Any:
-        space = self._action_spaces.get(agent)
-        if isinstance(space, spaces.Discrete):
-            return int(action)
-        if isinstance(space, spaces.Box):
-            return np.clip(action, space.low, space.high).astype(space.dtype, copy=False)
-        return action
-
     def _step_slot(self, slot: _EnvSlot, out: dict[str, list[SampleBatch]]) -> None:
         env = slot.env
         actions = {
-            agent: self._env_action(agent, slot.trajectories[agent].columns[ACTIONS][-1])
+            agent: env_action(
+                self._action_spaces.get(agent), slot.trajectories[agent].columns[ACTIONS][-1]
+            )
             for agent in slot.obs
         }
         step = env.step(actions)
