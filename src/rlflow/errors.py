@@ -15,6 +15,14 @@ class ConfigError(RLFlowError, ValueError):
     """A bad argument or config value, raised before any actor starts."""
 
 
+class ConfigTypeError(ConfigError, TypeError):
+    """A bad argument or config value of the wrong type (a bool where a number is wanted).
+
+    A ``TypeError``, and a `ConfigError` too, so that one ``except ConfigError`` still catches
+    every bad input. Raised by the checks of `rlflow.checks`.
+    """
+
+
 class PlanError(RLFlowError, TypeError):
     """A plan is built or used wrongly (e.g. iterating a ParallelIterator without gathering)."""
 
