@@ -33,7 +33,7 @@ from rlflow.ops import (
     replay,
     standard_metrics_reporting,
 )
-from rlflow.replay import MultiAgentReplayBuffer, ReplayBuffer
+from rlflow.replay import MultiAgentReplayBuffer, ReplayBuffer, training_intensity_weights
 
 
 def two_trainer_plan(workers: Any, config: Any) -> Any:
@@ -45,7 +45,7 @@ def two_trainer_plan(workers: Any, config: Any) -> Any:
         StoreToReplayBuffer(local_buffer=buffer)
     )
     dqn_replay = (
-        replay(local_buffer=buffer, num_items=dqn.train_batch_size, training_intensity=16)
+        replay(local_buffer=buffer, num_items=dqn.train_batch_size)
         .for_each(TrainOneStep(workers, policies=["dqn_policy"]))
         .for_each(UpdateTargetNetwork(workers, 256, policies=["dqn_policy"]))
     )
@@ -53,7 +53,8 @@ def two_trainer_plan(workers: Any, config: Any) -> Any:
         [dqn_store, dqn_replay],
         mode="round_robin",
         output_indexes=[1],
-        round_robin_weights=[1, "*"],
+        # [1, k]: k replays per stored round, for dqn.training_intensity (16 in the tuned file).
+        round_robin_weights=training_intensity_weights(dqn),
     )
     ppo_op = (
         r2.for_each(SelectExperiences(["ppo_policy"]))

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from gymnasium import spaces
 
-from rlflow.algorithms import PGConfig, PPOConfig
+from rlflow.algorithms import A2CConfig, PGConfig, PPOConfig
 from rlflow.config import DEFAULT_POLICY_ID, AlgorithmConfig, PolicySpec, import_object
 from rlflow.errors import ConfigError
 from rlflow.policy import PGPolicy, PPOPolicy
@@ -89,11 +89,61 @@ def test_policy_spec_validation_and_class_strings() -> None:
 
 def test_policy_config_overrides_or_replaces_the_run_config() -> None:
     run = PPOConfig(lr=1e-3, gamma=0.9)
-    assert PolicySpec().policy_config(run) == run.to_dict()
-    merged = PolicySpec(config={"lr": 0.1}).policy_config(run)
-    assert merged == {**run.to_dict(), "lr": 0.1}
+    assert PolicySpec().policy_config(run, PPOConfig) == run
+    merged = PolicySpec(config={"lr": 0.1}).policy_config(run, PPOConfig)
+    assert merged == run.replace(lr=0.1) and type(merged) is PPOConfig
     own = PGConfig(gamma=0.5)
-    assert PolicySpec(config=own).policy_config(run) == own.to_dict()
+    assert PolicySpec(config=own).policy_config(run, PGConfig) == own
+
+
+def test_policy_config_of_another_class_keeps_the_shared_fields() -> None:
+    # A PG policy in a PPO run: a PGConfig from the fields both have, then the overrides.
+    run = PPOConfig(lr=1e-3, gamma=0.9, entropy_coeff=0.2, clip_param=0.1)
+    pg = PolicySpec(config={"vf_loss_coeff": 0.25}).policy_config(run, PGConfig)
+    assert type(pg) is PGConfig
+    assert (pg.lr, pg.gamma, pg.entropy_coeff, pg.vf_loss_coeff) == (1e-3, 0.9, 0.2, 0.25)
+    assert (pg.use_critic, pg.lambda_) == (run.use_critic, run.lambda_)
+    # A subclass of the policy's config class is used as it is (A2C's config for PGPolicy).
+    assert PolicySpec().config_class(A2CConfig(), PGConfig) is A2CConfig
+
+
+def test_misspelt_override_key_names_the_closest_field() -> None:
+    spec = PolicySpec(config={"lrr": 0.1})
+    with pytest.raises(ConfigError, match=r"PPOConfig has no field 'lrr'; did you mean 'lr'\?"):
+        spec.policy_config(PPOConfig(), PPOConfig)
+    # Rejected when the config is made, before any worker exists: for the algorithm's policy
+    # (checked against the run's config class) and for a named policy class.
+    with pytest.raises(ConfigError, match=r"entry 'p0'.*no field 'entropy_coef'.*'entropy_coeff'"):
+        PPOConfig(policies={"p0": PolicySpec(config={"entropy_coef": 0.1})})
+    with pytest.raises(ConfigError, match=r"entry 'p1'.*PGConfig has no field 'clip_param'"):
+        PPOConfig(
+            policies={
+                "p0": PolicySpec(),
+                "p1": {"policy_class": PGPolicy, "config": {"clip_param": 0.1}},
+            },
+            policy_mapping_fn=by_index,
+        )
+
+
+def test_bad_override_raises_before_any_worker_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Valid for the run's PPOConfig (so the config accepts it) but not for the policy class the
+    # worker set builds (PGPolicy reads a PGConfig): caught on the driver, on the local worker,
+    # before any remote worker is started.
+    from rlflow import flow
+    from rlflow.workers import WorkerSet
+
+    started: list[Any] = []
+    monkeypatch.setattr(flow, "remote", lambda *a, **k: started.append(a))
+    config = PPOConfig(
+        env="multi_cartpole",
+        env_config={"num_agents": 2},
+        num_workers=2,
+        policies={"p0": PolicySpec(config={"clip_param": 0.1}), "p1": PolicySpec()},
+        policy_mapping_fn=by_index,
+    )
+    with pytest.raises(ConfigError, match=r"policy 'p0': PGConfig has no field 'clip_param'"):
+        WorkerSet(config, PGPolicy)
+    assert started == []  # no remote worker was started
 
 
 def test_mapping_fn_strings_are_imported() -> None:
@@ -167,4 +217,5 @@ def test_specs_pick_class_and_config_per_policy() -> None:
     p0, p1 = built.get_policy("p0"), built.get_policy("p1")
     assert type(p0) is PPOPolicy and p0.lr == 0.1 and p0.gamma == PPOConfig().gamma
     assert type(p1) is PGPolicy and p1.gamma == 0.5 and p1.lr == PGConfig().lr
-    assert p0.config["worker_index"] == p1.config["worker_index"] == 0
+    assert p0.worker_index == p1.worker_index == 0
+    assert type(p0.config) is PPOConfig and type(p1.config) is PGConfig

@@ -100,9 +100,9 @@ def test_gae_lambda_zero_golden() -> None:
 
 
 def test_validation_errors() -> None:
-    with pytest.raises(ConfigError, match=r"gamma=1.5 must be in \[0, 1\]"):
+    with pytest.raises(ConfigError, match=r"gamma=1.5 must be a number in \[0, 1\]"):
         discounted_returns([1.0], 1.5)
-    with pytest.raises(ConfigError, match=r"lam=-0.1 must be in \[0, 1\]"):
+    with pytest.raises(ConfigError, match=r"lam=-0.1 must be a number in \[0, 1\]"):
         gae([1.0], [1.0], bootstrap_value=0.0, gamma=0.9, lam=-0.1)
     with pytest.raises(ConfigError, match=r"rewards must be 1-D .* shape \(2, 2\)"):
         discounted_returns(np.ones((2, 2)), 0.9)
@@ -190,7 +190,7 @@ def test_n_step_equivalences() -> None:
 
 
 def test_n_step_validation() -> None:
-    with pytest.raises(ConfigError, match="n=0 must be an int >= 1"):
+    with pytest.raises(ConfigError, match="n=0 must be an integer >= 1"):
         n_step_targets([1.0], [False], 0.9, 0)
     with pytest.raises(ConfigError, match=r"terminateds has shape \(2,\)"):
         n_step_targets([1.0], [False, True], 0.9, 1)

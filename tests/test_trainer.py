@@ -192,6 +192,27 @@ def test_evaluate_is_greedy_and_leaves_training_alone() -> None:
             trainer.evaluate(num_episodes=0)
 
 
+def test_multi_agent_evaluate_runs_the_workers_sampler() -> None:
+    multi = {
+        "env": "multi_cartpole",
+        "env_config": {"num_agents": 2},
+        "policies": {"p0": {}, "p1": {}},
+        "policy_mapping_fn": lambda agent: "p" + agent[-1],
+    }
+    with make(num_workers=0, **multi) as trainer:
+        local = trainer.workers.local_worker()
+        greedy = trainer.evaluate(num_episodes=2, seed=5)
+        assert greedy == trainer.evaluate(num_episodes=2, seed=5)
+        episodes = local.evaluate(2, seed=5)  # the same loop, on the worker
+        assert greedy["episode_return_mean"] == np.mean([e.return_ for e in episodes])
+        assert {r.policy_id for e in episodes for r in e.agent_returns} == {"p0", "p1"}
+        assert greedy["policy_reward_mean/p0"] == np.mean(
+            [r.return_ for e in episodes for r in e.agent_returns if r.policy_id == "p0"]
+        )
+        stochastic = trainer.evaluate(num_episodes=2, seed=5, explore=True)
+        assert stochastic["episodes"] == 2 and "policy_reward_max/p1" in stochastic
+
+
 def test_user_plan_override() -> None:
     calls = []
 

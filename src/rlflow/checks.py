@@ -61,9 +61,10 @@ def check_int(value: Any, label: str, *, low: int | None = None, high: int | Non
     rule = _int_rule(low, high)
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ConfigTypeError(f"{label}={value!r} must be {rule}")
-    if (low is not None and value < low) or (high is not None and value > high):
+    number = int(value)
+    if (low is not None and number < low) or (high is not None and number > high):
         raise ConfigError(f"{label}={value!r} must be {rule}")
-    return int(value)
+    return number
 
 
 def _number_rule(low: float | None, high: float | None, low_open: bool, high_open: bool) -> str:
@@ -113,7 +114,8 @@ def check_callable(value: Any, label: str) -> Callable[..., Any]:
     """``value`` if it is callable."""
     if not callable(value):
         raise ConfigTypeError(f"{label}={value!r} must be callable, got {type(value).__name__}")
-    return value
+    fn: Callable[..., Any] = value
+    return fn
 
 
 def check_choice(value: Any, label: str, allowed: Collection[Any]) -> Any:

@@ -12,16 +12,20 @@ import dataclasses
 import difflib
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from rlflow.checks import check_int, check_number
 from rlflow.errors import ConfigError
 
 C = TypeVar("C", bound="AlgorithmConfig")
 
 DEFAULT_POLICY_ID = "default_policy"
 """The id of the only policy of a single-agent run (also `rlflow.data.DEFAULT_POLICY_ID`)."""
+
+MODEL_KEYS = ("hidden", "activation", "shared")
+"""The keys a config's ``model`` dict may set (see `rlflow.models.build_model`)."""
 
 
 def import_object(path: str, what: str) -> Any:
@@ -65,8 +69,10 @@ class PolicySpec:
     action_space: Any = None
     """The policy's action space; None: that of the first agent mapped to it."""
     config: Any = None
-    """The policy's settings: an `AlgorithmConfig` (used whole: its fields are what the policy
-    reads), a dict of overrides of the run's config, or None (the run's config)."""
+    """The policy's settings: an `AlgorithmConfig` (used whole), a dict of overrides of the run's
+    config (keys checked against the config class, so a typo is a `ConfigError`), or None (the
+    run's config). The policy gets an instance of its class's ``config_class``
+    (:meth:`policy_config`)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.policy_class, str):
@@ -84,11 +90,38 @@ class PolicySpec:
                 "overrides, or None"
             )
 
-    def policy_config(self, run_config: AlgorithmConfig) -> dict[str, Any]:
-        """The mapping the policy reads its settings from, given the run's config."""
-        if isinstance(self.config, AlgorithmConfig):
-            return self.config.to_dict()
-        return {**run_config.to_dict(), **(self.config or {})}
+    def config_class(
+        self, run_config: AlgorithmConfig, policy_config_class: type[AlgorithmConfig]
+    ) -> type[AlgorithmConfig]:
+        """The class of the config the policy is built with, whose fields the overrides name.
+
+        ``policy_config_class`` is the policy class's ``config_class``. The run's config (or
+        this spec's `AlgorithmConfig`) is used as it is when it is one of those (a subclass,
+        e.g. `A2CConfig` for `PGPolicy`); else the policy gets a ``policy_config_class``.
+        """
+        base = self.config if isinstance(self.config, AlgorithmConfig) else run_config
+        return type(base) if isinstance(base, policy_config_class) else policy_config_class
+
+    def policy_config(
+        self, run_config: AlgorithmConfig, policy_config_class: type[C]
+    ) -> AlgorithmConfig:
+        """The typed config the policy reads, given the run's config.
+
+        The base is this spec's `AlgorithmConfig`, else the run's config; a dict of overrides
+        is applied through the config class, so an unknown key raises `ConfigError` naming
+        the closest valid field. A base of another class than ``policy_config_class`` (a PG
+        policy in a PPO run, ``ppo_dqn``'s run config) gives a ``policy_config_class`` built
+        from the fields both classes have, then the overrides.
+        """
+        base = self.config if isinstance(self.config, AlgorithmConfig) else run_config
+        overrides = dict(self.config) if isinstance(self.config, dict) else {}
+        cls = self.config_class(run_config, policy_config_class)
+        cls.check_keys(overrides)
+        if isinstance(base, cls):
+            return base.replace(**overrides) if overrides else base
+        names = set(cls.field_names())
+        shared = {k: v for k, v in base.to_dict().items() if k in names}
+        return cls.from_dict({**shared, **overrides})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,6 +199,9 @@ class AlgorithmConfig:
             raise self._bad("env_config", "must be a dict of env keyword arguments")
         if not isinstance(self.model, dict):
             raise self._bad("model", "must be a dict (hidden, activation, shared)")
+        unknown = sorted(set(self.model) - set(MODEL_KEYS))
+        if unknown:
+            raise self._bad("model", f"has unknown keys {unknown}; model keys are {MODEL_KEYS}")
 
     def _check_multi_agent(self) -> None:
         if not isinstance(self.policies, dict):
@@ -185,6 +221,7 @@ class AlgorithmConfig:
                 spec = PolicySpec(**spec)
             if not isinstance(spec, PolicySpec):
                 raise self._bad("policies", f"entry {pid!r} must be a PolicySpec or a dict")
+            self._check_overrides(pid, spec)
             specs[pid] = spec
         object.__setattr__(self, "policies", specs)
         fn = self.policy_mapping_fn
@@ -205,6 +242,19 @@ class AlgorithmConfig:
             if isinstance(self.policies_to_train, str) or bad:
                 raise self._bad("policies_to_train", f"must be a list of policy ids from {known}")
 
+    def _check_overrides(self, pid: str, spec: PolicySpec) -> None:
+        """Reject a misspelt override key now, before any worker starts (the policy class,
+        when not given, is the algorithm's, whose config class this run's class extends)."""
+        if not isinstance(spec.config, dict):
+            return
+        cls = type(self)
+        if spec.policy_class is not None:
+            cls = spec.config_class(self, policy_config_class(spec.policy_class))
+        try:
+            cls.check_keys(spec.config)
+        except ConfigError as err:
+            raise self._bad("policies", f"entry {pid!r}: config overrides: {err}") from None
+
     def policy_ids(self) -> list[str]:
         """The ids of the run's policies: the keys of `policies`, or ``["default_policy"]``."""
         return list(self.policies) or [DEFAULT_POLICY_ID]
@@ -213,26 +263,17 @@ class AlgorithmConfig:
         """`policies`, or one default `PolicySpec` under ``"default_policy"`` when empty."""
         return dict(self.policies) or {DEFAULT_POLICY_ID: PolicySpec()}
 
+    def _label(self, name: str) -> str:
+        return f"{type(self).__name__}.{name}"
+
     def _check_int(self, name: str, low: int) -> None:
-        value = getattr(self, name)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self._bad(name, "must be an integer")
-        if value < low:
-            raise self._bad(name, f"must be >= {low}")
+        check_int(getattr(self, name), self._label(name), low=low)
 
     def _check_positive(self, name: str) -> None:
-        value = getattr(self, name)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            raise self._bad(name, "must be a number > 0")
+        check_number(getattr(self, name), self._label(name), low=0, low_open=True)
 
     def _check_range(self, name: str, low: float, high: float) -> None:
-        value = getattr(self, name)
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not low <= value <= high
-        ):
-            raise self._bad(name, f"must be a number in [{low}, {high}]")
+        check_number(getattr(self, name), self._label(name), low=low, high=high)
 
     def _check_le(self, name: str, other: str) -> None:
         """Raise unless field ``name`` <= field ``other`` (e.g. minibatch <= train batch)."""
@@ -246,20 +287,26 @@ class AlgorithmConfig:
         return [f.name for f in dataclasses.fields(cls)]
 
     @classmethod
-    def from_dict(cls: type[C], values: Mapping[str, Any]) -> C:
-        """Build from a mapping; unknown keys raise :class:`ConfigError` naming the closest
-        valid field; values are coerced from strings where the field type is simple."""
+    def check_keys(cls, keys: Iterable[str]) -> None:
+        """Raise :class:`ConfigError` for the first key that is not a field, naming the
+        closest valid one."""
         names = cls.field_names()
-        for key in values:
+        for key in keys:
             if key not in names:
                 close = difflib.get_close_matches(key, names, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 raise ConfigError(f"{cls.__name__} has no field {key!r}{hint}")
+
+    @classmethod
+    def from_dict(cls: type[C], values: Mapping[str, Any]) -> C:
+        """Build from a mapping; unknown keys raise :class:`ConfigError` naming the closest
+        valid field."""
+        cls.check_keys(values)
         return cls(**dict(values))
 
     def replace(self: C, **changes: Any) -> C:
         """A copy with some fields changed (validated like a new config)."""
-        type(self).from_dict(changes)  # unknown-key check with suggestions
+        type(self).check_keys(changes)
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
@@ -292,3 +339,56 @@ def coerce_value(config_cls: type[AlgorithmConfig], key: str, text: str) -> Any:
     if float in allowed and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActorCriticConfig(AlgorithmConfig):
+    """The advantage settings of on-policy actor-critic algorithms (PG, A2C, A3C, PPO).
+
+    `rlflow.policy.TorchPolicy` reads them to postprocess a trajectory (GAE or discounted
+    returns); algorithms whose policies postprocess otherwise (DQN, IMPALA) do not have them.
+    """
+
+    use_critic: bool = True
+    """Learn a value function; advantages are then returns (or GAE) minus V(s)."""
+    use_gae: bool = True
+    """Use GAE(``lambda_``) advantages (needs ``use_critic``)."""
+    lambda_: float = 1.0
+    """GAE lambda, in [0, 1] (only with ``use_gae``)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._check_range("lambda_", 0.0, 1.0)
+        if self.use_gae and not self.use_critic:
+            raise self._bad("use_gae", "needs use_critic=True (GAE uses the critic)")
+
+
+def policy_config_class(policy_class: type) -> type[AlgorithmConfig]:
+    """The config class a policy class reads: its ``config_class`` (every `TorchPolicy` has
+    one); `ConfigError` for a class without one."""
+    config_class = getattr(policy_class, "config_class", None)
+    if not (isinstance(config_class, type) and issubclass(config_class, AlgorithmConfig)):
+        raise ConfigError(
+            f"policy class {policy_class.__name__} must name the AlgorithmConfig subclass it "
+            "reads in its config_class attribute (TorchPolicy subclasses do)"
+        )
+    return config_class
+
+
+def resolve_policies(
+    config: AlgorithmConfig, default_policy_class: type
+) -> dict[str, tuple[type, AlgorithmConfig]]:
+    """``{policy id: (policy class, typed policy config)}`` of a run, on the driver.
+
+    Each spec's class (or ``default_policy_class``, the algorithm's) names its config class
+    in ``config_class``; the spec's config is resolved through it (`PolicySpec.policy_config`),
+    so a bad override raises `ConfigError` naming the policy, before any actor starts.
+    """
+    out: dict[str, tuple[type, AlgorithmConfig]] = {}
+    for pid, spec in config.policy_specs().items():
+        cls = spec.policy_class or default_policy_class
+        try:
+            out[pid] = (cls, spec.policy_config(config, policy_config_class(cls)))
+        except ConfigError as err:
+            raise ConfigError(f"policy {pid!r}: {err}") from None
+    return out

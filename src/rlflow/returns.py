@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from rlflow.checks import check_int, check_number
 from rlflow.data.sample_batch import (
     ADVANTAGES,
     EPS_ID,
@@ -58,8 +59,7 @@ class NStepResult(NamedTuple):
 
 def _check_gamma(where: str, name: str, value: float) -> None:
     """Raise `ConfigError` unless ``0 <= value <= 1``."""
-    if not 0.0 <= value <= 1.0:
-        raise ConfigError(f"{where}: {name}={value!r} must be in [0, 1]")
+    check_number(value, f"{where}: {name}", low=0, high=1)
 
 
 def _vector(where: str, name: str, value: npt.ArrayLike) -> Array:
@@ -227,8 +227,7 @@ def n_step_targets(
     """
     where = "n_step_targets"
     _check_gamma(where, "gamma", gamma)
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ConfigError(f"{where}: n={n!r} must be an int >= 1")
+    check_int(n, f"{where}: n", low=1)
     r = _vector(where, "rewards", rewards)
     done = np.asarray(terminateds, dtype=bool)
     if done.shape != r.shape:

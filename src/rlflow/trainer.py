@@ -20,9 +20,7 @@ Python API: the config is the algorithm's defaults plus the fields you pass. The
 
 from __future__ import annotations
 
-import json
 import logging
-import pickle
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -33,25 +31,26 @@ from typing import Any, Self
 import numpy as np
 
 from rlflow import flow
+from rlflow.backend_lease import acquire_backend, release_backend
+from rlflow.checkpoint import (
+    CHECKPOINT_META,
+    CHECKPOINT_STATE,
+    load_checkpoint,
+    picklable,
+    write_checkpoint,
+)
+from rlflow.checks import check_bool, check_callable, check_int
 from rlflow.config import AlgorithmConfig
 from rlflow.errors import ConfigError, PlanError, RLFlowError
 from rlflow.flow import LocalIterator, MetricsContext, PlanGraph
-from rlflow.flow.backend import BACKENDS
 from rlflow.ops.keys import NUM_ENV_STEPS_SAMPLED, NUM_ENV_STEPS_TRAINED
 
-__all__ = ["CHECKPOINT_META", "CHECKPOINT_STATE", "RESULT_KEYS", "Trainer"]
+__all__ = ["CHECKPOINT_META", "CHECKPOINT_STATE", "RESULT_KEYS", "Trainer", "load_checkpoint"]
 
 logger = logging.getLogger(__name__)
 
 PlanFn = Callable[[Any, Any], LocalIterator[dict[str, Any]]]
 """A plan: ``plan(workers, config) -> LocalIterator[dict]`` yielding one result per iteration."""
-
-CHECKPOINT_STATE = "trainer_state.pkl"
-"""File (in a checkpoint directory) holding the pickled trainer state."""
-CHECKPOINT_META = "rlflow_checkpoint.json"
-"""File (in a checkpoint directory) holding small human-readable metadata."""
-_FORMAT = "rlflow-checkpoint"
-_VERSION = 1
 
 RESULT_KEYS = (
     "iteration",
@@ -83,49 +82,29 @@ def _make_workers(config: AlgorithmConfig, policy_cls: type) -> Any:
     return WorkerSet(config, policy_cls)
 
 
+def _merged_config(
+    config_cls: Any, config: AlgorithmConfig | Mapping[str, Any] | None, fields: dict[str, Any]
+) -> AlgorithmConfig:
+    """``config`` (an instance or a dict of fields) with ``fields`` on top, validated."""
+    base: dict[str, Any] = {}
+    if isinstance(config, AlgorithmConfig):
+        base = config.to_dict()
+    elif isinstance(config, Mapping):
+        base = dict(config)
+    elif config is not None:
+        raise ConfigError(
+            f"Trainer(config={config!r}): must be a {config_cls.__name__}, a dict of its "
+            "fields, or None"
+        )
+    merged: AlgorithmConfig = config_cls.from_dict(base | fields)
+    return merged
+
+
 def check_env(config: AlgorithmConfig) -> None:
     """Raise :class:`ConfigError` if ``config.env`` is an unknown Gymnasium id (builds no env)."""
     from rlflow.envs import make_env_creator
 
     make_env_creator(config.env, **config.env_config)
-
-
-# --------------------------------------------------------------------------- backend lease
-# The trainer layer shuts down only a backend it started; trainers that reuse it share it.
-_lease_backend: str | None = None
-_lease_users = 0
-
-
-def _acquire_backend(backend: str | None, address: str | None) -> bool:
-    """Make sure the wanted backend runs; True if this trainer holds a share of it."""
-    global _lease_backend, _lease_users
-    if backend not in (None, *BACKENDS):
-        raise ConfigError(f"Trainer(backend={backend!r}): must be one of {BACKENDS}")
-    if address is not None and backend == "local":
-        raise ConfigError(f"Trainer(address={address!r}) needs backend='ray', not 'local'")
-    if flow.is_initialized():
-        current = flow.backend_name()
-        if backend in (None, current):
-            if address is not None:
-                logger.info("backend %r is running already; address=%r unused", current, address)
-            if _lease_backend == current:
-                _lease_users += 1
-                return True
-            return False
-    name = backend or "ray"
-    flow.init(name, **({"address": address} if address else {}))
-    _lease_backend, _lease_users = name, 1
-    return True
-
-
-def _release_backend() -> None:
-    global _lease_backend, _lease_users
-    _lease_users -= 1
-    if _lease_users > 0:
-        return
-    if flow.is_initialized() and flow.backend_name() == _lease_backend:
-        flow.shutdown()
-    _lease_backend, _lease_users = None, 0
 
 
 class Trainer:
@@ -163,26 +142,15 @@ class Trainer:
     ) -> None:
         """Validate everything, then start the backend, the workers and build the plan once."""
         self._spec = _get_spec(algo)
-        given = {"env": env, "num_workers": num_workers, "seed": seed}
-        base: dict[str, Any] = {}
-        if isinstance(config, AlgorithmConfig):
-            base = config.to_dict()
-        elif isinstance(config, Mapping):
-            base = dict(config)
-        elif config is not None:
-            raise ConfigError(
-                f"Trainer(config={config!r}): must be a {self._spec.config_cls.__name__}, a dict "
-                "of its fields, or None"
-            )
-        fields = base | {k: v for k, v in given.items() if v is not _UNSET} | config_fields
-        self._config: AlgorithmConfig = self._spec.config_cls.from_dict(fields)
+        given = {"env": env, "num_workers": num_workers, "seed": seed} | config_fields
+        fields = {k: v for k, v in given.items() if v is not _UNSET}
+        self._config: AlgorithmConfig = _merged_config(self._spec.config_cls, config, fields)
         check_env(self._config)
-        if plan is not None and not callable(plan):
-            raise ConfigError(f"Trainer(plan={plan!r}): must be a function (workers, config)")
+        if plan is not None:
+            check_callable(plan, "Trainer(plan)")
         self._plan_fn: PlanFn = plan if plan is not None else self._spec.plan
-        self._custom_plan = plan is not None
-        self._stopped = True
-        self._owns_backend = _acquire_backend(backend, address)
+        self._custom_plan, self._stopped = plan is not None, True
+        self._owns_backend = acquire_backend(backend, address)
         try:
             self.workers: Any = _make_workers(self._config, self._spec.policy_cls)
             """The run's WorkerSet: ``local_worker()`` (the learner) and ``remote_workers()``."""
@@ -193,7 +161,7 @@ class Trainer:
                 raise
         except BaseException:
             if self._owns_backend:
-                _release_backend()
+                release_backend()
             raise
         self._stopped = False
         self._iteration = 0
@@ -276,48 +244,37 @@ class Trainer:
         result["env_steps_per_s"] = steps / elapsed if elapsed > 0 else 0.0
         return result
 
-    def evaluate(self, num_episodes: int = 10, *, seed: int | None = None) -> dict[str, Any]:
-        """Play ``num_episodes`` with greedy (deterministic) actions of the learner's policy.
+    def evaluate(
+        self, num_episodes: int = 10, *, seed: int | None = None, explore: bool = False
+    ) -> dict[str, Any]:
+        """Play ``num_episodes`` with the learner's policies: greedy actions, or sampled ones
+        with ``explore=True``.
 
-        Uses a fresh env (not the workers'), seeded with ``seed`` (default: the config's seed
-        plus 1_000_003, so it differs from every training env) at its first reset. Training state
-        is untouched. Returns ``episode_return_mean/min/max``, ``episode_len_mean`` and
+        The episodes run one after the other on a fresh env (not the workers'), reset with
+        ``seed`` (default: the config's seed plus 1_000_003, so it differs from every training
+        env) at its first reset, through the same sampler as training
+        (`rlflow.workers.RolloutWorker.evaluate`): actions are converted and clipped alike.
+        Training state is untouched (with ``explore``, the actions draw from the policies'
+        generators). Returns ``episode_return_mean/min/max``, ``episode_len_mean`` and
         ``episodes``; for a multi-agent env also ``policy_reward_mean/min/max`` (each agent's
         return with its policy, as in training results).
         """
         self._check_running("evaluate")
-        if isinstance(num_episodes, bool) or not isinstance(num_episodes, int) or num_episodes < 1:
-            raise ConfigError(f"Trainer.evaluate(num_episodes={num_episodes!r}): must be int >= 1")
-        from rlflow.envs import make_env_creator
-
+        num_episodes = check_int(num_episodes, "Trainer.evaluate: num_episodes", low=1)
+        explore = check_bool(explore, "Trainer.evaluate: explore")
         if seed is None and self._config.seed is not None:
             seed = self._config.seed + 1_000_003
         local = self.workers.local_worker()
-        env = make_env_creator(self._config.env, **self._config.env_config)()
-        returns, lengths, stats = [], [], []
-        try:
-            for episode in range(num_episodes):
-                episode_seed = seed if episode == 0 else None
-                if local.multi_agent:
-                    stat = _play_multi_agent_episode(
-                        env, local.policy_map, self._config.policy_mapping_fn, episode_seed
-                    )
-                    ret, length = stat.return_, stat.length
-                    stats.append(stat)
-                else:
-                    ret, length = _play_episode(env, local.get_policy(), episode_seed)
-                returns.append(ret)
-                lengths.append(length)
-        finally:
-            env.close()
+        episodes = local.evaluate(num_episodes, seed=seed, explore=explore)
         from rlflow.ops.metrics import policy_return_stats
 
+        returns = [e.return_ for e in episodes]
         return {
-            **policy_return_stats(stats),
+            **policy_return_stats(episodes),
             "episode_return_mean": float(np.mean(returns)),
             "episode_return_min": float(np.min(returns)),
             "episode_return_max": float(np.max(returns)),
-            "episode_len_mean": float(np.mean(lengths)),
+            "episode_len_mean": float(np.mean([e.length for e in episodes])),
             "episodes": num_episodes,
         }
 
@@ -330,17 +287,8 @@ class Trainer:
         JSON metadata file. Restore with :meth:`restore`.
         """
         self._check_running("save")
-        path = Path(checkpoint_dir)
-        path.mkdir(parents=True, exist_ok=True)
-        state = self._get_state()
-        tmp = path / (CHECKPOINT_STATE + ".tmp")
-        with tmp.open("wb") as fh:
-            pickle.dump(state, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        tmp.replace(path / CHECKPOINT_STATE)
         env = self._config.env
         meta = {
-            "format": _FORMAT,
-            "version": _VERSION,
             "algorithm": self.algorithm,
             "env": env if isinstance(env, str) else getattr(env, "__qualname__", repr(env)),
             "iteration": self._iteration,
@@ -348,14 +296,13 @@ class Trainer:
             _SAMPLED: int(self._context.counters.get(_SAMPLED, 0)),
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
-        (path / CHECKPOINT_META).write_text(json.dumps(meta, indent=2) + "\n")
-        return str(path)
+        return write_checkpoint(checkpoint_dir, self._get_state(), meta)
 
     def _get_state(self) -> dict[str, Any]:
         import torch
 
         remotes = self.workers.remote_workers()
-        plan = self._plan_fn if self._custom_plan and _picklable(self._plan_fn) else None
+        plan = self._plan_fn if self._custom_plan and picklable(self._plan_fn) else None
         return {
             "algorithm": self.algorithm,
             "config": self._config.to_dict(),
@@ -418,20 +365,21 @@ class Trainer:
 
     # ------------------------------------------------------------------------ shutdown
     def stop(self) -> None:
-        """Stop the plan's learner threads and the workers; shut the backend down if this
-        trainer started it. Idempotent."""
+        """Stop the plan's learner threads, close its reads on the actors (`LocalIterator.close`),
+        stop the workers; shut the backend down if this trainer started it. Idempotent."""
         if self._stopped:
             return
         self._stopped = True
         try:
-            from rlflow.ops.concurrency import stop_learner_threads
+            from rlflow.ops.learner_thread import stop_learner_threads
 
             stop_learner_threads(self.workers.local_worker())
+            self._plan.close()
             self.workers.stop()
         finally:
             if self._owns_backend:
                 self._owns_backend = False
-                _release_backend()
+                release_backend()
 
     def __enter__(self) -> Self:
         return self
@@ -447,92 +395,3 @@ class Trainer:
     def __repr__(self) -> str:
         state = "stopped" if self._stopped else f"iteration={self._iteration}"
         return f"Trainer({self.algorithm!r}, env={self._config.env!r}, {state})"
-
-
-def load_checkpoint(checkpoint_dir: str | Path) -> dict[str, Any]:
-    """The pickled state of a checkpoint directory (or of its state file), checked."""
-    path = Path(checkpoint_dir)
-    if path.is_file():
-        path = path.parent
-    meta_file, state_file = path / CHECKPOINT_META, path / CHECKPOINT_STATE
-    if not meta_file.is_file() or not state_file.is_file():
-        raise ConfigError(
-            f"{str(path)!r} is not an rlflow checkpoint: it needs {CHECKPOINT_META} and "
-            f"{CHECKPOINT_STATE} (written by Trainer.save)"
-        )
-    try:
-        meta = json.loads(meta_file.read_text())
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"checkpoint {str(path)!r}: bad {CHECKPOINT_META} ({err})") from None
-    if meta.get("format") != _FORMAT or meta.get("version") != _VERSION:
-        raise ConfigError(
-            f"checkpoint {str(path)!r}: format {meta.get('format')!r} version "
-            f"{meta.get('version')!r} is not {_FORMAT!r} version {_VERSION}"
-        )
-    with state_file.open("rb") as fh:
-        state: dict[str, Any] = pickle.load(fh)
-    return state
-
-
-def _picklable(fn: Any) -> bool:
-    try:
-        pickle.dumps(fn)
-    except Exception:  # noqa: BLE001 - any failure means "not picklable"
-        return False
-    return True
-
-
-def _play_episode(env: Any, policy: Any, seed: int | None) -> tuple[float, int]:
-    """One greedy episode; returns (undiscounted return, length)."""
-    from gymnasium import spaces
-
-    obs, _ = env.reset(seed=seed)
-    total, length, done = 0.0, 0, False
-    while not done:
-        actions, _ = policy.compute_actions(np.asarray(obs)[None], explore=False)
-        action = actions[0]
-        if isinstance(env.action_space, spaces.Box):
-            action = np.clip(action, env.action_space.low, env.action_space.high)
-        obs, reward, terminated, truncated, _ = env.step(action)
-        total += float(reward)
-        length += 1
-        done = bool(terminated or truncated)
-    return total, length
-
-
-def _play_multi_agent_episode(
-    env: Any, policies: Mapping[str, Any], mapping_fn: Any, seed: int | None
-) -> Any:
-    """One greedy episode of a multi-agent env; its `rlflow.envs.EpisodeStat`."""
-    from rlflow.envs import AgentReturn, EpisodeStat
-    from rlflow.envs.multi_agent import ALL_AGENTS
-    from rlflow.workers.multi_agent_sampler import (
-        agent_policy_map,
-        as_multi_agent_env,
-        env_action,
-    )
-
-    env = as_multi_agent_env(env)
-    obs, _ = env.reset(seed=seed)
-    policy_of = agent_policy_map(list(env.possible_agents), mapping_fn, list(policies))
-    lives: list[Any] = []
-    running: dict[str, float] = {}
-    length = 0
-    while True:
-        actions = {}
-        for agent in env.agents:
-            action, _ = policies[policy_of[agent]].compute_actions(
-                np.asarray(obs[agent])[None], explore=False
-            )
-            actions[agent] = env_action(env.action_spaces[agent], action[0])
-        step = env.step(actions)
-        length += 1
-        for agent, reward in step.rewards.items():
-            running[agent] = running.get(agent, 0.0) + float(reward)
-        for agent in step.obs:
-            if step.terminateds.get(agent) or step.truncateds.get(agent):
-                lives.append(AgentReturn(agent, policy_of[agent], running.pop(agent, 0.0)))
-        if step.terminateds.get(ALL_AGENTS) or step.truncateds.get(ALL_AGENTS):
-            lives.extend(AgentReturn(a, policy_of[a], r) for a, r in running.items())
-            return EpisodeStat(float(sum(x.return_ for x in lives)), length, tuple(lives))
-        obs = step.obs

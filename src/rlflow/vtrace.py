@@ -11,12 +11,12 @@ across a terminal step. The recursion runs in float64 whatever the input dtype.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
+from rlflow.checks import check_number
 from rlflow.errors import ConfigError
 
 Array = npt.NDArray[Any]
@@ -48,11 +48,10 @@ def _as_float64(name: str, value: npt.ArrayLike) -> npt.NDArray[np.float64]:
 
 def _check_threshold(name: str, value: float) -> float:
     """Return ``value`` if it is a positive number (``math.inf`` disables the clipping)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
-        raise ConfigError(
-            f"{_WHERE}: {name}={value!r} must be a number > 0 (math.inf for no clipping)"
-        )
-    return float(value)
+    try:
+        return check_number(value, f"{_WHERE}: {name}", low=0, low_open=True)
+    except ConfigError as err:  # the type is kept: ConfigTypeError stays a TypeError
+        raise type(err)(f"{err} (math.inf for no clipping)") from None
 
 
 def _out_dtype(*arrays: npt.ArrayLike) -> np.dtype[Any]:

@@ -32,10 +32,10 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.mark.parametrize(
     ("cls", "kwargs", "message"),
     [
-        (IMPALAConfig, {"num_workers": 0}, "num_workers=0 must be >= 1"),
+        (IMPALAConfig, {"num_workers": 0}, "num_workers=0 must be an integer >= 1"),
         (IMPALAConfig, {"sgd_minibatch_size": 600}, "sgd_minibatch_size=600 must be <= train"),
         (IMPALAConfig, {"vtrace_clip_rho_threshold": 0.0}, "vtrace_clip_rho_threshold=0.0"),
-        (IMPALAConfig, {"broadcast_interval": 0}, "broadcast_interval=0 must be >= 1"),
+        (IMPALAConfig, {"broadcast_interval": 0}, "broadcast_interval=0 must be an integer >= 1"),
         (IMPALAConfig, {"learner_queue_size": 0}, "learner_queue_size=0"),
         (IMPALAConfig, {"replay_proportion": 0.5}, "needs replay_buffer_num_slots >= 1"),
         (APPOConfig, {"clip_param": 0}, "clip_param=0 must be a number > 0"),

@@ -72,7 +72,7 @@ def test_config_builds_one_spec_per_learner_from_its_own_settings() -> None:
     ("fields", "message"),
     [
         ({"ppo": {"clip_parm": 0.1}}, r"PPODQNConfig\.ppo: PPOConfig has no field 'clip_parm'"),
-        ({"dqn": {"n_step": 0}}, r"PPODQNConfig\.dqn: DQNConfig\.n_step=0 must be >= 1"),
+        ({"dqn": {"n_step": 0}}, r"PPODQNConfig\.dqn: DQNConfig\.n_step=0 must be an integer >= 1"),
         ({"dqn": {"num_workers": 3}}, r"dqn=.* sets \['num_workers'\]; set them on the run"),
         ({"ppo": [1]}, r"ppo=\[1\] must be a dict"),
         ({"train_weights": [1, 0]}, r"train_weights=\[1, 0\] must be None or \[ppo, dqn\]"),

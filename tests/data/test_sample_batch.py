@@ -141,7 +141,7 @@ def test_minibatches_shuffled_with_rng() -> None:
 
 
 def test_minibatches_validates_size_on_call() -> None:
-    with pytest.raises(ConfigError, match="size=0 must be a positive int"):
+    with pytest.raises(ConfigError, match="size=0 must be an integer >= 1"):
         make_batch(0, 3).minibatches(0)  # no next(): the error comes at the call
 
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from rlflow import replay as replay_pkg
+from rlflow.algorithms import DQNConfig
 from rlflow.data import ACTIONS, NEXT_OBS, OBS, REWARDS, TERMINATEDS, SampleBatch
 from rlflow.errors import ConfigError
 from rlflow.ops import keys
@@ -23,13 +24,19 @@ OBS_1D = gym.spaces.Box(-10.0, 10.0, (1,), dtype=np.float32)
 TWO_ACTIONS = gym.spaces.Discrete(2)
 
 
+def dqn_config(config: dict[str, Any]) -> DQNConfig:
+    """A `DQNConfig` with ``config``; unset, the settings these tests were written for: lr 3e-4
+    and no gradient clipping."""
+    return DQNConfig(**{"lr": 3e-4, "grad_clip": None, **config})
+
+
 def linear_policy(**config: Any) -> DQNPolicy:
     """Q(s) = [w0 s + b0, w1 s + b1]: no hidden layer, no dueling.
 
     Online: w = [1, 2], b = [0, 0]. Target: w = [3, -1], b = [0.5, 0].
     """
     cfg = {"model": {"hidden": ()}, "dueling": False, "gamma": 0.9, **config}
-    policy = DQNPolicy(OBS_1D, TWO_ACTIONS, cfg, seed=0)
+    policy = DQNPolicy(OBS_1D, TWO_ACTIONS, dqn_config(cfg), seed=0)
     with torch.no_grad():
         policy.q_model.advantage.weight.copy_(torch.tensor([[1.0], [2.0]]))
         policy.q_model.advantage.bias.zero_()
@@ -124,7 +131,7 @@ def fragment(rewards: list[float], terminated_last: bool) -> SampleBatch:
 
 
 def test_postprocess_makes_n_step_transitions() -> None:
-    policy = DQNPolicy(OBS_1D, TWO_ACTIONS, {"n_step": 2, "gamma": 0.5}, seed=0)
+    policy = DQNPolicy(OBS_1D, TWO_ACTIONS, dqn_config({"n_step": 2, "gamma": 0.5}), seed=0)
     out = policy.postprocess_trajectory(fragment([1.0, 1.0, 1.0], True), last_value=0.0)
     assert out[REWARDS].tolist() == [1.5, 1.5, 1.0]
     assert out[NEXT_OBS].ravel().tolist() == [2.0, 3.0, 3.0]
@@ -138,14 +145,16 @@ def test_postprocess_makes_n_step_transitions() -> None:
 
 
 def test_worker_side_prioritization_adds_initial_priorities() -> None:
-    policy = DQNPolicy(OBS_1D, TWO_ACTIONS, {"worker_side_prioritization": True}, seed=0)
+    policy = DQNPolicy(
+        OBS_1D, TWO_ACTIONS, dqn_config({"worker_side_prioritization": True}), seed=0
+    )
     out = policy.postprocess_trajectory(fragment([1.0, 0.0, 2.0], True), last_value=0.0)
     assert out[WEIGHTS].shape == (3,) and np.all(out[WEIGHTS] > 0)
 
 
 def test_epsilon_follows_the_pushed_timestep() -> None:
     cfg = {"initial_epsilon": 1.0, "final_epsilon": 0.1, "epsilon_timesteps": 10_000}
-    policy = DQNPolicy(OBS_1D, TWO_ACTIONS, cfg, seed=0)
+    policy = DQNPolicy(OBS_1D, TWO_ACTIONS, dqn_config(cfg), seed=0)
     assert policy.epsilon() == 1.0
     policy.on_global_var_update({"timestep": 5000})
     assert policy.epsilon() == pytest.approx(0.55)
@@ -157,8 +166,8 @@ def test_epsilon_follows_the_pushed_timestep() -> None:
 
 def test_per_worker_epsilons_of_ape_x() -> None:
     def eps(index: int) -> float:
-        cfg = {"per_worker_exploration": True, "num_workers": 3, "worker_index": index}
-        return DQNPolicy(OBS_1D, TWO_ACTIONS, cfg, seed=0).epsilon()
+        cfg = dqn_config({"per_worker_exploration": True, "num_workers": 3})
+        return DQNPolicy(OBS_1D, TWO_ACTIONS, cfg, seed=0, worker_index=index).epsilon()
 
     assert [eps(i) for i in (1, 2, 3)] == pytest.approx([0.4, 0.4**4.5, 0.4**8])
 
@@ -174,8 +183,8 @@ def test_explore_is_random_with_epsilon_one_and_greedy_without() -> None:
 
 
 def test_update_target_and_state_round_trip() -> None:
-    policy = DQNPolicy(OBS_1D, TWO_ACTIONS, {}, seed=0)
-    other = DQNPolicy(OBS_1D, TWO_ACTIONS, {}, seed=1)
+    policy = DQNPolicy(OBS_1D, TWO_ACTIONS, dqn_config({}), seed=0)
+    other = DQNPolicy(OBS_1D, TWO_ACTIONS, dqn_config({}), seed=1)
     with torch.no_grad():
         for p in policy.q_model.parameters():
             p.add_(1.0)
@@ -194,15 +203,17 @@ def test_update_target_and_state_round_trip() -> None:
 
 def test_dqn_rejects_bad_config() -> None:
     with pytest.raises(ConfigError, match="n_step"):
-        DQNPolicy(OBS_1D, TWO_ACTIONS, {"n_step": 0})
+        DQNPolicy(OBS_1D, TWO_ACTIONS, dqn_config({"n_step": 0}))
     with pytest.raises(ConfigError, match="Discrete"):
-        DQNPolicy(OBS_1D, gym.spaces.Box(-1, 1, (2,)), {})
+        DQNPolicy(OBS_1D, gym.spaces.Box(-1, 1, (2,)), dqn_config({}))
     with pytest.raises(ConfigError, match="final_epsilon"):
-        DQNPolicy(OBS_1D, TWO_ACTIONS, {"final_epsilon": 2.0})
+        DQNPolicy(OBS_1D, TWO_ACTIONS, dqn_config({"final_epsilon": 2.0}))
 
 
 def test_dueling_head_combines_value_and_advantage() -> None:
-    policy = DQNPolicy(OBS_1D, TWO_ACTIONS, {"model": {"hidden": ()}, "dueling": True}, seed=0)
+    policy = DQNPolicy(
+        OBS_1D, TWO_ACTIONS, dqn_config({"model": {"hidden": ()}, "dueling": True}), seed=0
+    )
     net = policy.q_model
     assert net.value is not None
     with torch.no_grad():
@@ -244,8 +255,10 @@ def test_rollout_worker_gives_next_obs_and_forwards_global_vars(local_backend: N
 def test_docstring_examples_run() -> None:
     import doctest
 
-    from rlflow.algorithms.dqn import plan as dqn_plan_module
+    # DQN's policy and its training-intensity weights (moved from its plan to rlflow.replay).
+    from rlflow.algorithms.dqn import policy as dqn_policy_module
+    from rlflow.replay import factory
 
-    for module in (dqn, dqn_plan_module):
+    for module in (dqn_policy_module, factory):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.attempted > 0 and result.failed == 0

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from rlflow.algorithms.appo import APPOConfig
 from rlflow.algorithms.impala import IMPALAConfig
 from rlflow.data.sample_batch import (
     ACTION_DIST_INPUTS,
@@ -34,7 +35,8 @@ pytestmark = pytest.mark.timeout(120)
 OBS_SPACE = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT_SPACE = gym.spaces.Discrete(2)
 GAMMA = 0.9
-CONFIG: dict[str, Any] = {"gamma": GAMMA, "lr": 0.01, "model": {"hidden": (8,)}}
+# No gradient clipping: the setting these tests were written for.
+CONFIG: dict[str, Any] = {"gamma": GAMMA, "lr": 0.01, "model": {"hidden": (8,)}, "grad_clip": None}
 
 # Three sequences, as a worker with 2 sub-envs writes them: env A's 4 steps of episode 1 (cut
 # by the fragment's end), then env B's episode 2 ending after 2 steps and episode 3's first step.
@@ -122,7 +124,7 @@ def test_worker_batches_carry_next_obs_and_cut_into_sub_env_fragments() -> None:
 
 # ------------------------------------------------------------------------------ V-trace loss
 def test_vtrace_targets_match_rlflow_vtrace_per_sequence() -> None:
-    policy = VTracePolicy(OBS_SPACE, ACT_SPACE, CONFIG, seed=0)
+    policy = VTracePolicy(OBS_SPACE, ACT_SPACE, IMPALAConfig(**CONFIG), seed=0)
     batch = _batch(policy, on_policy=False)
     logp, values, next_values = _learner_view(policy, batch)
     got = policy.compute_vtrace(batch, logp, values)
@@ -143,7 +145,7 @@ def test_vtrace_targets_match_rlflow_vtrace_per_sequence() -> None:
 
 
 def test_loss_is_policy_gradient_plus_value_regression_minus_entropy() -> None:
-    policy = VTracePolicy(OBS_SPACE, ACT_SPACE, {**CONFIG, "entropy_coeff": 0.1}, seed=0)
+    policy = VTracePolicy(OBS_SPACE, ACT_SPACE, IMPALAConfig(**CONFIG, entropy_coeff=0.1), seed=0)
     batch = _batch(policy, on_policy=False)
     logp, values, _ = _learner_view(policy, batch)
     vt = policy.compute_vtrace(batch, logp, values)
@@ -161,7 +163,7 @@ def test_loss_is_policy_gradient_plus_value_regression_minus_entropy() -> None:
 
 
 def test_on_policy_value_targets_are_n_step_bootstrapped_returns() -> None:
-    policy = VTracePolicy(OBS_SPACE, ACT_SPACE, CONFIG, seed=1)
+    policy = VTracePolicy(OBS_SPACE, ACT_SPACE, IMPALAConfig(**CONFIG), seed=1)
     batch = _batch(policy, on_policy=True, seed=1)
     logp, values, next_values = _learner_view(policy, batch)
     got = policy.compute_vtrace(batch, logp, values)
@@ -176,7 +178,7 @@ def test_on_policy_value_targets_are_n_step_bootstrapped_returns() -> None:
 
 
 def test_missing_next_obs_is_a_config_error() -> None:
-    policy = VTracePolicy(OBS_SPACE, ACT_SPACE, CONFIG, seed=0)
+    policy = VTracePolicy(OBS_SPACE, ACT_SPACE, IMPALAConfig(**CONFIG), seed=0)
     batch = _batch(policy, on_policy=True)
     del batch[NEXT_OBS]
     with pytest.raises(ConfigError, match="next_obs"):
@@ -186,7 +188,7 @@ def test_missing_next_obs_is_a_config_error() -> None:
 def test_minibatches_are_contiguous_slices_in_shuffled_order(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    policy = VTracePolicy(OBS_SPACE, ACT_SPACE, CONFIG, seed=0)
+    policy = VTracePolicy(OBS_SPACE, ACT_SPACE, IMPALAConfig(**CONFIG), seed=0)
     batch = _batch(policy, on_policy=True)
     seen: list[list[int]] = []
 
@@ -205,7 +207,7 @@ def test_minibatches_are_contiguous_slices_in_shuffled_order(
 
 # ------------------------------------------------------------------------------ APPO
 def test_appo_target_network_and_surrogate() -> None:
-    policy = APPOPolicy(OBS_SPACE, ACT_SPACE, {**CONFIG, "use_kl_loss": True}, seed=0)
+    policy = APPOPolicy(OBS_SPACE, ACT_SPACE, APPOConfig(**CONFIG, use_kl_loss=True), seed=0)
     batch = _batch(policy, on_policy=True)
     # pi == pi_target == mu: the ratio is 1, nothing is clipped, the KL is 0.
     _, stats = policy.loss(policy.batch_to_tensors(batch))

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
 
+from rlflow.algorithms.maml import MAMLConfig
 from rlflow.data import (
     ACTION_DIST_INPUTS,
     ACTIONS,
@@ -34,9 +37,16 @@ OBS_SPACE = spaces.Box(-np.inf, np.inf, (2,), np.float32)
 ACT_SPACE = spaces.Box(-0.1, 0.1, (2,), np.float32)
 
 
-def make_policy(**config: object) -> MAMLPolicy:
-    base: dict[str, object] = {"inner_lr": 0.5, "model": {"hidden": (8,)}, "kl_coeff": 0.0}
-    return MAMLPolicy(OBS_SPACE, ACT_SPACE, {**base, **config}, seed=0)
+def make_policy(**config: Any) -> MAMLPolicy:
+    # lr 3e-4 and clip_param 0.2: the settings these tests were written for.
+    base: dict[str, Any] = {
+        "inner_lr": 0.5,
+        "model": {"hidden": (8,)},
+        "kl_coeff": 0.0,
+        "lr": 3e-4,
+        "clip_param": 0.2,
+    }
+    return MAMLPolicy(OBS_SPACE, ACT_SPACE, MAMLConfig(**{**base, **config}), seed=0)
 
 
 def sampled_batch(policy: MAMLPolicy, n: int = 32, seed: int = 0) -> SampleBatch:
@@ -57,7 +67,7 @@ def sampled_batch(policy: MAMLPolicy, n: int = 32, seed: int = 0) -> SampleBatch
 
 
 def test_no_critic_and_value_head_not_adapted() -> None:
-    policy = make_policy(use_critic=True)
+    policy = make_policy()  # MAMLConfig has no use_critic: the policy never has a critic
     assert not policy.use_critic and not policy.use_gae
     assert policy.adapted_names and not any(n.startswith("vf.") for n in policy.adapted_names)
     assert "log_std" in policy.adapted_names

@@ -1,4 +1,4 @@
-"""MultiAgentReplayBuffer and the replay ops over it; replay's training_intensity."""
+"""MultiAgentReplayBuffer and the replay ops over it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from rlflow.ops import (
     StoreToReplayBuffer,
     TrainResult,
     UpdateReplayPriorities,
-    concurrently,
     keys,
     replay,
 )
@@ -167,52 +166,3 @@ def test_update_priorities_op_routes_td_errors_per_policy() -> None:
     stats = buf.stats()
     assert stats["p0"]["priority_sum"] == pytest.approx(3.0 + 1e-6 + 1.0 + 1.0, abs=1e-5)
     assert stats["p1"]["priority_sum"] == pytest.approx(1.0 + 1.0 + 5.0 + 1.0, abs=1e-5)
-
-
-# ------------------------------------------------------------------------------ intensity
-def tagged_round_robin(
-    store_batches: list[Any], buf: Any, **replay_kw: Any
-) -> flow.LocalIterator[str]:
-    store_op = flow.from_iterable(store_batches).for_each(StoreToReplayBuffer(local_buffer=buf))
-    replay_op = replay(local_buffer=buf, **replay_kw)
-    return concurrently(
-        [store_op.for_each(lambda b: "S"), replay_op.for_each(lambda b: "R")],
-        mode="round_robin",
-        round_robin_weights=[1, "*"],
-    )
-
-
-def test_training_intensity_replays_i_times_what_was_added() -> None:
-    buf = ReplayBuffer(1000, seed=0)
-    batches = [rows(*range(16)) for _ in range(3)]
-    tags = tagged_round_robin(batches, buf, num_items=8, training_intensity=1.5)
-    # 1.5 * 16 / 8 = 3 replays per stored batch; then NOT_READY hands back to the store op.
-    assert tags.take(12) == ["S", "R", "R", "R"] * 3
-    assert tags.metrics.counters[keys.NUM_ENV_STEPS_REPLAYED] == 1.5 * 48
-
-
-def test_training_intensity_waits_for_learning_starts() -> None:
-    buf = ReplayBuffer(1000, seed=0)
-    batches = [rows(*range(8)) for _ in range(3)]
-    tags = tagged_round_robin(batches, buf, num_items=4, learning_starts=16, training_intensity=1)
-    # Nothing replays below 16 rows; then the budget is 1 * 16 rows = 4 replays, then 2 more.
-    assert tags.take(9) == ["S", "S", "R", "R", "R", "R", "S", "R", "R"]
-
-
-def test_training_intensity_per_policy_follows_the_smallest_buffer() -> None:
-    buf = uniform()
-    batches = [two_policies(list(range(16)), list(range(8)), env_steps=16) for _ in range(2)]
-    tags = tagged_round_robin(batches, buf, num_items=4, training_intensity=1.0)
-    # p1 gets 8 rows per store: 1.0 * 8 / 4 = 2 replays each.
-    assert tags.take(6) == ["S", "R", "R", "S", "R", "R"]
-
-
-@pytest.mark.parametrize("intensity", [0, -1.0, True, "2"])
-def test_training_intensity_must_be_a_positive_number(intensity: Any) -> None:
-    with pytest.raises(ConfigError, match=rf"replay\(training_intensity={intensity!r}\) must"):
-        replay(local_buffer=ReplayBuffer(4), training_intensity=intensity)
-
-
-def test_training_intensity_needs_a_local_buffer() -> None:
-    with pytest.raises(ConfigError, match=r"training_intensity=2.*needs local_buffer="):
-        replay(actors=["shard"], training_intensity=2)

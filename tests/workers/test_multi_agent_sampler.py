@@ -465,3 +465,14 @@ def test_respawn_through_the_sampler_one_agent_episode_per_pole() -> None:
         assert sum(r.return_ for r in lives) == float(pb[REWARDS].sum())
     for episode in episodes:
         assert episode.return_ == sum(r.return_ for r in episode.agent_returns)
+
+
+def test_evaluation_plays_the_same_steps_as_training() -> None:
+    worker = scripted_worker(5)
+    worker.sample()
+    (trained,) = worker.pop_episode_stats()
+    evaluated = worker.evaluate(2, seed=0)
+    assert evaluated == [trained, trained]  # same lives, returns (late rewards too), lengths
+    (env,) = worker.foreach_env(lambda e: e)
+    assert len(env.actions_seen) == 5  # the evaluation had an env of its own
+    assert worker.pop_episode_stats() == []

@@ -113,7 +113,7 @@ def test_episode_stats_are_popped_once() -> None:
 
 def test_local_worker_builds_no_envs_until_it_samples() -> None:
     worker = RolloutWorker(counting_config(), PGPolicy, worker_index=0)
-    assert worker._venv is None
+    assert worker._sampler is None  # no sampler, so no envs
     assert worker.pop_episode_stats() == []
 
 

@@ -1,4 +1,11 @@
-"""Algorithms, one package each (``config.py``, ``plan.py``, ``tuned/<env>.yaml``).
+"""Algorithms, one package each (``config.py``, ``policy.py``, ``plan.py``, ``tuned/<env>.yaml``).
+
+A package never imports another algorithm's package, with two documented kinds of exception:
+a variant's config extends its base algorithm's config (a2c and a3c of pg, apex of dqn, appo
+of impala), and ``ppo_dqn``, which composes PPO and DQN, imports their config and policy
+classes. A variant that shares a policy (a2c and a3c use pg's `PGPolicy`, apex uses dqn's
+`DQNPolicy`) gets it here, from this registry, never by import; a loss two algorithms extend
+(IMPALA's and APPO's V-trace) keeps its base in `rlflow.policy`.
 
 Where to start: a plan (e.g. :func:`rlflow.algorithms.ppo.ppo_plan`) is a short function from a
 :class:`~rlflow.workers.WorkerSet` and a config to an iterator of result dicts. The registry
@@ -15,27 +22,22 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
-from importlib import resources
 from typing import Any, NamedTuple
-
-import yaml
 
 from rlflow.algorithms.a2c import A2CConfig, a2c_plan
 from rlflow.algorithms.a3c import A3CConfig, a3c_plan
 from rlflow.algorithms.apex import ApexConfig, apex_plan
-from rlflow.algorithms.appo import APPOConfig, appo_plan
-from rlflow.algorithms.dqn import DQNConfig, dqn_plan
-from rlflow.algorithms.impala import IMPALAConfig, impala_plan
-from rlflow.algorithms.maml import MAMLConfig, maml_plan
-from rlflow.algorithms.pg import PGConfig, pg_plan
-from rlflow.algorithms.ppo import PPOConfig, ppo_plan
+from rlflow.algorithms.appo import APPOConfig, APPOPolicy, appo_plan
+from rlflow.algorithms.dqn import DQNConfig, DQNPolicy, dqn_plan
+from rlflow.algorithms.impala import IMPALAConfig, VTracePolicy, impala_plan
+from rlflow.algorithms.maml import MAMLConfig, MAMLPolicy, maml_plan
+from rlflow.algorithms.pg import PGConfig, PGPolicy, pg_plan
+from rlflow.algorithms.ppo import PPOConfig, PPOPolicy, ppo_plan
 from rlflow.algorithms.ppo_dqn import PPODQNConfig, ppo_dqn_plan
 from rlflow.config import AlgorithmConfig
 from rlflow.errors import ConfigError
-from rlflow.policy import PGPolicy, PPOPolicy, TorchPolicy
-from rlflow.policy.dqn import DQNPolicy
-from rlflow.policy.impala import APPOPolicy, VTracePolicy
-from rlflow.policy.maml import MAMLPolicy
+from rlflow.policy import TorchPolicy
+from rlflow.tuned import load_tuned_config
 
 __all__ = [
     "ALGORITHMS",
@@ -125,18 +127,9 @@ def get_algorithm(name: str) -> AlgorithmSpec:
 def tuned_config(name: str, env_id: str, **overrides: Any) -> AlgorithmConfig:
     """The shipped tuned config of algorithm ``name`` for ``env_id``, with ``overrides``.
 
-    Reads ``rlflow/algorithms/<name>/tuned/<env_id>.yaml`` (a mapping of config fields), where
-    each "/" of a namespaced id is written "-" (``ALE/Pong-v5`` -> ``ALE-Pong-v5.yaml``);
-    ConfigError naming the available envs (file names, so with "-" for "/") if there is none.
+    Reads ``rlflow/algorithms/<name>/tuned/<env_id>.yaml``, where each "/" of a namespaced id
+    is written "-" (``ALE/Pong-v5`` -> ``ALE-Pong-v5.yaml``), with `rlflow.tuned`'s loader (the
+    one the command line uses); ConfigError naming the available envs if there is none.
     """
     spec = get_algorithm(name)
-    folder = resources.files(f"rlflow.algorithms.{spec.name}").joinpath("tuned")
-    path = folder.joinpath(f"{env_id.replace('/', '-')}.yaml")
-    if not path.is_file():
-        available = sorted(p.name.removesuffix(".yaml") for p in folder.iterdir())
-        raise ConfigError(f"no tuned {spec.name} config for env {env_id!r}; available: {available}")
-    values = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(values, dict):
-        raise ConfigError(f"{path}: expected a mapping of config fields, got {type(values)}")
-    values.setdefault("env", env_id)
-    return spec.config_cls.from_dict({**values, **overrides})
+    return load_tuned_config(spec.name, spec.config_cls, env_id, overrides)

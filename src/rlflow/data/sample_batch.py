@@ -18,7 +18,8 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
-from rlflow.config import DEFAULT_POLICY_ID
+from rlflow.checks import check_int
+from rlflow.config import DEFAULT_POLICY_ID as DEFAULT_POLICY_ID  # re-exported
 from rlflow.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -139,7 +140,7 @@ class SampleBatch(dict[str, Array]):
         """Total size of the column data in bytes."""
         return sum(int(column.nbytes) for column in self.values())
 
-    def copy(self) -> SampleBatch:  # type: ignore[override]
+    def copy(self) -> SampleBatch:
         """Return a deep copy: new arrays, nothing shared with this batch."""
         return SampleBatch({k: v.copy() for k, v in self.items()})
 
@@ -193,10 +194,9 @@ class SampleBatch(dict[str, Array]):
         ``size >= count`` the whole (possibly shuffled) batch is yielded once; an empty batch
         yields nothing. ``size`` is validated when this is called, not on the first item.
         """
-        if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
-            raise ConfigError(f"SampleBatch.minibatches: size={size!r} must be a positive int")
+        size = check_int(size, "SampleBatch.minibatches: size", low=1)
         source = self.shuffle(rng) if rng is not None else self
-        return _iter_minibatches(source, int(size))
+        return _iter_minibatches(source, size)
 
     def split_by_episode(self) -> list[SampleBatch]:
         """Split into runs of consecutive rows with equal `EPS_ID`, in row order.
@@ -260,10 +260,7 @@ class MultiAgentBatch:
 
     def __init__(self, policy_batches: Mapping[str, SampleBatch], env_steps_count: int) -> None:
         """Hold ``policy_batches`` (copied into a new dict, batches not copied)."""
-        if isinstance(env_steps_count, bool) or env_steps_count < 0:
-            raise ConfigError(
-                f"MultiAgentBatch: env_steps_count={env_steps_count!r} must be an int >= 0"
-            )
+        check_int(env_steps_count, "MultiAgentBatch: env_steps_count", low=0)
         for pid, batch in policy_batches.items():
             if not isinstance(batch, SampleBatch):
                 raise ConfigError(

@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
 
+from rlflow.checks import check_int
 from rlflow.errors import ConfigError
 
 Array = npt.NDArray[Any]
@@ -41,12 +42,6 @@ FIRE = 1
 """Action index of FIRE in the ALE's action sets that have it."""
 _LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
 """ITU-R BT.601 luma weights (as OpenCV's RGB2GRAY)."""
-
-
-def _check_int(where: str, name: str, value: int, minimum: int) -> None:
-    """Raise `ConfigError` unless ``value`` is an int >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{where}: {name}={value!r} must be an int >= {minimum}")
 
 
 def _action_meanings(env: gym.Env[Any, Any]) -> list[str] | None:
@@ -70,7 +65,7 @@ class NoopResetEnv(gym.Wrapper[Any, Any, Any, Any]):
 
     def __init__(self, env: gym.Env[Any, Any], noop_max: int = 30) -> None:
         """Wrap ``env``; ``noop_max >= 0`` (0 disables the no-ops)."""
-        _check_int("NoopResetEnv", "noop_max", noop_max, 0)
+        check_int(noop_max, "NoopResetEnv: noop_max", low=0)
         meanings = _action_meanings(env)
         if meanings is not None and meanings[NOOP] != "NOOP":
             raise ConfigError(
@@ -182,7 +177,7 @@ class MaxAndSkipEnv(gym.Wrapper[Any, Any, Any, Any]):
 
     def __init__(self, env: gym.Env[Any, Any], skip: int = 4) -> None:
         """Wrap ``env``; ``skip >= 1``."""
-        _check_int("MaxAndSkipEnv", "skip", skip, 1)
+        check_int(skip, "MaxAndSkipEnv: skip", low=1)
         super().__init__(env)
         self.skip = skip
         """Frames per agent step."""
@@ -222,7 +217,7 @@ def _resample_rows(
 ) -> npt.NDArray[np.float32]:
     """Resample the rows (axis 0) of a 2-D image with `_area_taps` output."""
     index, weights = taps
-    out = image[index[0]] * weights[0][:, np.newaxis]
+    out: npt.NDArray[np.float32] = image[index[0]] * weights[0][:, np.newaxis]
     for k in range(1, index.shape[0]):
         out += image[index[k]] * weights[k][:, np.newaxis]
     return out
@@ -238,7 +233,7 @@ class WarpFrame(gym.ObservationWrapper[Any, Any, Any]):
     def __init__(self, env: gym.Env[Any, Any], width: int = 84, height: int = 84) -> None:
         """Wrap ``env``, whose observation space is a uint8 image Box."""
         for name, value in (("width", width), ("height", height)):
-            _check_int("WarpFrame", name, value, 1)
+            check_int(value, f"WarpFrame: {name}", low=1)
         space = env.observation_space
         shape = getattr(space, "shape", None)
         ok_shape = shape is not None and (
@@ -285,7 +280,7 @@ class FrameStack(gym.Wrapper[Any, Any, Any, Any]):
 
     def __init__(self, env: gym.Env[Any, Any], k: int = 4) -> None:
         """Wrap ``env``, whose observation space is a Box of shape ``(H, W, C)``."""
-        _check_int("FrameStack", "k", k, 1)
+        check_int(k, "FrameStack: k", low=1)
         space = env.observation_space
         if not isinstance(space, spaces.Box) or len(space.shape) != 3:
             raise ConfigError(
@@ -334,8 +329,8 @@ def wrap_deepmind(
     ``clip_rewards`` off for evaluation, so that returns are game scores. ``frame_stack=1``
     gives ``(screen_size, screen_size, 1)``. FIRE-reset is applied where `needs_fire_reset`.
     """
-    _check_int("wrap_deepmind", "frame_stack", frame_stack, 1)
-    _check_int("wrap_deepmind", "frame_skip", frame_skip, 1)
+    check_int(frame_stack, "wrap_deepmind: frame_stack", low=1)
+    check_int(frame_skip, "wrap_deepmind: frame_skip", low=1)
     inner_skip = getattr(env.unwrapped, "_frameskip", 1)
     if frame_skip > 1 and inner_skip != 1:
         raise ConfigError(

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
 
+from rlflow.checks import check_int
 from rlflow.envs.multi_agent import (
     ALL_AGENTS,
     AgentID,
@@ -56,10 +57,8 @@ class MultiAgentCartPole(MultiAgentEnv):
 
     def __init__(self, num_agents: int = 2, *, respawn: bool = False, horizon: int = 1000) -> None:
         """Make ``num_agents >= 1`` CartPole-v1 envs (``horizon`` >= 1 is used with respawn)."""
-        if isinstance(num_agents, bool) or not isinstance(num_agents, int) or num_agents < 1:
-            raise ConfigError(f"MultiAgentCartPole: num_agents={num_agents!r} must be an int >= 1")
-        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
-            raise ConfigError(f"MultiAgentCartPole: horizon={horizon!r} must be an int >= 1")
+        check_int(num_agents, "MultiAgentCartPole: num_agents", low=1)
+        check_int(horizon, "MultiAgentCartPole: horizon", low=1)
         self.respawn = bool(respawn)
         """Agents re-join with a fresh pole one step after leaving."""
         self.horizon = horizon
@@ -156,10 +155,9 @@ class TwoTeamGrid(MultiAgentEnv):
 
     def __init__(self, size: int = 5, max_steps: int = 20) -> None:
         """Make a ``size x size`` grid (odd, >= 3); episodes last at most ``max_steps``."""
-        if isinstance(size, bool) or not isinstance(size, int) or size < 3 or size % 2 == 0:
+        if check_int(size, "TwoTeamGrid: size (odd, for a fair goal)", low=3) % 2 == 0:
             raise ConfigError(f"TwoTeamGrid: size={size!r} must be an odd int >= 3 (fair goal)")
-        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-            raise ConfigError(f"TwoTeamGrid: max_steps={max_steps!r} must be an int >= 1")
+        check_int(max_steps, "TwoTeamGrid: max_steps", low=1)
         self.size = size
         """Side of the grid, in cells."""
         self.max_steps = max_steps

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
 
+from rlflow.checks import check_int
 from rlflow.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -85,8 +86,7 @@ class PointNavigation2D(gym.Env[npt.NDArray[np.float32], npt.NDArray[np.float32]
         goal_radius: float = 0.01,
     ) -> None:
         """Make the env; ``seed`` seeds the task generator used by `sample_tasks`."""
-        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
-            raise ConfigError(f"PointNavigation2D: horizon={horizon!r} must be an int >= 1")
+        check_int(horizon, "PointNavigation2D: horizon", low=1)
         if not max_speed > 0:
             raise ConfigError(f"PointNavigation2D: max_speed={max_speed!r} must be > 0")
         if not goal_radius >= 0:
@@ -108,8 +108,7 @@ class PointNavigation2D(gym.Env[npt.NDArray[np.float32], npt.NDArray[np.float32]
 
     def sample_tasks(self, n: int) -> list[PointNavTask]:
         """Draw ``n`` goals uniformly from [-0.5, 0.5]^2 with the env's task generator."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ConfigError(f"PointNavigation2D.sample_tasks: n={n!r} must be an int >= 0")
+        check_int(n, "PointNavigation2D.sample_tasks: n", low=0)
         return _uniform_goals(self._task_rng, n)
 
     def set_task(self, task: PointNavTask | Sequence[float]) -> None:

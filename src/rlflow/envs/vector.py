@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
 
+from rlflow.checks import check_int
 from rlflow.errors import ConfigError, RLFlowError
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,31 @@ class VectorStep(NamedTuple):
     to ``next_obs``. Store it as `NEXT_OBS` for bootstrapping."""
 
 
+def env_action(space: Any, action: Any) -> Any:
+    """One policy action as its env takes it: an ``int`` for Discrete, clipped to the bounds
+    (in the space's dtype) for Box, the space's dtype for MultiDiscrete and MultiBinary, else
+    unchanged. The one rule of every sampler and of evaluation (see `env_actions`).
+
+    >>> env_action(spaces.Box(-1.0, 1.0, (2,)), np.array([0.5, 3.0])).tolist()
+    [0.5, 1.0]
+    """
+    if isinstance(space, spaces.Discrete):
+        return int(action)
+    if isinstance(space, spaces.Box):
+        return np.clip(action, space.low, space.high).astype(space.dtype, copy=False)
+    if isinstance(space, spaces.MultiDiscrete | spaces.MultiBinary):
+        return np.asarray(action).astype(space.dtype, copy=False)
+    return action
+
+
+def env_actions(space: Any, actions: Array) -> Any:
+    """A batch of policy actions (one row per env) as the envs take them: `env_action` of each
+    row, done once for the batch (Discrete: a list of ints)."""
+    if isinstance(space, spaces.Discrete):
+        return actions.tolist()
+    return env_action(space, actions)
+
+
 def _check_space(name: str, space: gym.Space[Any]) -> None:
     """Raise `ConfigError` unless ``space`` stacks into one numpy array."""
     if not isinstance(space, _STACKABLE):
@@ -93,10 +119,9 @@ class VectorEnv:
         self, creator: Callable[[], gym.Env[Any, Any]], num_envs: int, seed: int | None
     ) -> None:
         """Build ``num_envs`` sub-envs with ``creator`` (they are not reset yet)."""
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-            raise ConfigError(f"VectorEnv: num_envs={num_envs!r} must be an int >= 1")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise ConfigError(f"VectorEnv: seed={seed!r} must be None or an int >= 0")
+        num_envs = check_int(num_envs, "VectorEnv: num_envs", low=1)
+        if seed is not None:
+            seed = check_int(seed, "VectorEnv: seed", low=0)
         self.envs: list[gym.Env[Any, Any]] = [creator() for _ in range(num_envs)]
         self.num_envs = num_envs
         """Number of sub-envs."""
@@ -214,11 +239,7 @@ class VectorEnv:
                 f"VectorEnv.step: actions have shape {actions.shape}, expected {expected} "
                 f"for {self.num_envs} sub-envs with action space {space}"
             )
-        if isinstance(space, spaces.Discrete):
-            return actions.tolist()
-        if isinstance(space, spaces.Box):
-            return np.clip(actions, space.low, space.high).astype(space.dtype, copy=False)
-        return actions.astype(space.dtype, copy=False)
+        return env_actions(space, actions)
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickle support (worker checkpoints), with the emulator state of ALE sub-envs.

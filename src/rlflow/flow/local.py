@@ -1,9 +1,10 @@
 """``LocalIterator``: a lazy, single-consumer chain of operators read in this process.
 
-A LocalIterator is a *description* until first read: a base (a function ``(timeout, waiter) ->
+A LocalIterator is a *description* until first read: a base (a function ``env ->
 iterator``) plus a tuple of stages. Each operator method returns a new LocalIterator with one
 more stage; nothing runs until ``next()``. It is picklable until read (so it can be sent to an
-actor), and must then be read by one consumer only.
+actor), and must then be read by one consumer only. ``close()`` ends it and frees what the
+gathers it was built from hold on their shard actors.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, Generic, NamedTuple, TypeVar
 
-from rlflow.errors import ConfigError, PlanError
+from rlflow.checks import check_callable, check_int
+from rlflow.errors import PlanError
 from rlflow.flow import stages as st
 from rlflow.flow.graph import PlanGraph, PlanNode
 from rlflow.flow.metrics import MetricsContext, SharedMetrics
@@ -35,15 +37,12 @@ class ActorItem(NamedTuple):
     item: Any
 
 
-def _positive_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{what}={value!r} must be an integer >= 1")
-    return value
-
-
-def _callable(fn: Any, what: str) -> None:
-    if not callable(fn):
-        raise ConfigError(f"{what} takes a callable, got {type(fn).__name__}: {fn!r}")
+def closed_error(what: str) -> PlanError:
+    """The error for reading ``what`` (an iterator, a gather) after ``close()``."""
+    return PlanError(
+        f"{what} was closed (close() freed what its reads held on the shard actors); build a "
+        "new iterator to read again, e.g. gather the ParallelIterator again"
+    )
 
 
 class _IterableBase:
@@ -61,8 +60,6 @@ class _ConcurrentForEach:
 
     Results are yielded as they finish (no order guarantee on Ray; submission order locally).
     """
-
-    op = "for_each"
 
     def __init__(self, fn: Callable[[Any], Any], k: int, resources: dict[str, Any], label: str):
         self.fn, self.k, self.resources, self.label = fn, k, resources, label
@@ -130,10 +127,13 @@ class LocalIterator(Generic[T]):
         self._where = where
         self._it: Iterator[Any] | None = None
         self._waiter: Waiter | None = None
+        self._closed = False
 
     # ----------------------------------------------------------------- building and reading
     def _build(self, timeout: float | None, waiter: Waiter) -> Iterator[Any]:
         """Build a fresh chain from the base and stages (used by ``union`` and the first read)."""
+        if self._closed:
+            raise closed_error(repr(self))
         env = st.BuildEnv(self.shared_metrics.get(), timeout, waiter, self._where)
         it = self._base(env)
         for stage in self._stages:
@@ -154,6 +154,37 @@ class LocalIterator(Generic[T]):
                 return item  # type: ignore[no-any-return]
             assert self._waiter is not None
             self._waiter.block()
+
+    def close(self) -> None:
+        """Stop reading and free what this iterator's reads hold on the shard actors.
+
+        Eager and idempotent; it never blocks and never raises, even when an actor is dead or the
+        backend was shut down. It closes the read of every gather this iterator was built from,
+        following ``union`` and ``duplicate`` inputs recursively: each shard actor is sent
+        ``par_iter_close`` (without waiting) and forgets that read's chain. Iterators that share
+        those gathers stop too (``g`` and ``g.for_each(f)``; the outputs of one ``duplicate``).
+        Reading a closed iterator raises :class:`PlanError`. A gather's read is also closed when
+        the chain reading it is dropped; call this to free them at a known time (a trainer does
+        when it stops).
+
+        >>> from rlflow import flow
+        >>> flow.init(backend="local")
+        >>> it = flow.from_range(4, num_shards=2).gather_sync()
+        >>> it.take(2)
+        [0, 2]
+        >>> it.close()
+        >>> it.take(1)
+        Traceback (most recent call last):
+        ...
+        rlflow.errors.PlanError: LocalIterator[from_range[4, shards=2].gather_sync()] was closed...
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._it = self._waiter = None  # drops the built chain: its generators end here
+        close_base = getattr(self._base, "close", None)
+        if close_base is not None:
+            close_base()
 
     def __getstate__(self) -> dict[str, Any]:
         if self._it is not None:
@@ -200,11 +231,8 @@ class LocalIterator(Generic[T]):
         (0: unbounded), ``fn`` runs as remote tasks with ``resources`` (Ray task options), at
         most k in flight, and results come in completion order.
         """
-        _callable(fn, "for_each")
-        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
-            raise ConfigError(f"for_each(max_concurrency={max_concurrency!r}) must be an int")
-        if max_concurrency < 0:
-            raise ConfigError(f"for_each(max_concurrency={max_concurrency}) must be >= 0")
+        check_callable(fn, "for_each takes a callable: fn")
+        check_int(max_concurrency, "for_each(max_concurrency)", low=0)
         node = self._stage_node("for_each", st.fn_name(fn))
         stage: Any
         if max_concurrency == 1:
@@ -215,13 +243,13 @@ class LocalIterator(Generic[T]):
 
     def filter(self, fn: Callable[[T], Any]) -> LocalIterator[T]:
         """Keep the items for which ``fn(item)`` is truthy; lazy, order kept."""
-        _callable(fn, "filter")
+        check_callable(fn, "filter takes a callable: fn")
         node = self._stage_node("filter", st.fn_name(fn))
         return self._then(st.Filter(fn, node.key), ".filter()", node)
 
     def batch(self, n: int) -> LocalIterator[list[T]]:
         """Lists of ``n`` consecutive items; a shorter final list when the input ends."""
-        _positive_int(n, "batch(n)")
+        check_int(n, "batch(n)", low=1)
         node = self._stage_node("batch", str(n))
         return self._then(st.Batch(n, node.key), f".batch({n})", node)
 
@@ -233,21 +261,21 @@ class LocalIterator(Generic[T]):
     def combine(self, fn: Callable[[T], Iterable[U]]) -> LocalIterator[U]:
         """Flat-map: ``fn(item)`` returns a list of outputs (possibly empty); same as
         ``for_each(fn).flatten()``."""
-        _callable(fn, "combine")
+        check_callable(fn, "combine takes a callable: fn")
         node = self._stage_node("combine", st.fn_name(fn))
         return self._then(st.Combine(fn, node.key), ".combine()", node)
 
     def transform(self, fn: Callable[[Iterator[T]], Iterable[U]]) -> LocalIterator[U]:
         """Whole-stream transform: ``fn(iterator) -> iterator``, called once when the chain is
         built. ``fn`` must pass ``NOT_READY`` items through unchanged."""
-        _callable(fn, "transform")
+        check_callable(fn, "transform takes a callable: fn")
         node = self._stage_node("transform", st.fn_name(fn))
         return self._then(st.Transform(fn, node.key), ".transform()", node)
 
     def shuffle(self, shuffle_buffer_size: int, seed: int | None = None) -> LocalIterator[T]:
         """Reservoir shuffle: fill a buffer of ``shuffle_buffer_size`` items, then emit a random
         buffered item per new input; drain in random order at the end. Size 1 = identity."""
-        _positive_int(shuffle_buffer_size, "shuffle(shuffle_buffer_size)")
+        check_int(shuffle_buffer_size, "shuffle(shuffle_buffer_size)", low=1)
         node = self._stage_node("shuffle", str(shuffle_buffer_size))
         stage = st.Shuffle(shuffle_buffer_size, seed, node.key)
         return self._then(stage, f".shuffle({shuffle_buffer_size})", node)
@@ -276,8 +304,7 @@ class LocalIterator(Generic[T]):
 
     def take(self, n: int) -> list[T]:
         """Read up to ``n`` items (eager)."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ConfigError(f"take(n={n!r}) must be an integer >= 0")
+        check_int(n, f"take(n={n!r}): n", low=0)
         return list(itertools.islice(self, n))
 
     def show(self, n: int = 20, file: IO[str] | None = None) -> None:

@@ -7,6 +7,7 @@ import random
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from rlflow.checks import check_int, check_number, check_type
 from rlflow.errors import ConfigError
 from rlflow.flow.graph import PlanNode
 from rlflow.flow.local import LocalIterator
@@ -16,6 +17,8 @@ from rlflow.flow.stages import BuildEnv
 
 _STAR_MAX_PULL = 100
 """How many items a ``"*"`` input may give in one pass (as in the original)."""
+
+_LOCAL_ITERATOR = "a LocalIterator (gather a ParallelIterator first: gather_sync()/gather_async())"
 
 
 class _UnionBase:
@@ -28,6 +31,11 @@ class _UnionBase:
         self.children = list(children)
         self.timeouts = list(timeouts)
         self.weights = list(weights)
+
+    def close(self) -> None:
+        """Close every input (``LocalIterator.close``)."""
+        for child in self.children:
+            child.close()
 
     def __call__(self, env: BuildEnv) -> Iterator[Any]:
         waiter = env.waiter
@@ -80,7 +88,7 @@ def union(
     are polled and the others block. Ends when every input has ended.
 
     The inputs' contexts are merged into one fresh shared context, so counters written by any
-    sub-flow are seen by all.
+    sub-flow are seen by all. ``close()`` on the union closes every input.
 
     >>> from rlflow.flow import from_iterable
     >>> a, b = from_iterable([1, 2, 3]), from_iterable([10, 20])
@@ -89,11 +97,7 @@ def union(
     """
     children = list(iterators)
     for i, child in enumerate(children):
-        if not isinstance(child, LocalIterator):
-            raise ConfigError(
-                f"union() input {i} must be a LocalIterator, got {type(child).__name__}; "
-                "gather a ParallelIterator first (gather_sync()/gather_async())"
-            )
+        check_type(child, f"union() input {i}", LocalIterator, _LOCAL_ITERATOR)
     if len(children) < 2:
         raise ConfigError(f"union() needs at least 2 iterators, got {len(children)}")
     if round_robin_weights is None:
@@ -106,12 +110,10 @@ def union(
                 f"union(round_robin_weights={weights!r}) has {len(weights)} weights for "
                 f"{len(children)} iterators; give one per iterator"
             )
-        for w in weights:
-            if w != "*" and (isinstance(w, bool) or not isinstance(w, int | float) or w <= 0):
-                raise ConfigError(
-                    f"union(round_robin_weights={weights!r}): each weight must be a number > 0 "
-                    f'or "*", got {w!r}'
-                )
+        for i, w in enumerate(weights):
+            if w != "*":
+                label = f'union(round_robin_weights): weight {i} (a number > 0 or "*")'
+                check_number(w, label, low=0, low_open=True)
         timeouts = [0 if w == "*" else None for w in weights]
     shared = SharedMetrics(parents=[c.shared_metrics for c in children])
     name = f"LocalUnion[{', '.join(c.name for c in children)}]"
@@ -136,6 +138,11 @@ class _DuplicateBase:
         self.state = state
         self.index = index
         self.label = label
+
+    def close(self) -> None:
+        """Close the shared input; a sibling that reads on gets the input's ``PlanError``."""
+        self.state.parent.close()
+        self.state.it = None
 
     def __call__(self, env: BuildEnv) -> Iterator[Any]:
         state = self.state
@@ -172,17 +179,15 @@ def duplicate(it: LocalIterator[Any], n: int) -> list[LocalIterator[Any]]:
     a sibling's is not) gives ``NOT_READY`` instead of pulling, so read the outputs together
     (``union`` / ``concurrently``); reading only one of them raises :class:`PlanError` instead of
     hanging. All outputs share the input's context. Each output ends when the input has ended and
-    its buffer is drained.
+    its buffer is drained. ``close()`` on any output closes the input, so its siblings stop too.
 
     >>> from rlflow.flow import from_iterable
     >>> a, b = from_iterable([1, 2]).duplicate(2)
     >>> a.for_each(lambda x: ("a", x)).union(b, deterministic=True).take(10)
     [('a', 1), 1, ('a', 2), 2]
     """
-    if not isinstance(it, LocalIterator):
-        raise ConfigError(f"duplicate() takes a LocalIterator, got {type(it).__name__}")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-        raise ConfigError(f"duplicate(n={n!r}) must be an integer >= 2")
+    check_type(it, "duplicate(it)", LocalIterator, _LOCAL_ITERATOR)
+    check_int(n, f"duplicate(n={n!r}): n", low=2)
     state = _DuplicateState(it, n)
     children: list[LocalIterator[Any]] = []
     for i in range(n):

@@ -180,13 +180,3 @@ def set_current(ctx: MetricsContext | None) -> Any:
 def reset_current(token: Any) -> None:
     """Undo the :func:`set_current` call that returned ``token``."""
     _CURRENT.reset(token)
-
-
-@contextmanager
-def metrics_context(ctx: MetricsContext) -> Iterator[MetricsContext]:
-    """Run a block with ``ctx`` as the current context (for hand-written operators and tests)."""
-    token = _CURRENT.set(ctx)
-    try:
-        yield ctx
-    finally:
-        _CURRENT.reset(token)

@@ -4,180 +4,37 @@ A ParallelIterator is an immutable description: a list of shards (actor handle +
 transforms to run there). Transforms run on the shard actors, lazily, per shard, in order; each
 shard gets its own copy of a stateful function. Reading happens only through a gather
 (``gather_sync``, ``gather_async``, ``batch_across_shards``) or a shard iterator (``get_shard``),
-which return :class:`LocalIterator` objects.
+which return :class:`LocalIterator` objects (the gathers themselves live in ``gather.py``).
 """
 
 from __future__ import annotations
 
 import sys
-import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import IO, Any, Generic, NamedTuple, TypeVar
+from typing import IO, Any, Generic, TypeVar
 
+from rlflow.checks import check_callable, check_int, check_number, check_type
 from rlflow.errors import ConfigError, PlanError
 from rlflow.flow import backend
+from rlflow.flow.gather import AsyncGather, Shard, SliceSource, SyncGather, new_read_key
 from rlflow.flow.graph import PlanGraph, PlanNode
 from rlflow.flow.local import LocalIterator
 from rlflow.flow.metrics import SharedMetrics
-from rlflow.flow.sentinels import NOT_READY, SHARD_END
-from rlflow.flow.stages import BuildEnv, annotate, fn_name
+from rlflow.flow.stages import fn_name
 from rlflow.flow.worker import ParallelIteratorWorker, ShardOp
+
+__all__ = [
+    "ParallelIterator",
+    "Shard",
+    "from_actors",
+    "from_items",
+    "from_iterators",
+    "from_range",
+    "new_read_key",
+]
 
 T = TypeVar("T")
 U = TypeVar("U")
-
-_perf = time.perf_counter
-
-
-class Shard(NamedTuple):
-    """One shard: the actor, the transforms to run on it, and its place for messages."""
-
-    actor: Any
-    transforms: tuple[ShardOp, ...]
-    where: str
-
-
-def _fetch(ref: Any, shard: Shard, label: str, env: BuildEnv) -> Any:
-    """``get`` one reply, naming the stage and the shard in any error."""
-    try:
-        return backend.get(ref)
-    except Exception as err:
-        annotate(err, label, BuildEnv(env.ctx, env.timeout, env.waiter, shard.where))
-        raise
-
-
-def new_read_key() -> int:
-    """A random id for one read of a set of shards (an int: it travels with every request, and
-    Ray serializes small ints faster than strings)."""
-    return uuid.uuid4().int >> 66
-
-
-def _init_shards(shards: Sequence[Shard], key: int, label: str, env: BuildEnv) -> None:
-    refs = [
-        s.actor.par_iter_init.remote(key, backend.ship(list(s.transforms)), s.where) for s in shards
-    ]
-    for ref, shard in zip(refs, shards, strict=True):
-        _fetch(ref, shard, label, env)
-
-
-class _SyncGatherBase:
-    """``batch_across_shards``: one request per active shard per round; yields the round."""
-
-    def __init__(self, shards: Sequence[Shard], label: str) -> None:
-        self.shards = list(shards)
-        self.label = label
-
-    def __call__(self, env: BuildEnv) -> Iterator[Any]:
-        key = new_read_key()
-        stats = env.ctx.stage(self.label)
-        _init_shards(self.shards, key, self.label, env)
-        active = list(self.shards)
-        while active:
-            refs = [s.actor.par_iter_next.remote(key) for s in active]
-            start = _perf()
-            if env.timeout is not None:
-                while True:
-                    _, not_ready = backend.wait(refs, num_returns=len(refs), timeout=0)
-                    if not not_ready:
-                        break
-                    env.waiter.pending(not_ready)
-                    stats.wait_time_s += _perf() - start
-                    yield NOT_READY
-                    start = _perf()
-            replies = [_fetch(r, s, self.label, env) for r, s in zip(refs, active, strict=True)]
-            stats.wait_time_s += _perf() - start
-            round_items = [item for item in replies if item is not SHARD_END]
-            active = [s for s, item in zip(active, replies, strict=True) if item is not SHARD_END]
-            if round_items:
-                stats.items += 1
-                yield round_items
-
-
-class _AsyncGatherBase:
-    """``gather_async``: ``num_async`` requests in flight per shard; items as they arrive."""
-
-    def __init__(self, shards: Sequence[Shard], num_async: int, batch_ms: float, label: str):
-        self.shards = list(shards)
-        self.num_async = num_async
-        self.batch_ms = batch_ms
-        self.label = label
-
-    def __call__(self, env: BuildEnv) -> Iterator[Any]:
-        key = new_read_key()
-        ctx = env.ctx
-        stats = ctx.stage(self.label)
-        batch_ms = self.batch_ms
-        _init_shards(self.shards, key, self.label, env)
-        pending: dict[Any, Shard] = {}
-        # Without batching a request returns the bare item (Ray's fast path for arrays);
-        # with batching it returns a ShardReply.
-        batched = batch_ms > 0
-
-        def request(shard: Shard) -> Any:
-            if batched:
-                return shard.actor.par_iter_next_batch.remote(key, batch_ms)
-            return shard.actor.par_iter_next.remote(key)
-
-        for _ in range(self.num_async):
-            for shard in self.shards:
-                pending[request(shard)] = shard
-        timeout = env.timeout
-        while pending:
-            start = _perf()
-            ready, _ = backend.wait(list(pending), num_returns=1, timeout=timeout)
-            stats.wait_time_s += _perf() - start
-            if not ready:
-                env.waiter.pending(pending)
-                yield NOT_READY
-                continue
-            ref = ready[0]
-            shard = pending.pop(ref)
-            reply = _fetch(ref, shard, self.label, env)
-            if batched:
-                items, done = reply
-            elif reply is SHARD_END:
-                items, done = (), True
-            else:
-                items, done = (reply,), False
-            if not done:
-                # Re-issue before handing items downstream, so the actor keeps working.
-                pending[request(shard)] = shard
-            for item in items:
-                ctx.current_actor = shard.actor
-                stats.items += 1
-                yield item
-
-
-class _SliceSource:
-    """The item source of a repartitioned shard: positions ``start (mod step)`` of every old
-    shard, round robin over the old shards."""
-
-    def __init__(self, shards: Sequence[Shard], key: int, step: int, start: int) -> None:
-        self.shards = list(shards)
-        self.key = key
-        self.step = step
-        self.start = start
-
-    def __call__(self) -> Iterator[Any]:
-        for shard in self.shards:
-            backend.get(
-                shard.actor.par_iter_init.remote(
-                    self.key, backend.ship(list(shard.transforms)), shard.where
-                )
-            )
-        active = list(self.shards)
-        while active:
-            refs = [s.actor.par_iter_slice.remote(self.key, self.step, self.start) for s in active]
-            values = backend.get(refs)
-            active = [s for s, v in zip(active, values, strict=True) if v is not SHARD_END]
-            yield from (v for v in values if v is not SHARD_END)
-
-
-def _check_int(value: Any, what: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{what}={value!r} must be an integer >= {minimum}")
-    return value
 
 
 class ParallelIterator(Generic[T]):
@@ -240,9 +97,8 @@ class ParallelIterator(Generic[T]):
         the shard, at most k in flight per shard, with Ray task options ``resources``; results
         then come in completion order.
         """
-        if not callable(fn):
-            raise ConfigError(f"for_each takes a callable, got {type(fn).__name__}")
-        _check_int(max_concurrency, "for_each(max_concurrency)", 0)
+        check_callable(fn, "for_each takes a callable: fn")
+        check_int(max_concurrency, "for_each(max_concurrency)", low=0)
         op = ShardOp(
             "for_each", (fn,), {"max_concurrency": max_concurrency, "resources": resources}
         )
@@ -250,13 +106,12 @@ class ParallelIterator(Generic[T]):
 
     def filter(self, fn: Callable[[T], Any]) -> ParallelIterator[T]:
         """Keep items where ``fn(item)`` is truthy, on the shards."""
-        if not callable(fn):
-            raise ConfigError(f"filter takes a callable, got {type(fn).__name__}")
+        check_callable(fn, "filter takes a callable: fn")
         return self._with(ShardOp("filter", (fn,), {}), ".filter()", f"filter({fn_name(fn)})")
 
     def batch(self, n: int) -> ParallelIterator[list[T]]:
         """Lists of ``n`` consecutive items of the same shard; a shorter last one at the end."""
-        _check_int(n, "batch(n)", 1)
+        check_int(n, "batch(n)", low=1)
         return self._with(ShardOp("batch", (n,), {}), f".batch({n})", f"batch({n})")
 
     def flatten(self) -> ParallelIterator[Any]:
@@ -265,15 +120,13 @@ class ParallelIterator(Generic[T]):
 
     def combine(self, fn: Callable[[T], Iterable[U]]) -> ParallelIterator[U]:
         """Flat-map on the shards: ``for_each(fn).flatten()``."""
-        if not callable(fn):
-            raise ConfigError(f"combine takes a callable, got {type(fn).__name__}")
+        check_callable(fn, "combine takes a callable: fn")
         return self._with(ShardOp("combine", (fn,), {}), ".combine()", f"combine({fn_name(fn)})")
 
     def transform(self, fn: Callable[[Iterator[T]], Iterable[U]]) -> ParallelIterator[U]:
         """Whole-stream transform ``fn(iterator) -> iterator``, once per shard; ``fn`` must
         pass ``NOT_READY`` through."""
-        if not callable(fn):
-            raise ConfigError(f"transform takes a callable, got {type(fn).__name__}")
+        check_callable(fn, "transform takes a callable: fn")
         label = f"transform({fn_name(fn)})"
         return self._with(ShardOp("transform", (fn,), {}), ".transform()", label)
 
@@ -283,7 +136,7 @@ class ParallelIterator(Generic[T]):
         """Per-shard reservoir shuffle (items never leave their shard); size 1 = identity.
 
         With a ``seed`` each shard's order is reproducible."""
-        _check_int(shuffle_buffer_size, "local_shuffle(shuffle_buffer_size)", 1)
+        check_int(shuffle_buffer_size, "local_shuffle(shuffle_buffer_size)", low=1)
         op = ShardOp("shuffle", (shuffle_buffer_size,), {"seed": seed})
         suffix = f".local_shuffle({shuffle_buffer_size})"
         return self._with(op, suffix, f"local_shuffle({shuffle_buffer_size})")
@@ -296,15 +149,14 @@ class ParallelIterator(Generic[T]):
         reads the old shards round robin. Deterministic for deterministic sources.
         ``batch_ms`` is accepted for compatibility with the original and must be >= 0.
         """
-        _check_int(num_partitions, "repartition(num_partitions)", 1)
-        if batch_ms < 0:
-            raise ConfigError(f"repartition(batch_ms={batch_ms}) must be >= 0")
+        check_int(num_partitions, "repartition(num_partitions)", low=1)
+        check_number(batch_ms, "repartition(batch_ms)", low=0)
         key = new_read_key()
         worker = backend.remote(ParallelIteratorWorker).options(num_cpus=0)
         name = f"{self.name}.repartition[num_partitions={num_partitions}]"
         shards = [
             Shard(
-                worker.remote(_SliceSource(self._shards, key, num_partitions, p), False),
+                worker.remote(SliceSource(self._shards, key, num_partitions, p), False),
                 (),
                 f"partition {p} of {name}",
             )
@@ -317,8 +169,7 @@ class ParallelIterator(Generic[T]):
 
     def union(self, other: ParallelIterator[Any]) -> ParallelIterator[Any]:
         """Concatenate the shards of ``self`` and ``other``; shard count adds up."""
-        if not isinstance(other, ParallelIterator):
-            raise ConfigError(f"union() takes a ParallelIterator, got {type(other).__name__}")
+        check_type(other, "ParallelIterator.union(other)", ParallelIterator, "a ParallelIterator")
         node = PlanNode("union", "ParallelUnion", "union", (self._node, other._node))
         return ParallelIterator(
             self._shards + other._shards,
@@ -336,7 +187,7 @@ class ParallelIterator(Generic[T]):
         if not keep:
             raise ConfigError("select_shards() needs at least one shard index, got []")
         for i in keep:
-            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(self._shards):
+            if not 0 <= check_int(i, "select_shards(): shard index") < len(self._shards):
                 raise ConfigError(
                     f"select_shards(): shard index {i!r} is out of range [0, {len(self._shards)})"
                 )
@@ -366,36 +217,31 @@ class ParallelIterator(Generic[T]):
     ) -> LocalIterator[T]:
         """A LocalIterator over one shard, ``num_async`` requests in flight; it sets
         ``current_actor``. Serializable until read, so it can be read in another actor."""
-        if (
-            isinstance(shard_index, bool)
-            or not isinstance(shard_index, int)
-            or not (0 <= shard_index < len(self._shards))
-        ):
+        if not 0 <= check_int(shard_index, "get_shard(shard_index)") < len(self._shards):
             raise ConfigError(
                 f"get_shard({shard_index!r}): shard index out of range [0, {len(self._shards)})"
             )
-        _check_int(num_async, "get_shard(num_async)", 1)
-        if batch_ms < 0:
-            raise ConfigError(f"get_shard(batch_ms={batch_ms}) must be >= 0")
+        check_int(num_async, "get_shard(num_async)", low=1)
+        check_number(batch_ms, "get_shard(batch_ms)", low=0)
         node = PlanNode("get_shard", f"get_shard({shard_index})", "gather", (self._node,))
-        base = _AsyncGatherBase([self._shards[shard_index]], num_async, batch_ms, node.key)
-        return LocalIterator(
-            base, SharedMetrics(), name=f"{self.name}.shard[{shard_index}]", node=node
-        )
+        name = f"{self.name}.shard[{shard_index}]"
+        base = AsyncGather([self._shards[shard_index]], num_async, batch_ms, node.key, name)
+        return LocalIterator(base, SharedMetrics(), name=name, node=node)
 
     # ----------------------------------------------------------------- gathering
     def batch_across_shards(self) -> LocalIterator[list[T]]:
         """The synchronous barrier: each round asks every active shard for one item and yields
         the replies as one list, in shard order. At most one request per shard in flight; the
         next round starts when the reader pulls again. Ended shards drop out (a round can be
-        shorter); ends when all shards have ended."""
+        shorter); ends when all shards have ended.
+
+        Each read builds the shards' chains afresh on the actors; ``close()`` on the returned
+        iterator (or dropping it) frees them there. The same holds for every gather below.
+        """
         node = PlanNode("batch_across_shards", "batch_across_shards()", "gather", (self._node,))
-        return LocalIterator(
-            _SyncGatherBase(self._shards, node.key),
-            SharedMetrics(),
-            name=f"{self.name}.batch_across_shards()",
-            node=node,
-        )
+        name = f"{self.name}.batch_across_shards()"
+        base = SyncGather(self._shards, node.key, name)
+        return LocalIterator(base, SharedMetrics(), name=name, node=node)
 
     def gather_sync(self) -> LocalIterator[T]:
         """Deterministic round robin over the shards: ``batch_across_shards().flatten()``.
@@ -414,17 +260,13 @@ class ParallelIterator(Generic[T]):
         ``num_async == 1``. With ``batch_ms`` > 0 each request returns the items a shard produced
         within that many milliseconds. Ends when all shards have ended.
         """
-        _check_int(num_async, "gather_async(num_async)", 1)
-        if isinstance(batch_ms, bool) or not isinstance(batch_ms, int | float) or batch_ms < 0:
-            raise ConfigError(f"gather_async(batch_ms={batch_ms!r}) must be a number >= 0")
+        check_int(num_async, "gather_async(num_async)", low=1)
+        check_number(batch_ms, "gather_async(batch_ms)", low=0)
         label = f"gather_async(num_async={num_async})"
         node = PlanNode("gather_async", label, "gather", (self._node,))
-        return LocalIterator(
-            _AsyncGatherBase(self._shards, num_async, batch_ms, node.key),
-            SharedMetrics(),
-            name=f"{self.name}.gather_async()",
-            node=node,
-        )
+        name = f"{self.name}.gather_async()"
+        base = AsyncGather(self._shards, num_async, batch_ms, node.key, name)
+        return LocalIterator(base, SharedMetrics(), name=name, node=node)
 
     def take(self, n: int) -> list[T]:
         """The first ``n`` items of ``gather_sync()`` (eager)."""
@@ -456,7 +298,7 @@ def from_items(
     >>> from_items([1, 2, 3, 4], num_shards=2).gather_sync().take(4)
     [1, 2, 3, 4]
     """
-    _check_int(num_shards, "from_items(num_shards)", 1)
+    check_int(num_shards, "from_items(num_shards)", low=1)
     items = list(items)
     parts = [items[i::num_shards] for i in range(num_shards)]
     kind = type(items[0]).__name__ if items else "empty"
@@ -475,8 +317,8 @@ def from_range(n: int, num_shards: int = 2, repeat: bool = False) -> ParallelIte
     >>> from_range(5, num_shards=2).batch_across_shards().take(3)
     [[0, 2], [1, 3], [4]]
     """
-    _check_int(n, "from_range(n)", 0)
-    _check_int(num_shards, "from_range(num_shards)", 1)
+    check_int(n, "from_range(n)", low=0)
+    check_int(num_shards, "from_range(num_shards)", low=1)
     size = n // num_shards
     parts = [
         range(i * size, n if i == num_shards - 1 else (i + 1) * size) for i in range(num_shards)

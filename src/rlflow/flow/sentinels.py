@@ -60,5 +60,3 @@ NOT_READY: Final = _NotReady()
 
 SHARD_END: Final = _ShardEnd()
 """Marks the end of a shard's stream in replies from shard actors."""
-
-NotReadyType = _NotReady

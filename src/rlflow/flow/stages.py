@@ -71,8 +71,6 @@ def call_user(fn: Callable[..., Any], item: Any, label: str, env: BuildEnv) -> A
 class ForEach:
     """``for_each(fn)``: ``fn(item)`` for each item; re-calls ``fn`` while it gives NOT_READY."""
 
-    op = "for_each"
-
     def __init__(self, fn: Callable[[Any], Any], label: str) -> None:
         self.fn = fn
         self.label = label
@@ -134,8 +132,6 @@ def _hooked(
 class Filter:
     """``filter(fn)``: keep items for which ``fn(item)`` is truthy."""
 
-    op = "filter"
-
     def __init__(self, fn: Callable[[Any], Any], label: str) -> None:
         self.fn = fn
         self.label = label
@@ -158,8 +154,6 @@ class Filter:
 class Combine:
     """``combine(fn)``: flat-map; ``fn(item)`` returns a list (or iterable) of outputs."""
 
-    op = "combine"
-
     def __init__(self, fn: Callable[[Any], Iterable[Any]], label: str) -> None:
         self.fn = fn
         self.label = label
@@ -179,8 +173,6 @@ class Combine:
 
 class Batch:
     """``batch(n)``: lists of ``n`` consecutive items; a shorter last list when the input ends."""
-
-    op = "batch"
 
     def __init__(self, n: int, label: str) -> None:
         self.n = n
@@ -207,8 +199,6 @@ class Batch:
 class Flatten:
     """``flatten()``: each item is a list (or iterable); yield its elements in order."""
 
-    op = "flatten"
-
     def __init__(self, label: str) -> None:
         self.label = label
 
@@ -225,8 +215,6 @@ class Flatten:
 
 class Shuffle:
     """``shuffle(size, seed)``: reservoir shuffle with a buffer of ``size`` items."""
-
-    op = "shuffle"
 
     def __init__(self, size: int, seed: int | None, label: str) -> None:
         self.size = size
@@ -254,8 +242,6 @@ class Transform:
     ``fn`` sees ``NOT_READY`` items and must pass them through. Each step of the iterator it
     returns runs with the plan's context current.
     """
-
-    op = "transform"
 
     def __init__(self, fn: Callable[[Iterator[Any]], Iterable[Any]], label: str) -> None:
         self.fn = fn

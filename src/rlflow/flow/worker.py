@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
-from rlflow.errors import ConfigError
+from rlflow.errors import ConfigError, PlanError
 from rlflow.flow.graph import PlanNode
 from rlflow.flow.local import LocalIterator
 from rlflow.flow.metrics import SharedMetrics
@@ -71,7 +71,7 @@ class ParallelIteratorWorker:
     """
 
     def __init__(self, item_generator: Callable[[], Iterable[Any]] | Iterable[Any], repeat: bool):
-        if repeat and not callable(item_generator) and iter(item_generator) is item_generator:  # type: ignore[arg-type]
+        if repeat and not callable(item_generator) and iter(item_generator) is item_generator:
             raise ConfigError(
                 "ParallelIteratorWorker(repeat=True) needs a re-iterable source (a list, a "
                 "range, or a zero-argument callable returning an iterator), got a one-shot "
@@ -100,12 +100,12 @@ class ParallelIteratorWorker:
 
     def par_iter_next(self, key: int) -> Any:
         """The next item of read ``key``, or :data:`SHARD_END`."""
-        return next(self._reads[key], SHARD_END)
+        return next(self._chain(key), SHARD_END)
 
     def par_iter_next_batch(self, key: int, batch_ms: float) -> ShardReply:
         """At least one item (or none and ``done``); with ``batch_ms`` > 0, as many as arrive
         within that many milliseconds."""
-        it = self._reads[key]
+        it = self._chain(key)
         first = next(it, SHARD_END)
         if first is SHARD_END:
             return ShardReply([], True)
@@ -122,11 +122,11 @@ class ParallelIteratorWorker:
     def par_iter_slice(self, key: int, step: int, start: int) -> Any:
         """For ``repartition``: the next item at a position ``p`` with ``p % step == start``
         in this shard's stream (read ``key``), or :data:`SHARD_END`."""
+        it = self._chain(key)
         state = self._slices.get(key)
         if state is None:
             state = self._slices[key] = _SliceState(step)
         buffer = state.buffers[start]
-        it = self._reads[key]
         while not buffer:
             if state.done:
                 return SHARD_END
@@ -138,12 +138,25 @@ class ParallelIteratorWorker:
                 state.position += 1
         return buffer.popleft()
 
-    def par_iter_stats(self, key: int) -> dict[str, dict[str, float]]:
-        """Per-stage statistics of read ``key`` on this shard."""
-        stages = self._reads[key].metrics.stages
-        return {label: stats.as_dict() for label, stats in stages.items()}
-
     def par_iter_close(self, key: int) -> None:
-        """Forget read ``key`` (frees its buffers)."""
-        self._reads.pop(key, None)
+        """Forget read ``key``: its chain and buffers are freed; unknown keys are ignored.
+
+        Sent by the driver when a gather is closed or dropped (see ``LocalIterator.close``).
+        """
+        it = self._reads.pop(key, None)
+        if it is not None:
+            it.close()
         self._slices.pop(key, None)
+
+    def par_iter_open_reads(self) -> list[int]:
+        """The keys of the reads this actor holds state for, sorted (for tests and debugging)."""
+        return sorted(self._reads.keys() | self._slices.keys())
+
+    def _chain(self, key: int) -> LocalIterator[Any]:
+        try:
+            return self._reads[key]
+        except KeyError:
+            raise PlanError(
+                f"read {key} is not open on this {type(self).__name__}: its gather was closed "
+                "(or dropped) before this request, or it was never initialized"
+            ) from None

@@ -12,23 +12,32 @@ Sources (snake_case functions that build a stream) and stages (PascalCase callab
 - replay (:mod:`rlflow.ops.replay`): :class:`StoreToReplayBuffer`, :func:`replay`,
   :class:`UpdateReplayPriorities`, :class:`UpdateTargetNetwork`;
 - concurrency (:mod:`rlflow.ops.concurrency`): :func:`concurrently`, :class:`Enqueue`,
-  :func:`dequeue`, :class:`LearnerThread`, :class:`RecordStepsTrained`,
-  :class:`UpdateWorkerWeights`.
+  :func:`dequeue` (Ape-X's ``UpdateWorkerWeights`` moved to its plan; importable here);
+- learner thread (:mod:`rlflow.ops.learner_thread`): :class:`LearnerThread`,
+  :class:`RecordStepsTrained`;
+- learner (:mod:`rlflow.ops.learner`): :func:`impala_train_op`, :class:`MixInReplay`,
+  :class:`BroadcastUpdateLearnerWeights`, :class:`UpdateKL`.
 
 Operators talk through the plan's context (``flow.current_metrics()``), under the keys in
 :mod:`rlflow.ops.keys`; they read it inside each call, never when the plan is built.
 """
 
+from typing import Any
+
 from rlflow.ops import keys
 from rlflow.ops.concurrency import (
     Enqueue,
-    LearnerThread,
-    RecordStepsTrained,
     Tagged,
-    UpdateWorkerWeights,
     concurrently,
     dequeue,
 )
+from rlflow.ops.learner import (
+    BroadcastUpdateLearnerWeights,
+    MixInReplay,
+    UpdateKL,
+    impala_train_op,
+)
+from rlflow.ops.learner_thread import LearnerThread, RecordStepsTrained
 from rlflow.ops.metrics import (
     CollectMetrics,
     OncePerTimeInterval,
@@ -57,15 +66,28 @@ from rlflow.ops.train import (
 )
 from rlflow.workers import Gradients
 
+
+def __getattr__(name: str) -> Any:
+    """``UpdateWorkerWeights`` moved below its one user, Ape-X's plan; kept importable from
+    here, loaded on first use (PEP 562) so that this layer never imports the algorithms."""
+    if name == "UpdateWorkerWeights":
+        from rlflow.algorithms.apex.plan import UpdateWorkerWeights
+
+        return UpdateWorkerWeights
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "ApplyGradients",
     "AverageGradients",
+    "BroadcastUpdateLearnerWeights",
     "CollectMetrics",
     "ComputeGradients",
     "ConcatBatches",
     "Enqueue",
     "Gradients",
     "LearnerThread",
+    "MixInReplay",
     "OncePerTimeInterval",
     "OncePerTimestepsElapsed",
     "RecordStepsTrained",
@@ -75,12 +97,14 @@ __all__ = [
     "Tagged",
     "TrainOneStep",
     "TrainResult",
+    "UpdateKL",
     "UpdateReplayPriorities",
     "UpdateTargetNetwork",
     "UpdateWorkerWeights",
     "async_gradients",
     "concurrently",
     "dequeue",
+    "impala_train_op",
     "keys",
     "parallel_rollouts",
     "replay",

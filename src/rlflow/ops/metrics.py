@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rlflow import flow
+from rlflow.checks import check_int, check_number
 from rlflow.config import AlgorithmConfig
 from rlflow.envs import EpisodeStat
 from rlflow.errors import ConfigError, WorkerError
@@ -32,12 +33,6 @@ Clock = Callable[[], float]
 _DEFAULT_COLLECT_TIMEOUT_S = 0.5
 
 
-def _non_negative(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise ConfigError(f"{what}={value!r} must be a number >= 0")
-    return float(value)
-
-
 class OncePerTimeInterval:
     """Let an item through once at least ``seconds`` have passed since the last one did.
 
@@ -53,7 +48,7 @@ class OncePerTimeInterval:
 
     def __init__(self, seconds: float, *, clock: Clock = time.monotonic) -> None:
         """Validate ``seconds`` (a number >= 0)."""
-        self.seconds = _non_negative(seconds, "OncePerTimeInterval(seconds)")
+        self.seconds = check_number(seconds, "OncePerTimeInterval: seconds", low=0)
         self._clock = clock
         self._last: float | None = None
 
@@ -79,9 +74,7 @@ class OncePerTimestepsElapsed:
 
     def __init__(self, steps: int, *, by_steps_trained: bool = False) -> None:
         """Validate ``steps`` (an int >= 0)."""
-        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-            raise ConfigError(f"OncePerTimestepsElapsed(steps={steps!r}) must be an int >= 0")
-        self.steps = steps
+        self.steps = check_int(steps, "OncePerTimestepsElapsed: steps", low=0)
         self.counter = (
             keys.NUM_ENV_STEPS_TRAINED if by_steps_trained else keys.NUM_ENV_STEPS_SAMPLED
         )
@@ -159,7 +152,7 @@ class CollectMetrics:
                 f"CollectMetrics(smoothing_episodes={smoothing_episodes!r}) must be an int >= 1"
             )
         self.workers = workers
-        self.timeout_s = _non_negative(timeout_s, "CollectMetrics(timeout_s)")
+        self.timeout_s = check_number(timeout_s, "CollectMetrics: timeout_s", low=0)
         self.smoothing_episodes = smoothing_episodes
         self._pending: dict[int, Any] = {}
 

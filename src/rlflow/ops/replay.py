@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from rlflow import flow
+from rlflow.checks import check_int, check_number
 from rlflow.data.sample_batch import MultiAgentBatch, SampleBatch, from_multi_agent_if_single
 from rlflow.errors import ConfigError, PlanError
 from rlflow.flow import NOT_READY, ActorItem, LocalIterator
@@ -151,22 +152,15 @@ class _ReplayLocal:
         num_items: int,
         learning_starts: int,
         beta: float | LinearSchedule | None,
-        training_intensity: float | None = None,
     ) -> None:
         self.buffer = buffer
         self.num_items = num_items
         self.starts = max(1, learning_starts)
         self.beta = beta
-        self.intensity = training_intensity
-        self._replayed = 0
 
     def __call__(self, _tick: None) -> SampleBatch | Any:
         if len(self.buffer) < self.starts:
             return NOT_READY
-        if self.intensity is not None:
-            if self._replayed >= self.intensity * self.buffer.num_added:
-                return NOT_READY
-            self._replayed += self.num_items
         ctx = flow.current_metrics()
         if isinstance(self.buffer, PrioritizedReplayBuffer | MultiAgentReplayBuffer):
             beta = self.beta
@@ -191,12 +185,6 @@ def _count_replayed(batch: SampleBatch) -> SampleBatch:
     return batch
 
 
-def _check_int(value: Any, what: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{what}={value!r} must be an int >= {minimum}")
-    return value
-
-
 def replay(
     *,
     local_buffer: AnyBuffer | None = None,
@@ -205,7 +193,6 @@ def replay(
     num_items: int = 32,
     learning_starts: int = 0,
     beta: float | LinearSchedule | None = None,
-    training_intensity: float | None = None,
 ) -> LocalIterator[SampleBatch]:
     """Source of replayed batches, from a local buffer or from replay shards; lazy, endless.
 
@@ -216,11 +203,9 @@ def replay(
       steps sampled, or None for the buffer's own). While the buffer holds fewer than
       ``max(learning_starts, 1)`` rows the stream gives ``NOT_READY``: inside
       :func:`~rlflow.ops.concurrently` the other ops run meanwhile; read alone, the reader waits
-      with back-off (it never spins). With ``training_intensity`` I (local buffers only), a
-      read gives ``NOT_READY`` once I times the rows ever added to the buffer have been
-      replayed (per policy, for a `MultiAgentReplayBuffer`): the learner replays each stored
-      transition about I times, however fast the buffer fills. Pair it with a round-robin
-      weight ``"*"`` in :func:`~rlflow.ops.concurrently`.
+      with back-off (it never spins). How often to replay per stored batch (training
+      intensity) is the round-robin weight of the replay op in
+      :func:`~rlflow.ops.concurrently` (see `rlflow.replay.training_intensity_weights`).
     - ``actors``: replay shards (``ReplayActor``; batch size and ``learning_starts`` are theirs),
       read with ``gather_async(num_async)``; a shard's None (below its ``learning_starts``)
       becomes ``NOT_READY``, so a concurrent union runs its other ops meanwhile;
@@ -236,28 +221,16 @@ def replay(
     [4, 4]
     """
     handles = _one_target(local_buffer, actors, "replay")
-    _check_int(num_async, "replay(num_async)", 1)
-    _check_int(num_items, "replay(num_items)", 1)
-    _check_int(learning_starts, "replay(learning_starts)", 0)
+    check_int(num_async, "replay: num_async", low=1)
+    check_int(num_items, "replay: num_items", low=1)
+    check_int(learning_starts, "replay: learning_starts", low=0)
     if not (beta is None or isinstance(beta, LinearSchedule)) and (
         isinstance(beta, bool) or not isinstance(beta, int | float) or not 0 <= beta <= 1
     ):
         raise ConfigError(f"replay(beta={beta!r}) must be in [0, 1], a LinearSchedule or None")
-    if training_intensity is not None and (
-        local_buffer is None
-        or isinstance(training_intensity, bool)
-        or not isinstance(training_intensity, int | float)
-        or not training_intensity > 0
-    ):
-        raise ConfigError(
-            f"replay(training_intensity={training_intensity!r}) must be a number > 0, and needs "
-            "local_buffer="
-        )
     if local_buffer is not None:
         ticks = flow.from_iterable(_Forever(), name="replay(local_buffer)")
-        return ticks.for_each(
-            _ReplayLocal(local_buffer, num_items, learning_starts, beta, training_intensity)
-        )
+        return ticks.for_each(_ReplayLocal(local_buffer, num_items, learning_starts, beta))
     assert handles is not None
     shards = flow.from_actors(handles, name=f"replay_shards[{len(handles)}]")
     replies = shards.gather_async(num_async=num_async).transform(_none_to_not_ready)
@@ -285,10 +258,10 @@ class UpdateReplayPriorities:
             raise ConfigError(
                 f"UpdateReplayPriorities(local_buffer={local_buffer!r}) must be a ReplayBuffer"
             )
-        if isinstance(epsilon, bool) or not isinstance(epsilon, int | float) or not epsilon > 0:
-            raise ConfigError(f"UpdateReplayPriorities(epsilon={epsilon!r}) must be > 0")
         self.local_buffer = local_buffer
-        self.epsilon = float(epsilon)
+        self.epsilon = check_number(
+            epsilon, "UpdateReplayPriorities: epsilon", low=0, low_open=True
+        )
 
     def __call__(self, item: Any) -> Any:
         actor = item.actor if isinstance(item, ActorItem) else None
@@ -342,7 +315,7 @@ class UpdateTargetNetwork:
     ) -> None:
         """Validate ``freq`` (an int >= 0) and the policy ids."""
         self.workers = workers
-        self.freq = _check_int(freq, "UpdateTargetNetwork(freq)", 0)
+        self.freq = check_int(freq, "UpdateTargetNetwork: freq", low=0)
         self.counter = (
             keys.NUM_ENV_STEPS_TRAINED if by_steps_trained else keys.NUM_ENV_STEPS_SAMPLED
         )

@@ -15,8 +15,9 @@ from typing import Any, Literal, overload
 import numpy as np
 
 from rlflow import flow
-from rlflow.data.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
-from rlflow.errors import ConfigError, PlanError, WorkerError
+from rlflow.checks import check_int
+from rlflow.data import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from rlflow.errors import ConfigError, ConfigTypeError, PlanError, WorkerError
 from rlflow.ops import keys
 from rlflow.workers import Gradients, WorkerSet, current_worker
 
@@ -121,8 +122,7 @@ def parallel_rollouts(
     """
     if mode not in _MODES:
         raise ConfigError(f"parallel_rollouts(mode={mode!r}): mode must be one of {_MODES}")
-    if isinstance(num_async, bool) or not isinstance(num_async, int) or num_async < 1:
-        raise ConfigError(f"parallel_rollouts(num_async={num_async!r}) must be an int >= 1")
+    check_int(num_async, "parallel_rollouts: num_async", low=1)
     remote = workers.remote_workers()
     if mode == "raw" and not remote:
         raise ConfigError(
@@ -223,11 +223,7 @@ class ConcatBatches:
 
     def __init__(self, min_batch_size: int) -> None:
         """Validate ``min_batch_size`` (an int >= 1)."""
-        if isinstance(min_batch_size, bool) or not isinstance(min_batch_size, int):
-            raise ConfigError(f"ConcatBatches(min_batch_size={min_batch_size!r}) must be an int")
-        if min_batch_size < 1:
-            raise ConfigError(f"ConcatBatches(min_batch_size={min_batch_size}) must be >= 1")
-        self.min_batch_size = min_batch_size
+        self.min_batch_size = check_int(min_batch_size, "ConcatBatches: min_batch_size", low=1)
         self._buffer: list[Batch] = []
         self._count = 0
         self._start: float | None = None
@@ -257,17 +253,17 @@ class ConcatBatches:
         return [out]
 
 
-def _policy_id_list(policy_ids: Any, where: str) -> list[str]:
-    if isinstance(policy_ids, str) or not isinstance(policy_ids, Iterable):
-        raise ConfigError(f"{where}(policy_ids={policy_ids!r}) must be a list of policy ids")
-    ids = list(policy_ids)
+def _policy_id_list(policies: Any, where: str) -> list[str]:
+    if isinstance(policies, str) or not isinstance(policies, Iterable):
+        raise ConfigTypeError(f"{where}(policies={policies!r}) must be a list of policy ids")
+    ids = list(policies)
     if not ids or not all(isinstance(p, str) for p in ids):
-        raise ConfigError(f"{where}(policy_ids={ids!r}) must be a non-empty list of strings")
+        raise ConfigError(f"{where}(policies={ids!r}) must be a non-empty list of strings")
     return ids
 
 
 class SelectExperiences:
-    """Keep only the experience of ``policy_ids``.
+    """Keep only the experience of ``policies`` (policy ids).
 
     Items: ``MultiAgentBatch -> MultiAgentBatch`` (env-step count unchanged; ids missing from a
     batch are skipped); a ``SampleBatch`` is ``default_policy``'s experience and passes through
@@ -279,17 +275,17 @@ class SelectExperiences:
     2
     """
 
-    def __init__(self, policy_ids: Sequence[str]) -> None:
-        """Validate ``policy_ids`` (a non-empty list of strings)."""
-        self.policy_ids = _policy_id_list(policy_ids, "SelectExperiences")
+    def __init__(self, policies: Sequence[str]) -> None:
+        """Validate ``policies`` (a non-empty list of policy ids)."""
+        self.policies = _policy_id_list(policies, "SelectExperiences")
 
     def __call__(self, batch: Batch) -> Batch:
         _check_batch(batch, "SelectExperiences")
         if isinstance(batch, SampleBatch):
-            if DEFAULT_POLICY_ID in self.policy_ids:
+            if DEFAULT_POLICY_ID in self.policies:
                 return batch
             return MultiAgentBatch({}, batch.count)
-        keep = [pid for pid in self.policy_ids if pid in batch.policy_batches]
+        keep = [pid for pid in self.policies if pid in batch.policy_batches]
         return batch.select(keep)
 
 

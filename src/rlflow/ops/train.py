@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rlflow import flow
+from rlflow.checks import check_int
 from rlflow.data.sample_batch import MultiAgentBatch, SampleBatch
 from rlflow.errors import ConfigError, PlanError
 from rlflow.ops import keys
@@ -56,12 +57,6 @@ def _push_weights(
     ctx.counters[keys.NUM_WEIGHT_SYNCS] += 1
 
 
-def _positive(value: Any, op: str, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{op}({name}={value!r}) must be an int >= {minimum}")
-    return value
-
-
 class TrainOneStep:
     """Train the learner on each batch, then broadcast its weights to the remote workers.
 
@@ -91,9 +86,9 @@ class TrainOneStep:
         for pid in self.policies or ():
             if pid not in known:
                 raise ConfigError(f"TrainOneStep: unknown policy {pid!r}; known: {sorted(known)}")
-        self.num_sgd_iter = _positive(num_sgd_iter, "TrainOneStep", "num_sgd_iter", 1)
-        self.sgd_minibatch_size = _positive(
-            sgd_minibatch_size, "TrainOneStep", "sgd_minibatch_size", 0
+        self.num_sgd_iter = check_int(num_sgd_iter, "TrainOneStep: num_sgd_iter", low=1)
+        self.sgd_minibatch_size = check_int(
+            sgd_minibatch_size, "TrainOneStep: sgd_minibatch_size", low=0
         )
 
     def __call__(self, batch: Batch) -> TrainResult:

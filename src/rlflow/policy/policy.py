@@ -13,12 +13,15 @@ learner calls is here:
   numpy) and :meth:`~TorchPolicy.get_state` / :meth:`~TorchPolicy.set_state` (weights,
   optimizer and RNG, for checkpoints).
 
-Config keys read here (subclasses read more), with defaults:
-
-``lr`` (3e-4, > 0), ``gamma`` (0.99, [0, 1]), ``lambda_`` (1.0, [0, 1]), ``use_gae`` (True),
-``use_critic`` (True), ``model`` (``{"hidden": (64, 64), "activation": "tanh",
-"shared": False}``), ``grad_clip`` (None, else > 0: clip by global norm),
-``num_torch_threads`` (1, >= 1; applied with ``torch.set_num_threads``, process-wide).
+A policy takes its algorithm's typed config (an instance of its ``config_class``) and reads
+attributes: every default and every rule is in the config class, none here. The base reads
+`AlgorithmConfig`'s ``lr``, ``gamma``, ``grad_clip``, ``model`` (defaults of the model
+options: ``{"hidden": (64, 64), "activation": "tanh", "shared": False}``) and
+``num_torch_threads`` (applied with ``torch.set_num_threads``, process-wide);
+:class:`ActorCriticPolicy` also reads `ActorCriticConfig`'s ``use_critic``, ``use_gae`` and
+``lambda_``. Runtime facts (the spaces, the seed, the worker's index) are constructor
+arguments. Each algorithm's policy lives in its package (``rlflow.algorithms.<name>.policy``);
+this package keeps the base and the pieces several algorithms share.
 """
 
 from __future__ import annotations
@@ -27,19 +30,21 @@ import abc
 import copy
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 import torch
 
+from rlflow.checks import check_int, check_type
+from rlflow.config import ActorCriticConfig, AlgorithmConfig
 from rlflow.data.sample_batch import ACTION_DIST_INPUTS, LOGP, VF_PREDS, SampleBatch
 from rlflow.errors import ConfigError
 from rlflow.models import ActionDistribution, ActorCritic, build_model, dist_class_for
 from rlflow.returns import compute_advantages
 
-__all__ = ["TorchPolicy"]
+__all__ = ["ActorCriticPolicy", "TorchPolicy", "adaptive_kl_coeff"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,87 +63,69 @@ class TorchPolicy(abc.ABC):
     Args:
         observation_space: the env's observation space.
         action_space: the env's action space (``Discrete`` or 1-D ``Box``).
-        config: algorithm config as a mapping; the keys in the module docstring are read here,
-            unknown keys are left to subclasses.
+        config: the algorithm's config, an instance of this class's ``config_class``
+            (`rlflow.config.PolicySpec.policy_config` makes one from a run's config and a
+            policy's overrides).
         seed: seeds the model initialisation and the sampling generator; ``None`` draws
             fresh entropy. Torch's global RNG is left as it was.
+        worker_index: the index of the rollout worker that holds the policy (0: the learner).
     """
+
+    config_class: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig
+    """The config class this policy reads (an algorithm's, or a base several share)."""
 
     def __init__(
         self,
         observation_space: gym.Space[Any],
         action_space: gym.Space[Any],
-        config: Mapping[str, Any],
+        config: AlgorithmConfig,
         *,
         seed: int | None = None,
+        worker_index: int = 0,
     ) -> None:
-        """Validate the config, build the model and optimizer; see the class docstring."""
+        """Build the model and optimizer from ``config``; see the class docstring."""
+        name = type(self).__name__
+        cls = self.config_class
+        check_type(config, f"{name}(config)", cls, f"a {cls.__name__}")
         self.observation_space = observation_space
         self.action_space = action_space
-        self.config: dict[str, Any] = dict(config)
-        """The config this policy was built with (a copy)."""
-        self.lr = self._number("lr", 3e-4, low=0.0, low_open=True)
-        self.gamma = self._number("gamma", 0.99, low=0.0, high=1.0)
-        self.lambda_ = self._number("lambda_", 1.0, low=0.0, high=1.0)
-        self.use_gae = bool(self.config.get("use_gae", True))
-        self.use_critic = bool(self.config.get("use_critic", True))
-        clip = self.config.get("grad_clip")
-        self.grad_clip = (
-            None if clip is None else self._number("grad_clip", 0.0, low=0.0, low_open=True)
-        )
-        threads = self.config.get("num_torch_threads", 1)
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise self._bad("num_torch_threads", threads, "must be an int >= 1")
-        if torch.get_num_threads() != threads:
-            torch.set_num_threads(threads)
-        model_cfg = {**_MODEL_DEFAULTS, **dict(self.config.get("model") or {})}
-        unknown = sorted(set(model_cfg) - set(_MODEL_DEFAULTS))
-        if unknown:
-            raise self._bad("model", self.config.get("model"), f"has unknown keys {unknown}")
+        self.config = config
+        """The typed config this policy was built with."""
+        self.worker_index = check_int(worker_index, f"{name}(worker_index)", low=0)
+        """The index of the rollout worker holding this policy (0: the learner)."""
+        self.lr = config.lr
+        self.gamma = config.gamma
+        self.grad_clip = config.grad_clip
+        self.use_critic = False
+        """Whether postprocessing bootstraps from V(s_T) (workers compute it only then)."""
+        self.use_gae = False
+        """Whether postprocessing computes GAE advantages."""
+        if torch.get_num_threads() != config.num_torch_threads:
+            torch.set_num_threads(config.num_torch_threads)
         self.dist_class: type[ActionDistribution] = dist_class_for(action_space)
         """The action distribution class that reads the model's ``dist_inputs``."""
         self.generator = torch.Generator()
         """Private RNG for action sampling (seeded from ``seed``)."""
+        self.model: ActorCritic = self._build_model(config, seed)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.lr)
+        self._params = [p for p in self.model.parameters() if p.requires_grad]
+
+    def _build_model(self, config: AlgorithmConfig, seed: int | None) -> ActorCritic:
+        """Seed the generator and build the model under ``seed`` (torch's RNG left as it was)."""
+        model_cfg = {**_MODEL_DEFAULTS, **config.model}
         with torch.random.fork_rng(devices=[]):
             if seed is None:
                 self.generator.seed()
             else:
                 torch.manual_seed(seed)
                 self.generator.manual_seed(seed)
-            self.model: ActorCritic = build_model(
-                observation_space,
-                action_space,
+            return build_model(
+                self.observation_space,
+                self.action_space,
                 hidden=tuple(model_cfg["hidden"]),
                 activation=str(model_cfg["activation"]),
                 shared=bool(model_cfg["shared"]),
             )
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.lr)
-        self._params = [p for p in self.model.parameters() if p.requires_grad]
-
-    # -- config helpers ---------------------------------------------------------------------
-
-    def _bad(self, key: str, value: Any, rule: str) -> ConfigError:
-        """Return a `ConfigError` naming this class, the key, the value and the rule."""
-        return ConfigError(f"{type(self).__name__}: config {key}={value!r} {rule}.")
-
-    def _number(
-        self,
-        key: str,
-        default: float,
-        *,
-        low: float = float("-inf"),
-        high: float = float("inf"),
-        low_open: bool = False,
-    ) -> float:
-        """Read a float config key and check ``low <=/< value <= high``."""
-        value = self.config.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int | float | np.floating):
-            raise self._bad(key, value, "must be a number")
-        ok = (value > low if low_open else value >= low) and value <= high
-        if not ok:
-            lo = "(" if low_open else "["
-            raise self._bad(key, value, f"must be in {lo}{low}, {high}]")
-        return float(value)
 
     # -- acting -----------------------------------------------------------------------------
 
@@ -178,19 +165,14 @@ class TorchPolicy(abc.ABC):
         return values.numpy()
 
     def postprocess_trajectory(self, batch: SampleBatch, *, last_value: float) -> SampleBatch:
-        """Return a copy of one episode fragment with advantages and value targets added.
+        """Return a copy of one episode fragment with advantages added.
 
-        ``last_value`` is V(s_T) after the last step (0.0 when it terminated the episode). The
-        default calls :func:`rlflow.returns.compute_advantages` with this policy's ``gamma``,
-        ``lambda_``, ``use_gae`` and ``use_critic``; GAE is used only with a critic.
+        Without a critic (the base) the advantages are the discounted returns with ``gamma``
+        (:func:`rlflow.returns.compute_advantages`; ``last_value`` is unused: workers pass
+        0.0 to a policy without ``use_critic``). :class:`ActorCriticPolicy` adds GAE.
         """
         return compute_advantages(
-            batch,
-            last_value=last_value,
-            gamma=self.gamma,
-            lam=self.lambda_,
-            use_gae=self.use_gae and self.use_critic,
-            use_critic=self.use_critic,
+            batch, last_value=0.0, gamma=self.gamma, lam=1.0, use_gae=False, use_critic=False
         )
 
     # -- learning ---------------------------------------------------------------------------
@@ -219,7 +201,7 @@ class TorchPolicy(abc.ABC):
         """Fill every parameter's ``.grad`` (clipped) from the loss on ``batch``; return stats."""
         self.optimizer.zero_grad(set_to_none=True)
         loss, stats = self.loss(self.batch_to_tensors(batch))
-        loss.backward()
+        torch.autograd.backward(loss)
         for p in self._params:
             if p.grad is None:
                 # Parameters the loss skips (the value head without a critic) get zeros so that
@@ -276,11 +258,7 @@ class TorchPolicy(abc.ABC):
         (full minibatches only; the whole batch when it is smaller). Returns every stat
         averaged over all steps, plus ``"num_steps"``.
         """
-        if isinstance(num_epochs, bool) or not isinstance(num_epochs, int) or num_epochs < 1:
-            raise ConfigError(
-                f"{type(self).__name__}.learn_on_minibatches: num_epochs={num_epochs!r} "
-                "must be an int >= 1."
-            )
+        check_int(num_epochs, f"{type(self).__name__}.learn_on_minibatches: num_epochs", low=1)
         totals: dict[str, float] = {}
         steps = 0
         for _ in range(num_epochs):
@@ -333,3 +311,61 @@ class TorchPolicy(abc.ABC):
     def num_params(self) -> int:
         """Return the number of trainable parameters."""
         return sum(p.numel() for p in self._params)
+
+
+class ActorCriticPolicy(TorchPolicy):
+    """A policy whose postprocessing computes advantages with its critic (PG, A2C, PPO).
+
+    Reads `ActorCriticConfig`'s ``use_critic``, ``use_gae`` and ``lambda_``.
+    """
+
+    config_class: ClassVar[type[AlgorithmConfig]] = ActorCriticConfig
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        config: ActorCriticConfig,
+        *,
+        seed: int | None = None,
+        worker_index: int = 0,
+    ) -> None:
+        """Build as :class:`TorchPolicy` does and read the advantage settings."""
+        super().__init__(
+            observation_space, action_space, config, seed=seed, worker_index=worker_index
+        )
+        self.use_critic = config.use_critic
+        self.use_gae = config.use_gae
+        self.lambda_ = config.lambda_
+
+    def postprocess_trajectory(self, batch: SampleBatch, *, last_value: float) -> SampleBatch:
+        """Return a copy of one episode fragment with advantages and value targets added.
+
+        ``last_value`` is V(s_T) after the last step (0.0 when it terminated the episode).
+        Calls :func:`rlflow.returns.compute_advantages` with this policy's ``gamma``,
+        ``lambda_``, ``use_gae`` and ``use_critic``.
+        """
+        return compute_advantages(
+            batch,
+            last_value=last_value,
+            gamma=self.gamma,
+            lam=self.lambda_,
+            use_gae=self.use_gae and self.use_critic,
+            use_critic=self.use_critic,
+        )
+
+
+def adaptive_kl_coeff(coeff: float, sampled_kl: float, target: float) -> float:
+    """The next KL penalty coefficient, adapted as RLlib's PPO does (used by PPO and MAML).
+
+    x1.5 if ``sampled_kl > 2 * target``, x0.5 if ``sampled_kl < target / 2``, else unchanged;
+    0 stays 0.
+
+    >>> adaptive_kl_coeff(0.2, 0.03, 0.01), adaptive_kl_coeff(0.2, 0.001, 0.01)
+    (0.30000000000000004, 0.1)
+    """
+    if sampled_kl > 2.0 * target:
+        return coeff * 1.5
+    if sampled_kl < 0.5 * target:
+        return coeff * 0.5
+    return coeff

@@ -5,6 +5,8 @@
 - `n_step_transitions`: rollout fragment -> n-step transitions; `LinearSchedule` for beta.
 - `ReplayActor`, `create_replay_actors`: a sharded buffer as parallel-iterator actors.
 - `MultiAgentReplayBuffer`: one buffer per policy, for multi-agent runs.
+- `make_replay_buffer`, `beta_schedule`, `training_intensity_weights`: a replay-based
+  algorithm's buffer, beta schedule and round-robin weights, from its config.
 - `SumSegmentTree`, `MinSegmentTree`: the trees behind prioritized sampling.
 """
 
@@ -14,17 +16,17 @@ from rlflow.replay.actors import (
     create_replay_actors,
     split_shard_indexes,
 )
-from rlflow.replay.buffers import (
-    BATCH_INDEXES,
-    DISCOUNTS,
-    WEIGHTS,
-    LinearSchedule,
-    PrioritizedReplayBuffer,
-    ReplayBuffer,
-    n_step_transitions,
-    replay_forever,
+from rlflow.replay.buffers import PrioritizedReplayBuffer, ReplayBuffer, replay_forever
+from rlflow.replay.factory import (
+    ReplayConfig,
+    beta_schedule,
+    make_replay_buffer,
+    training_intensity_weights,
 )
 from rlflow.replay.multi_agent import MultiAgentReplayBuffer
+from rlflow.replay.n_step import DISCOUNTS, n_step_transitions
+from rlflow.replay.ring import BATCH_INDEXES, WEIGHTS
+from rlflow.replay.schedule import LinearSchedule
 from rlflow.replay.segment_tree import MinSegmentTree, SumSegmentTree, next_power_of_two
 
 __all__ = [
@@ -36,12 +38,16 @@ __all__ = [
     "MinSegmentTree",
     "MultiAgentReplayBuffer",
     "PrioritizedReplayBuffer",
+    "ReplayConfig",
     "ReplayActor",
     "ReplayBuffer",
     "SumSegmentTree",
+    "beta_schedule",
     "create_replay_actors",
+    "make_replay_buffer",
     "n_step_transitions",
     "next_power_of_two",
     "replay_forever",
     "split_shard_indexes",
+    "training_intensity_weights",
 ]

@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rlflow import flow
+from rlflow.checks import check_int
 from rlflow.data.sample_batch import MultiAgentBatch, SampleBatch, from_multi_agent_if_single
 from rlflow.errors import ConfigError
 from rlflow.flow import ParallelIteratorWorker
@@ -62,12 +63,6 @@ def split_shard_indexes(indexes: npt.ArrayLike) -> tuple[IntArray, IntArray]:
     return idx // SHARD_STRIDE, idx % SHARD_STRIDE
 
 
-def _check(where: str, name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ConfigError(f"{where}: {name}={value!r} must be an int >= {minimum}")
-    return int(value)
-
-
 def _make_buffer(
     where: str,
     capacity: int,
@@ -80,8 +75,8 @@ def _make_buffer(
     seed: int | None,
 ) -> ReplayBuffer:
     """Build the shard's buffer, checking every argument (raises `ConfigError`)."""
-    _check(where, "learning_starts", learning_starts, 0)
-    _check(where, "replay_batch_size", replay_batch_size, 1)
+    check_int(learning_starts, f"{where}: learning_starts", low=0)
+    check_int(replay_batch_size, f"{where}: replay_batch_size", low=1)
     if prioritized:
         return PrioritizedReplayBuffer(capacity, alpha=alpha, beta=beta, seed=seed)
     return ReplayBuffer(capacity, seed=seed)
@@ -119,7 +114,7 @@ class ReplayActor(ParallelIteratorWorker):
     ) -> None:
         """Create the shard's empty buffer."""
         super().__init__(self._replay_forever, repeat=False)
-        self.shard_index = _check("ReplayActor", "shard_index", shard_index, 0)
+        self.shard_index = check_int(shard_index, "ReplayActor: shard_index", low=0)
         self.buffer = _make_buffer(
             "ReplayActor",
             capacity,
@@ -206,14 +201,14 @@ def create_replay_actors(
     starts (`ConfigError`). Returns the actor handles, in shard order.
     """
     where = "create_replay_actors"
-    shards = _check(where, "num_shards", num_shards, 1)
-    total = _check(where, "capacity_total", capacity_total, 1)
+    shards = check_int(num_shards, f"{where}: num_shards", low=1)
+    total = check_int(capacity_total, f"{where}: capacity_total", low=1)
     if total < shards:
         raise ConfigError(
             f"{where}: capacity_total={total} must be >= num_shards={shards} (one transition "
             "per shard at least)"
         )
-    starts = -(-_check(where, "learning_starts", learning_starts, 0) // shards)
+    starts = -(-check_int(learning_starts, f"{where}: learning_starts", low=0) // shards)
     kwargs: dict[str, Any] = dict(
         prioritized=prioritized,
         alpha=alpha,

@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
 
-from rlflow.errors import ConfigError
+from rlflow.checks import check_int
 
 
 class CountingEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
@@ -32,8 +32,7 @@ class CountingEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
 
     def __init__(self, episode_len: int = 5, *, truncate: bool = False) -> None:
         """Make an env whose episodes last ``episode_len`` (>= 1) steps."""
-        if isinstance(episode_len, bool) or not isinstance(episode_len, int) or episode_len < 1:
-            raise ConfigError(f"CountingEnv: episode_len={episode_len!r} must be an int >= 1")
+        check_int(episode_len, "CountingEnv: episode_len", low=1)
         self.episode_len = episode_len
         """Steps per episode."""
         self.truncate = truncate

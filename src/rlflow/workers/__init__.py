@@ -3,6 +3,8 @@
 
 Where to start: :meth:`RolloutWorker.sample` (postprocessed experience) and
 :meth:`WorkerSet.sync_weights` (one ``put`` of the learner's weights, pushed to every actor).
+Env stepping, for training and evaluation alike, is `rlflow.workers.sampler.Sampler`'s loop; its
+single-agent hot loop is `rlflow.workers.vector_sampler.VectorSampler._step`.
 """
 
 from rlflow.workers.rollout_worker import Gradients, RolloutWorker, current_worker

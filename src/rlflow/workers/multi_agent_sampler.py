@@ -1,14 +1,14 @@
-"""`MultiAgentSampler`: the sampling loop of a rollout worker over multi-agent envs.
+"""`MultiAgentSampler`: the `rlflow.workers.sampler.Sampler` of multi-agent envs.
 
 A rollout worker whose env is a `rlflow.envs.multi_agent.MultiAgentEnv` (or a PettingZoo env)
-samples through this class. Each step it groups the observations of the acting agents of all
-its envs by policy (``policy_mapping_fn(agent_id)``, fixed per agent and episode), runs one
-batched inference per policy, and steps every env with its action dict. Rows are kept per
-agent and episode; an agent's trajectory is postprocessed by its policy when the agent leaves
-(bootstrap 0 after a terminal step, V(last observation) after a truncation) and at the end of
-each fragment (bootstrap V of the agent's next observation), exactly like single-agent
-fragments. ``sample()`` returns a `MultiAgentBatch` whose env-step count is
-``rollout_fragment_length * num_envs``, while each policy's rows count agent steps.
+samples and evaluates through this class. Each step it groups the observations of the acting
+agents of all its envs by policy (``policy_mapping_fn(agent_id)``, fixed per agent and
+episode), runs one batched inference per policy, and steps every env with its action dict.
+Rows are kept per agent and episode; an agent's trajectory is postprocessed by its policy
+when the agent leaves (bootstrap 0 after a terminal step, V(last observation) after a
+truncation) and at the end of each fragment (bootstrap V of the agent's next observation),
+exactly like single-agent fragments. ``sample()`` returns a `MultiAgentBatch` whose env-step
+count is ``rollout_fragment_length * num_envs``, while each policy's rows count agent steps.
 
 Agents may join mid-episode (they appear in ``obs``) and leave (their ``terminateds`` or
 ``truncateds`` entry is True). A reward given to an agent that did not act in that step is
@@ -16,7 +16,8 @@ added to its last row (to its next row when the last one already went out with a
 
 Episode stats (`rlflow.envs.EpisodeStat`) hold one `rlflow.envs.AgentReturn` per agent life:
 from when the agent joined to when it left (or the episode ended), so an agent that leaves
-and re-joins counts each stay as one agent episode.
+and re-joins counts each stay as one agent episode. Evaluation (`Sampler.run_episodes`) takes
+the same steps and keeps these stats, but emits no rows.
 """
 
 from __future__ import annotations
@@ -25,10 +26,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
-from gymnasium import spaces
 
 from rlflow.data.sample_batch import (
     ACTION_DIST_INPUTS,
@@ -46,9 +45,15 @@ from rlflow.data.sample_batch import (
     SampleBatch,
 )
 from rlflow.envs.multi_agent import ALL_AGENTS, MultiAgentEnv
-from rlflow.envs.vector import AgentReturn, EpisodeStat
-from rlflow.errors import ConfigError
+from rlflow.envs.vector import AgentReturn, EpisodeStat, env_action
 from rlflow.policy import TorchPolicy
+from rlflow.workers.sampler import (
+    MappingFn,
+    Sampler,
+    agent_policy_map,
+    as_multi_agent_env,
+    is_multi_agent_env,
+)
 
 __all__ = [
     "MultiAgentSampler",
@@ -61,25 +66,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 Array = npt.NDArray[Any]
-MappingFn = Callable[[str], str]
-
-
-def agent_policy_map(
-    agents: list[str], mapping_fn: MappingFn | None, policy_ids: list[str]
-) -> dict[str, str]:
-    """``{agent: policy id}`` for ``agents``; `ConfigError` if the function names an unknown id."""
-    out: dict[str, str] = {}
-    for agent in agents:
-        pid = policy_ids[0] if mapping_fn is None else mapping_fn(agent)
-        if pid not in policy_ids:
-            raise ConfigError(
-                f"policy_mapping_fn({agent!r}) returned {pid!r}, which is not a policy of this "
-                f"run; the policies are {policy_ids}"
-            )
-        out[agent] = pid
-    return out
-
-
 _ACT_COLUMNS = (OBS, ACTIONS, LOGP, VF_PREDS, ACTION_DIST_INPUTS)
 """Columns written when an agent acts (the others when the outcome of its action is known)."""
 
@@ -197,33 +183,7 @@ class _EnvSlot:
         self.trajectories: dict[str, _Trajectory] = {}
 
 
-def env_action(space: Any, action: Any) -> Any:
-    """One agent's action as its env takes it: an int for Discrete, clipped for Box."""
-    if isinstance(space, spaces.Discrete):
-        return int(action)
-    if isinstance(space, spaces.Box):
-        return np.clip(action, space.low, space.high).astype(space.dtype, copy=False)
-    return action
-
-
-def as_multi_agent_env(env: Any) -> MultiAgentEnv:
-    """``env`` itself if it is a `MultiAgentEnv`, else a PettingZoo env adapted to one."""
-    if isinstance(env, MultiAgentEnv):
-        return env
-    from rlflow.envs.multi_agent import from_pettingzoo
-
-    return from_pettingzoo(env)
-
-
-def is_multi_agent_env(env: Any) -> bool:
-    """True for a `MultiAgentEnv` or a PettingZoo env (anything not a Gymnasium env that has
-    ``possible_agents``)."""
-    if isinstance(env, MultiAgentEnv):
-        return True
-    return not isinstance(env, gym.Env) and hasattr(env, "possible_agents")
-
-
-class MultiAgentSampler:
+class MultiAgentSampler(Sampler):
     """Steps ``num_envs`` multi-agent envs with a policy map; see the module docstring.
 
     Args:
@@ -233,6 +193,7 @@ class MultiAgentSampler:
         mapping_fn: agent id -> policy id (None: the only policy).
         seed: env ``j`` is reset with ``seed + j`` first (None: unseeded).
         new_eps_id: gives a fresh episode id (unique across the run's workers).
+        explore: sample actions (True) or take the greedy ones.
 
     Every row has `NEXT_OBS` (replay and V-trace learners read it) and `AGENT_INDEX`.
     """
@@ -245,8 +206,11 @@ class MultiAgentSampler:
         mapping_fn: MappingFn | None,
         seed: int | None,
         new_eps_id: Callable[[], int],
+        *,
+        explore: bool = True,
     ) -> None:
         """Build the envs (reset on the first ``sample()``)."""
+        super().__init__(explore=explore)
         self.slots = [_EnvSlot(as_multi_agent_env(creator())) for _ in range(num_envs)]
         self.policies = policies
         self.mapping_fn = mapping_fn
@@ -258,6 +222,8 @@ class MultiAgentSampler:
         env = self.slots[0].env
         self._agent_index = {a: i for i, a in enumerate(env.possible_agents)}
         self._action_spaces = dict(env.action_spaces)
+        self._length = 0
+        self._out: dict[str, list[SampleBatch]] = {pid: [] for pid in self._policy_ids}
 
     # ------------------------------------------------------------------ episodes
     def _start_episode(self, slot: _EnvSlot, seed: int | None) -> None:
@@ -292,23 +258,27 @@ class MultiAgentSampler:
         return out
 
     # ------------------------------------------------------------------ sampling
-    def sample(self, length: int) -> MultiAgentBatch:
-        """Step every env ``length`` times; return the postprocessed experience per policy."""
+    def _start(self, length: int) -> None:
+        self._length = length
         if not self._started:
             for j, slot in enumerate(self.slots):
                 self._start_episode(slot, None if self._seed is None else self._seed + j)
             self._started = True
-        out: dict[str, list[SampleBatch]] = {pid: [] for pid in self._policy_ids}
-        for _ in range(length):
-            self._act_all()
-            for slot in self.slots:
-                self._step_slot(slot, out)
+
+    def _step(self, t: int, *, record: bool) -> None:
+        self._act_all()
+        for slot in self.slots:
+            self._step_slot(slot, record=record)
+
+    def _take_fragment(self) -> MultiAgentBatch:
+        """Every agent's rows so far, postprocessed per policy; env steps = length * envs."""
         for slot in self.slots:
             for traj in slot.trajectories.values():
                 if traj.rows:
-                    self._emit(traj, out, terminated=False)
+                    self._emit(traj, terminated=False)
+        out, self._out = self._out, {pid: [] for pid in self._policy_ids}
         batches = {pid: SampleBatch.concat_samples(b) for pid, b in out.items() if b}
-        return MultiAgentBatch(batches, length * len(self.slots))
+        return MultiAgentBatch(batches, self._length * len(self.slots))
 
     def _act_all(self) -> None:
         """One batched inference per policy over the acting agents of every env."""
@@ -318,14 +288,14 @@ class MultiAgentSampler:
                 groups.setdefault(self._policy_for(slot, agent), []).append((slot, agent))
         for pid, members in groups.items():
             obs = np.stack([np.asarray(slot.obs[agent]) for slot, agent in members])
-            actions, extra = self.policies[pid].compute_actions(obs)
+            actions, extra = self.policies[pid].compute_actions(obs, explore=self.explore)
             logp, vf, dist = extra[LOGP], extra[VF_PREDS], extra[ACTION_DIST_INPUTS]
             for k, (slot, agent) in enumerate(members):
                 self._trajectory(slot, agent).act(
                     slot.obs[agent], actions[k], float(logp[k]), float(vf[k]), dist[k]
                 )
 
-    def _step_slot(self, slot: _EnvSlot, out: dict[str, list[SampleBatch]]) -> None:
+    def _step_slot(self, slot: _EnvSlot, *, record: bool) -> None:
         env = slot.env
         actions = {
             agent: env_action(
@@ -349,12 +319,12 @@ class MultiAgentSampler:
                 traj.add_late_reward(reward)
                 if terminated or truncated:
                     traj.end_idle(terminated, truncated, step.obs.get(agent))
-                    self._close(slot, agent, out, terminated=terminated)
+                    self._close(slot, agent, record=record, terminated=terminated)
                 continue
             next_ob = step.obs.get(agent, traj.columns[OBS][-1])
             traj.outcome(reward, terminated, truncated, next_ob)
             if terminated or truncated:
-                self._close(slot, agent, out, terminated=terminated)
+                self._close(slot, agent, record=record, terminated=terminated)
         if over:
             self._record_episode(slot)
             self._start_episode(slot, None)
@@ -362,24 +332,23 @@ class MultiAgentSampler:
         active = set(env.agents)
         slot.obs = {a: ob for a, ob in step.obs.items() if a in active}
 
-    def _close(
-        self, slot: _EnvSlot, agent: str, out: dict[str, list[SampleBatch]], *, terminated: bool
-    ) -> None:
+    def _close(self, slot: _EnvSlot, agent: str, *, record: bool, terminated: bool) -> None:
+        """The agent left: count its return; emit its rows (evaluation drops them)."""
         traj = slot.trajectories.pop(agent)
         slot.finished.append(AgentReturn(agent, traj.policy_id, slot.returns.pop(agent, 0.0)))
-        if traj.rows:
-            self._emit(traj, out, terminated=terminated)
+        if record and traj.rows:
+            self._emit(traj, terminated=terminated)
 
-    def _emit(
-        self, traj: _Trajectory, out: dict[str, list[SampleBatch]], *, terminated: bool
-    ) -> None:
+    def _emit(self, traj: _Trajectory, *, terminated: bool) -> None:
         """Postprocess the trajectory's complete rows with the right bootstrap value."""
         policy = self.policies[traj.policy_id]
         last_value = 0.0
         if not terminated and policy.use_critic:
             last_value = float(policy.value(np.asarray(traj.last_next_obs)[None])[0])
         batch = traj.take()
-        out[traj.policy_id].append(policy.postprocess_trajectory(batch, last_value=last_value))
+        self._out[traj.policy_id].append(
+            policy.postprocess_trajectory(batch, last_value=last_value)
+        )
 
     def _record_episode(self, slot: _EnvSlot) -> None:
         agents = (
@@ -402,6 +371,11 @@ class MultiAgentSampler:
         self.slots = state["slots"]
         self._started = state["started"]
         self._episodes = list(state["episodes"])
+
+    @property
+    def envs(self) -> list[Any]:
+        """The envs, in order."""
+        return [slot.env for slot in self.slots]
 
     def close(self) -> None:
         """Close every env."""

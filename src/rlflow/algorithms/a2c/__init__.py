@@ -1,7 +1,7 @@
 """A2C: synchronous advantage actor-critic (Mnih et al. 2016, synchronous variant).
 
-Policy: :class:`rlflow.policy.PGPolicy` with a critic. Config: :class:`A2CConfig`.
-Plan: :func:`a2c_plan`.
+Policy: PG's :class:`~rlflow.algorithms.pg.PGPolicy` with a critic (given by the registry).
+Config: :class:`A2CConfig`. Plan: :func:`a2c_plan`.
 """
 
 from rlflow.algorithms.a2c.config import A2CConfig

@@ -1,7 +1,7 @@
 """A3C: asynchronous advantage actor-critic (Mnih et al. 2016).
 
-Policy: :class:`rlflow.policy.PGPolicy` with a critic. Config: :class:`A3CConfig`.
-Plan: :func:`a3c_plan`.
+Policy: PG's :class:`~rlflow.algorithms.pg.PGPolicy` with a critic (given by the registry).
+Config: :class:`A3CConfig`. Plan: :func:`a3c_plan`.
 """
 
 from rlflow.algorithms.a3c.config import A3CConfig

@@ -1,7 +1,7 @@
 """Ape-X: distributed prioritized experience replay (Horgan et al. 2018) with DQN.
 
-Policy: :class:`rlflow.policy.dqn.DQNPolicy`. Config: :class:`ApexConfig`. Plan:
-:func:`apex_plan`.
+Policy: DQN's :class:`~rlflow.algorithms.dqn.DQNPolicy` (given by the registry). Config:
+:class:`ApexConfig`. Plan: :func:`apex_plan` (with its ``UpdateWorkerWeights``).
 """
 
 from rlflow.algorithms.apex.config import ApexConfig

@@ -45,10 +45,6 @@ class ApexConfig(DQNConfig):
     per_worker_exploration: bool = True
     """Fixed epsilon per worker: ``worker_epsilon ** (1 + worker_epsilon_alpha * i / (N - 1))``
     for worker i = 0..N-1 (the schedule fields are then unused by the workers)."""
-    worker_epsilon: float = 0.4
-    """Base epsilon of the per-worker exploration, in [0, 1]."""
-    worker_epsilon_alpha: float = 7.0
-    """Exponent spread of the per-worker exploration, >= 0."""
     worker_side_prioritization: bool = True
     """Workers compute their transitions' |TD error| as initial priorities."""
     prioritized_replay: bool = True
@@ -62,8 +58,6 @@ class ApexConfig(DQNConfig):
         self._check_int("learner_queue_size", 1)
         self._check_int("num_async_replay_requests", 1)
         self._check_int("num_async_rollout_requests", 1)
-        self._check_range("worker_epsilon", 0.0, 1.0)
-        self._check_range("worker_epsilon_alpha", 0.0, float("inf"))
         per_shard = self.buffer_size // self.num_replay_buffer_shards
         if per_shard < self.train_batch_size:
             raise self._bad(

@@ -14,10 +14,14 @@ Liang et al., "RLlib Flow: Distributed Reinforcement Learning is a Dataflow Prob
 
 from __future__ import annotations
 
+import collections
 from typing import Any
 
+from rlflow import flow
 from rlflow.algorithms.apex.config import ApexConfig
-from rlflow.flow import LocalIterator
+from rlflow.checks import check_int
+from rlflow.errors import ConfigError, PlanError
+from rlflow.flow import ActorItem, LocalIterator
 from rlflow.ops import (
     Enqueue,
     LearnerThread,
@@ -25,9 +29,9 @@ from rlflow.ops import (
     StoreToReplayBuffer,
     UpdateReplayPriorities,
     UpdateTargetNetwork,
-    UpdateWorkerWeights,
     concurrently,
     dequeue,
+    keys,
     parallel_rollouts,
     replay,
     standard_metrics_reporting,
@@ -35,7 +39,7 @@ from rlflow.ops import (
 from rlflow.replay import create_replay_actors
 from rlflow.workers import WorkerSet
 
-__all__ = ["apex_plan"]
+__all__ = ["UpdateWorkerWeights", "apex_plan"]
 
 
 def apex_plan(workers: WorkerSet, config: ApexConfig) -> LocalIterator[dict[str, Any]]:
@@ -89,3 +93,63 @@ def apex_plan(workers: WorkerSet, config: ApexConfig) -> LocalIterator[dict[str,
     train_op = concurrently([store_op, replay_op, update_op], mode="async", output_indexes=[2])
     # (11) One result per iteration.
     return standard_metrics_reporting(train_op, workers, config)
+
+
+class UpdateWorkerWeights:
+    """Send the learner's weights to a worker once it delivered ``max_weight_sync_delay`` steps.
+
+    Items: ``ActorItem(worker, batch) -> the same item`` (use after ``parallel_rollouts(mode=
+    "async")...zip_with_source_actor()``, with ``.for_each``). Each worker has its own step
+    counter; when it reaches ``max_weight_sync_delay`` the counter restarts and the weights go
+    to that worker only (fire-and-forget ``set_weights`` with ``{"timestep": env steps
+    sampled}``). The weights are ``put`` again only when they changed since the last ``put``:
+    with a ``learner`` thread, when its ``weights_updated`` flag is set (read under its lock and
+    cleared); without, on every send. Side effects: counter ``num_weight_syncs`` (one per
+    send); timer ``update``.
+    """
+
+    def __init__(
+        self,
+        workers: WorkerSet,
+        max_weight_sync_delay: int,
+        *,
+        learner: LearnerThread | None = None,
+    ) -> None:
+        """Validate ``max_weight_sync_delay`` (an int >= 1)."""
+        self.workers = workers
+        self.max_weight_sync_delay = check_int(
+            max_weight_sync_delay, "UpdateWorkerWeights: max_weight_sync_delay", low=1
+        )
+        if learner is not None and not isinstance(learner, LearnerThread):
+            raise ConfigError(f"UpdateWorkerWeights(learner={learner!r}) must be a LearnerThread")
+        self.learner = learner
+        self._steps: collections.defaultdict[Any, int] = collections.defaultdict(int)
+        self._weights_ref: Any = None
+
+    def _weights(self) -> Any:
+        local = self.workers.local_worker()
+        if self.learner is None:
+            return flow.put(local.get_weights())
+        if self._weights_ref is None or self.learner.weights_updated:
+            with self.learner.lock:
+                weights = local.get_weights()
+                self.learner.weights_updated = False
+            self._weights_ref = flow.put(weights)
+        return self._weights_ref
+
+    def __call__(self, item: ActorItem) -> ActorItem:
+        if not isinstance(item, ActorItem):
+            raise PlanError(
+                f"UpdateWorkerWeights takes ActorItem(worker, batch) items (use "
+                f"zip_with_source_actor() first), got {item!r}"
+            )
+        actor, batch = item
+        self._steps[actor] += batch.count
+        if self._steps[actor] >= self.max_weight_sync_delay:
+            self._steps[actor] = 0
+            ctx = flow.current_metrics()
+            with ctx.timers[keys.UPDATE_TIMER].timing():
+                global_vars = {"timestep": ctx.counters[keys.NUM_ENV_STEPS_SAMPLED]}
+                actor.set_weights.remote(self._weights(), global_vars)
+            ctx.counters[keys.NUM_WEIGHT_SYNCS] += 1
+        return item

@@ -1,10 +1,12 @@
 """APPO: asynchronous PPO on IMPALA's dataflow (RLlib's APPO).
 
-Policy: :class:`rlflow.policy.impala.APPOPolicy`. Config: :class:`APPOConfig`. Plan:
-:func:`appo_plan`.
+Policy: :class:`APPOPolicy` (on `rlflow.policy.vtrace.VTracePolicyBase`, shared with IMPALA).
+Config: :class:`APPOConfig` (extends `IMPALAConfig`). Plan: :func:`appo_plan`, on
+:func:`rlflow.ops.impala_train_op`.
 """
 
 from rlflow.algorithms.appo.config import APPOConfig
 from rlflow.algorithms.appo.plan import appo_plan
+from rlflow.algorithms.appo.policy import APPOPolicy
 
-__all__ = ["APPOConfig", "appo_plan"]
+__all__ = ["APPOConfig", "APPOPolicy", "appo_plan"]

@@ -14,9 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from rlflow.algorithms.appo.config import APPOConfig
-from rlflow.algorithms.impala.plan import impala_train_op
 from rlflow.flow import LocalIterator
-from rlflow.ops import UpdateTargetNetwork, standard_metrics_reporting
+from rlflow.ops import UpdateTargetNetwork, impala_train_op, standard_metrics_reporting
 from rlflow.workers import WorkerSet
 
 __all__ = ["appo_plan"]

@@ -61,9 +61,20 @@ class DQNConfig(AlgorithmConfig):
     """Exploration rate from ``epsilon_timesteps`` on, in [0, 1]."""
     epsilon_timesteps: int = 10_000
     """Steps over which epsilon falls linearly, >= 0."""
+    per_worker_exploration: bool = False
+    """Fixed epsilon per worker instead of the schedule (Ape-X): ``worker_epsilon ** (1 +
+    worker_epsilon_alpha * i / (N - 1))`` for worker i = 0..N-1 of ``num_workers`` N."""
+    worker_epsilon: float = 0.4
+    """Base epsilon of the per-worker exploration, in [0, 1]."""
+    worker_epsilon_alpha: float = 7.0
+    """Exponent spread of the per-worker exploration, >= 0."""
+    worker_side_prioritization: bool = False
+    """Workers compute their transitions' |TD error| + ``prioritized_replay_eps`` as initial
+    priorities (Ape-X)."""
     training_intensity: float | None = None
-    """Replayed transitions per sampled transition, > 0; None: one train batch per sampling
-    round. The plan turns it into round-robin weights (see ``dqn_round_robin_weights``)."""
+    """Replayed transitions per env step sampled, > 0; None: one train batch per sampling
+    round. The plan turns it into round-robin weights
+    (`rlflow.replay.training_intensity_weights`)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -83,10 +94,12 @@ class DQNConfig(AlgorithmConfig):
             "final_prioritized_replay_beta",
             "initial_epsilon",
             "final_epsilon",
+            "worker_epsilon",
         ):
             self._check_range(name, 0.0, 1.0)
         self._check_int("prioritized_replay_beta_annealing_timesteps", 0)
         self._check_positive("prioritized_replay_eps")
         self._check_int("epsilon_timesteps", 0)
+        self._check_range("worker_epsilon_alpha", 0.0, float("inf"))
         if self.training_intensity is not None:
             self._check_positive("training_intensity")

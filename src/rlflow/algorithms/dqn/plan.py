@@ -12,7 +12,6 @@ Liang et al., "RLlib Flow: Distributed Reinforcement Learning is a Dataflow Prob
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from rlflow.algorithms.dqn.config import DQNConfig
@@ -27,15 +26,10 @@ from rlflow.ops import (
     replay,
     standard_metrics_reporting,
 )
-from rlflow.replay import (
-    LinearSchedule,
-    MultiAgentReplayBuffer,
-    PrioritizedReplayBuffer,
-    ReplayBuffer,
-)
+from rlflow.replay import beta_schedule, make_replay_buffer, training_intensity_weights
 from rlflow.workers import WorkerSet
 
-__all__ = ["dqn_plan", "dqn_round_robin_weights", "make_replay_buffer"]
+__all__ = ["dqn_plan"]
 
 
 def dqn_plan(workers: WorkerSet, config: DQNConfig) -> LocalIterator[dict[str, Any]]:
@@ -51,7 +45,7 @@ def dqn_plan(workers: WorkerSet, config: DQNConfig) -> LocalIterator[dict[str, A
             local_buffer=buffer,
             num_items=config.train_batch_size,
             learning_starts=config.learning_starts,
-            beta=_beta_schedule(config),
+            beta=beta_schedule(config),
         )
         # (4) One learner step, weights pushed to the workers with the global timestep.
         .for_each(TrainOneStep(workers, policies=config.policies_to_train))
@@ -67,60 +61,7 @@ def dqn_plan(workers: WorkerSet, config: DQNConfig) -> LocalIterator[dict[str, A
         [store_op, replay_op],
         mode="round_robin",
         output_indexes=[1],
-        round_robin_weights=dqn_round_robin_weights(config),
+        round_robin_weights=training_intensity_weights(config),
     )
     # (8) One result per iteration.
     return standard_metrics_reporting(train_op, workers, config)
-
-
-def make_replay_buffer(
-    config: DQNConfig, *, multi_agent: bool = False
-) -> ReplayBuffer | MultiAgentReplayBuffer:
-    """The plan's local buffer: prioritized or uniform, ``buffer_size`` transitions (per
-    policy, in a `MultiAgentReplayBuffer`, with ``multi_agent``)."""
-    if multi_agent:
-        return MultiAgentReplayBuffer(functools.partial(_single_buffer, config))
-    return _single_buffer(config)
-
-
-def _single_buffer(config: DQNConfig) -> ReplayBuffer:
-    if config.prioritized_replay:
-        return PrioritizedReplayBuffer(
-            config.buffer_size,
-            alpha=config.prioritized_replay_alpha,
-            beta=config.prioritized_replay_beta,
-            seed=config.seed,
-        )
-    return ReplayBuffer(config.buffer_size, seed=config.seed)
-
-
-def _beta_schedule(config: DQNConfig) -> LinearSchedule | None:
-    if not config.prioritized_replay:
-        return None
-    return LinearSchedule(
-        initial=config.prioritized_replay_beta,
-        final=config.final_prioritized_replay_beta,
-        steps=config.prioritized_replay_beta_annealing_timesteps,
-    )
-
-
-def dqn_round_robin_weights(config: DQNConfig) -> list[float | str]:
-    """Round-robin weights ``[1, k]`` of (store_op, replay_op) for ``training_intensity``.
-
-    One store item is one sampling round of ``S = rollout_fragment_length *
-    num_envs_per_worker * max(num_workers, 1)`` env steps; one replay item trains on
-    ``train_batch_size`` (B) transitions. For ``training_intensity`` I replayed transitions per
-    sampled one, each round is followed by ``k = I * S / B`` train steps (a fraction is drawn
-    at random, so the mean is exact). Without ``training_intensity``, ``k = 1``: the "native"
-    intensity ``B / S``.
-
-    >>> dqn_round_robin_weights(DQNConfig(rollout_fragment_length=4, train_batch_size=32,
-    ...                                   training_intensity=16))
-    [1, 2.0]
-    """
-    if config.training_intensity is None:
-        return [1, 1]
-    steps_per_round = (
-        config.rollout_fragment_length * config.num_envs_per_worker * max(config.num_workers, 1)
-    )
-    return [1, config.training_intensity * steps_per_round / config.train_batch_size]

@@ -1,6 +1,6 @@
 """MAML: model-agnostic meta-learning (Finn et al. 2017) as a dataflow plan.
 
-Policy: :class:`rlflow.policy.maml.MAMLPolicy`. Config: :class:`MAMLConfig`. Plan:
+Policy: :class:`MAMLPolicy`. Config: :class:`MAMLConfig`. Plan:
 :func:`maml_plan`. :func:`adaptation_returns` measures returns before and after adaptation.
 """
 
@@ -15,12 +15,14 @@ from rlflow.algorithms.maml.plan import (
     TaskSampler,
     maml_plan,
 )
+from rlflow.algorithms.maml.policy import MAMLPolicy
 
 __all__ = [
     "MAML_INFO",
     "AdaptationResult",
     "InnerAdaptation",
     "MAMLConfig",
+    "MAMLPolicy",
     "MetaUpdate",
     "RecordAdaptation",
     "TaskSampler",

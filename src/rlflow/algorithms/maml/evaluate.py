@@ -9,8 +9,8 @@ from typing import Any
 from rlflow import flow
 from rlflow.algorithms.maml.config import MAMLConfig
 from rlflow.algorithms.maml.plan import AdaptationResult, InnerAdaptation
+from rlflow.algorithms.maml.policy import MAMLPolicy
 from rlflow.errors import ConfigError
-from rlflow.policy.maml import MAMLPolicy
 from rlflow.workers import WorkerSet
 
 __all__ = ["adaptation_returns"]

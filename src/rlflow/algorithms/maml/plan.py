@@ -29,12 +29,12 @@ from typing import Any, Final, NamedTuple
 
 from rlflow import flow
 from rlflow.algorithms.maml.config import MAMLConfig
+from rlflow.algorithms.maml.policy import MAMLPolicy, episode_returns
 from rlflow.data import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from rlflow.envs import make_env_creator
 from rlflow.errors import ConfigError
 from rlflow.flow import LocalIterator
 from rlflow.ops import TrainResult, keys, standard_metrics_reporting
-from rlflow.policy.maml import MAMLPolicy, episode_returns
 from rlflow.workers import WorkerSet, current_worker
 
 __all__ = [

@@ -1,10 +1,11 @@
 """PG: vanilla policy gradient (REINFORCE; Williams 1992) as a dataflow plan.
 
-Policy: :class:`rlflow.policy.PGPolicy` (no critic by default). Config: :class:`PGConfig`.
-Plan: :func:`pg_plan`.
+Policy: :class:`PGPolicy` (no critic by default; A2C and A3C use it too, through the registry).
+Config: :class:`PGConfig`. Plan: :func:`pg_plan`.
 """
 
 from rlflow.algorithms.pg.config import PGConfig
 from rlflow.algorithms.pg.plan import pg_plan
+from rlflow.algorithms.pg.policy import PGPolicy
 
-__all__ = ["PGConfig", "pg_plan"]
+__all__ = ["PGConfig", "PGPolicy", "pg_plan"]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlflow.config import AlgorithmConfig
+from rlflow.config import ActorCriticConfig
 
 __all__ = ["PGConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class PGConfig(AlgorithmConfig):
+class PGConfig(ActorCriticConfig):
     """Policy gradient: advantages are discounted returns (no critic) unless ``use_critic``."""
 
     train_batch_size: int = 2000
@@ -30,8 +30,5 @@ class PGConfig(AlgorithmConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._check_range("lambda_", 0.0, 1.0)
         self._check_range("vf_loss_coeff", 0.0, float("inf"))
         self._check_range("entropy_coeff", 0.0, float("inf"))
-        if self.use_gae and not self.use_critic:
-            raise self._bad("use_gae", "needs use_critic=True (GAE uses the critic)")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlflow.config import AlgorithmConfig
+from rlflow.config import ActorCriticConfig
 
 __all__ = ["PPOConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class PPOConfig(AlgorithmConfig):
+class PPOConfig(ActorCriticConfig):
     """PPO: clipped surrogate, value loss, entropy bonus, GAE, optional adaptive KL penalty."""
 
     lr: float = 5e-5
@@ -40,7 +40,6 @@ class PPOConfig(AlgorithmConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._check_range("lambda_", 0.0, 1.0)
         self._check_positive("clip_param")
         if self.vf_clip_param is not None:
             self._check_positive("vf_clip_param")
@@ -51,5 +50,3 @@ class PPOConfig(AlgorithmConfig):
         self._check_int("num_sgd_iter", 1)
         self._check_int("sgd_minibatch_size", 1)
         self._check_le("sgd_minibatch_size", "train_batch_size")
-        if self.use_gae and not self.use_critic:
-            raise self._bad("use_gae", "needs use_critic=True (GAE uses the critic)")

@@ -21,13 +21,13 @@ from rlflow.ops import (
     SelectExperiences,
     StandardizeFields,
     TrainOneStep,
-    TrainResult,
+    UpdateKL,
     parallel_rollouts,
     standard_metrics_reporting,
 )
 from rlflow.workers import WorkerSet
 
-__all__ = ["UpdateKL", "ppo_plan"]
+__all__ = ["ppo_plan"]
 
 
 def ppo_plan(workers: WorkerSet, config: PPOConfig) -> LocalIterator[dict[str, Any]]:
@@ -56,24 +56,3 @@ def ppo_plan(workers: WorkerSet, config: PPOConfig) -> LocalIterator[dict[str, A
     )
     # (7) One result per iteration.
     return standard_metrics_reporting(train_op, workers, config)
-
-
-class UpdateKL:
-    """Adapt each PPO policy's KL coefficient to the mean KL of the last train step.
-
-    Items: ``TrainResult -> TrainResult`` (unchanged). Use with ``.for_each`` after
-    ``TrainOneStep``. Side effects: ``kl_coeff`` of the learner's policies (only the learner
-    computes the loss, so workers need not know it); ``info["learner"][pid]["kl_coeff"]``.
-    """
-
-    def __init__(self, workers: WorkerSet) -> None:
-        """Keep the worker set (its local worker holds the policies)."""
-        self.workers = workers
-
-    def __call__(self, result: TrainResult) -> TrainResult:
-        for pid, stats in result.stats.items():
-            policy = self.workers.local_worker().get_policy(pid)
-            update = getattr(policy, "update_kl", None)
-            if update is not None and "kl" in stats:
-                stats["kl_coeff"] = update(stats["kl"])
-        return result

@@ -1,7 +1,9 @@
 """PPO + DQN in one multi-agent run: agents mapped to ``ppo_policy`` learn with PPO, those
 mapped to ``dqn_policy`` with DQN, from one worker set (the paper's composition example).
 
-Config: :class:`PPODQNConfig`. Plan: :func:`ppo_dqn_plan`.
+Config: :class:`PPODQNConfig`. Plan: :func:`ppo_dqn_plan`. The one algorithm that imports
+others: it composes PPO and DQN, so it imports their config and policy classes (and nothing
+else of theirs); their shared operators come from `rlflow.ops` and `rlflow.replay`.
 """
 
 from rlflow.algorithms.ppo_dqn.config import DQN_POLICY, PPO_POLICY, PPODQNConfig, ppo_dqn_mapping

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlflow.algorithms.dqn.config import DQNConfig
+from rlflow.algorithms.dqn.policy import DQNPolicy
 from rlflow.algorithms.ppo.config import PPOConfig
+from rlflow.algorithms.ppo.policy import PPOPolicy
 from rlflow.config import AlgorithmConfig, PolicySpec
 from rlflow.errors import ConfigError
-from rlflow.policy import PPOPolicy
-from rlflow.policy.dqn import DQNPolicy
 
 __all__ = ["DQN_POLICY", "PPODQNConfig", "PPO_POLICY", "ppo_dqn_mapping"]
 

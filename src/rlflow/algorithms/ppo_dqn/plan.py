@@ -6,20 +6,19 @@ Liang et al., "RLlib Flow: Distributed Reinforcement Learning is a Dataflow Prob
     (1) parallel_rollouts(bulk_sync) -> (2) duplicate(2)
     DQN: (3) SelectExperiences([dqn]) -> StoreToReplayBuffer
          || (4) replay -> TrainOneStep([dqn]) -> UpdateReplayPriorities
-                -> UpdateTargetNetwork([dqn])   (round robin)
+                -> UpdateTargetNetwork([dqn])   (round robin, weights from training_intensity)
     PPO: (5) SelectExperiences([ppo]) -> ConcatBatches -> StandardizeFields
-         -> TrainOneStep([ppo], minibatch SGD)
+         -> TrainOneStep([ppo], minibatch SGD) -> UpdateKL
     (6) concurrently(ppo, dqn; async or round robin train_weights) -> (7) metrics
 
 Each policy keeps its own loss, optimizer, batch size and schedule; only ``dqn_policy`` has a
-replay buffer and a target network.
+replay buffer and a target network, only ``ppo_policy`` an adaptive KL coefficient.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rlflow.algorithms.dqn.plan import make_replay_buffer
 from rlflow.algorithms.ppo_dqn.config import DQN_POLICY, PPO_POLICY, PPODQNConfig
 from rlflow.data import ADVANTAGES
 from rlflow.flow import LocalIterator
@@ -29,6 +28,7 @@ from rlflow.ops import (
     StandardizeFields,
     StoreToReplayBuffer,
     TrainOneStep,
+    UpdateKL,
     UpdateReplayPriorities,
     UpdateTargetNetwork,
     concurrently,
@@ -36,6 +36,7 @@ from rlflow.ops import (
     replay,
     standard_metrics_reporting,
 )
+from rlflow.replay import make_replay_buffer, training_intensity_weights
 from rlflow.workers import WorkerSet
 
 __all__ = ["ppo_dqn_plan"]
@@ -58,7 +59,6 @@ def ppo_dqn_plan(workers: WorkerSet, config: PPODQNConfig) -> LocalIterator[dict
             local_buffer=buffer,
             num_items=dqn.train_batch_size,
             learning_starts=dqn.learning_starts,
-            training_intensity=dqn.training_intensity,
         )
         .for_each(TrainOneStep(workers, policies=[DQN_POLICY]))
         .for_each(UpdateReplayPriorities(local_buffer=buffer, epsilon=dqn.prioritized_replay_eps))
@@ -70,9 +70,7 @@ def ppo_dqn_plan(workers: WorkerSet, config: PPODQNConfig) -> LocalIterator[dict
         [dqn_store, dqn_replay],
         mode="round_robin",
         output_indexes=[1],
-        # With training_intensity: replay as much as the DQN agents' own data allows (how
-        # many of them there are per env step depends on how long the other agents last).
-        round_robin_weights=[1, "*"] if dqn.training_intensity else [1, 1],
+        round_robin_weights=training_intensity_weights(dqn),
     )
     # (5) PPO batches its agents' fragments and does minibatch SGD on them.
     ppo_op = (
@@ -87,6 +85,8 @@ def ppo_dqn_plan(workers: WorkerSet, config: PPODQNConfig) -> LocalIterator[dict
                 sgd_minibatch_size=ppo.sgd_minibatch_size,
             )
         )
+        # Adapt the KL penalty to the KL of this step, as ppo_plan does.
+        .for_each(UpdateKL(workers))
     )
     # (6) Both learners side by side: as each is ready, or train_weights[i] steps per turn.
     weights = config.train_weights

@@ -18,14 +18,13 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 
 from rlflow.errors import ConfigError
 from rlflow.flow.backend import local as _local
 
 log = logging.getLogger(__name__)
 
-BackendName = Literal["ray", "local"]
 BACKENDS: tuple[str, ...] = ("ray", "local")
 
 _backend: str | None = None
@@ -206,6 +205,22 @@ def kill(handle: Any) -> None:
         _local.kill(handle)
     else:
         _ray_impl().kill(handle)
+
+
+def send_and_forget(handle: Any, method: str, *args: Any) -> None:
+    """Call ``handle.<method>(*args)`` and drop its future: best effort, for clean-up messages.
+
+    Never waits and never raises (a failure is logged at debug level). Nothing is sent to a Ray
+    actor once Ray is shut down: the actor went with it, and a call would start a new Ray.
+    """
+    if not isinstance(handle, _local.LocalActorHandle):
+        ray = sys.modules.get("ray")
+        if ray is None or not ray.is_initialized():
+            return
+    try:
+        getattr(handle, method).remote(*args)
+    except Exception as err:  # noqa: BLE001 - a dead actor has nothing left to clean up
+        log.debug("send_and_forget(%r, %s) failed: %r", handle, method, err)
 
 
 def ship(value: C) -> C:

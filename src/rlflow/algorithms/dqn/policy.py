@@ -1,0 +1,346 @@
+"""`DQNPolicy`: deep Q-learning with double Q, dueling heads, n-step targets, PER weights.
+
+Mnih et al., "Human-level control through deep reinforcement learning" (2015); van Hasselt et
+al., "Deep Reinforcement Learning with Double Q-learning" (2016); Wang et al., "Dueling Network
+Architectures" (2016); Schaul et al., "Prioritized Experience Replay" (2016); Horgan et al.,
+"Distributed Prioritized Experience Replay" (Ape-X, 2018). For a replayed n-step transition
+``(s, a, R, s', d, gamma^m)``::
+
+    a*      = argmax_a' Q(s', a')                    (double Q; else argmax of Q_target)
+    target  = R + gamma^m * (1 - d) * Q_target(s', a*)
+    td      = Q(s, a) - target
+    loss    = mean(w * huber(td))                    (w: importance weights, 1 without PER)
+
+``R`` and ``gamma^m`` (the `DISCOUNTS` column) come from :meth:`DQNPolicy.postprocess_trajectory`
+(m = n steps, fewer at an episode's end; :func:`rlflow.replay.n_step_transitions`). Acting is
+epsilon-greedy: epsilon falls linearly from ``initial_epsilon`` to ``final_epsilon`` over
+``epsilon_timesteps`` env steps of the global timestep (pushed with the weights:
+``set_weights(w, global_vars={"timestep": t})``), or, with ``per_worker_exploration``, is
+fixed per worker as in Ape-X: ``eps_i = worker_epsilon ** (1 + worker_epsilon_alpha * i /
+(N - 1))`` for worker i = 0..N-1 of N (``worker_index`` 1..N, a constructor argument).
+
+Reads `DQNConfig`'s ``n_step``, ``double_q``, ``dueling``, ``huber_delta``, the epsilon
+schedule and per-worker exploration, ``worker_side_prioritization``,
+``prioritized_replay_eps`` and ``num_workers`` besides the shared settings. Ape-X uses this
+policy too (through the registry; `ApexConfig` extends `DQNConfig`). ``model`` options default
+to ``hidden`` (64, 64) and ``activation`` "relu".
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+import torch
+from torch import nn
+
+from rlflow.algorithms.dqn.config import DQNConfig
+from rlflow.config import AlgorithmConfig
+from rlflow.data.sample_batch import (
+    ACTION_DIST_INPUTS,
+    ACTIONS,
+    LOGP,
+    NEXT_OBS,
+    OBS,
+    REWARDS,
+    TERMINATEDS,
+    VF_PREDS,
+    SampleBatch,
+)
+from rlflow.errors import ConfigError
+from rlflow.models import MLP, NatureCNN
+from rlflow.ops.keys import TD_ERROR
+from rlflow.policy.policy import TorchPolicy
+from rlflow.replay import BATCH_INDEXES, DISCOUNTS, WEIGHTS, n_step_transitions
+
+__all__ = ["BATCH_INDEXES", "DISCOUNTS", "TD_ERROR", "WEIGHTS", "DQNPolicy", "QNetwork", "huber"]
+
+Array = npt.NDArray[Any]
+
+
+class QNetwork(nn.Module):
+    """Q-values of every action: ``forward(obs) -> [B, num_actions]``.
+
+    An MLP (or the Nature CNN for image observations) and a linear head; with ``dueling``,
+    a value and an advantage head combined as ``V + A - mean(A)``.
+    """
+
+    def __init__(
+        self,
+        obs_space: gym.Space[Any],
+        num_actions: int,
+        *,
+        hidden: tuple[int, ...],
+        activation: str,
+        dueling: bool,
+    ) -> None:
+        """Build the layers; raise `ConfigError` for an observation space other than Box."""
+        super().__init__()
+        if not isinstance(obs_space, gym.spaces.Box):
+            raise ConfigError(f"DQNPolicy takes Box observations, got {obs_space!r}")
+        self.is_image = len(obs_space.shape) == 3
+        self.trunk: nn.Module
+        if self.is_image:
+            self.trunk, width = NatureCNN(tuple(obs_space.shape)), 512
+        else:
+            mlp = MLP(int(np.prod(obs_space.shape)), hidden, activation=activation)
+            self.trunk, width = mlp, mlp.out_features
+        self.dueling = dueling
+        self.advantage = nn.Linear(width, num_actions)
+        self.value = nn.Linear(width, 1) if dueling else None
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Return Q-values ``[B, num_actions]`` for raw observations ``[B, *obs_shape]``."""
+        x = obs if self.is_image else obs.reshape(obs.shape[0], -1).float()
+        features = self.trunk(x)
+        adv: torch.Tensor = self.advantage(features)
+        if self.value is None:
+            return adv
+        value: torch.Tensor = self.value(features)
+        return value + adv - adv.mean(dim=1, keepdim=True)
+
+
+def huber(x: torch.Tensor, delta: float = 1.0) -> torch.Tensor:
+    """Elementwise Huber loss: ``x^2 / 2`` for ``|x| <= delta``, else ``delta (|x| - delta/2)``.
+
+    >>> huber(torch.tensor([0.5, -3.0])).tolist()
+    [0.125, 2.5]
+    """
+    abs_x = x.abs()
+    return torch.where(abs_x <= delta, 0.5 * x.pow(2), delta * (abs_x - 0.5 * delta))
+
+
+class DQNPolicy(TorchPolicy):
+    """DQN policy: Q network, target network, epsilon-greedy acting, n-step double-Q loss.
+
+    Acting (:meth:`compute_actions`) writes the Q-values as `ACTION_DIST_INPUTS` and max Q as
+    `VF_PREDS`. :meth:`postprocess_trajectory` makes n-step transitions. :meth:`learn_on_batch`
+    returns the loss stats plus `TD_ERROR` (per row) and, for replayed batches, their
+    `BATCH_INDEXES`, for priority updates. :meth:`update_target` copies Q into the target.
+    Weights (:meth:`get_weights`) are the Q network's only; :meth:`get_state` adds the target.
+    """
+
+    requires_next_obs = True
+    """Rollout workers store `NEXT_OBS` for this policy."""
+
+    config_class: ClassVar[type[AlgorithmConfig]] = DQNConfig
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        config: DQNConfig,
+        *,
+        seed: int | None = None,
+        worker_index: int = 0,
+    ) -> None:
+        """Build the Q and target networks and read the DQN settings (module docstring)."""
+        super().__init__(
+            observation_space, action_space, config, seed=seed, worker_index=worker_index
+        )
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise ConfigError(f"DQNPolicy: action_space={action_space!r} must be Discrete for DQN.")
+        self.num_actions = int(action_space.n)
+        self.n_step = config.n_step
+        self.double_q = config.double_q
+        self.huber_delta = config.huber_delta
+        self.initial_epsilon = config.initial_epsilon
+        self.final_epsilon = config.final_epsilon
+        self.epsilon_timesteps = config.epsilon_timesteps
+        self.priority_eps = config.prioritized_replay_eps
+        self.worker_side_prioritization = config.worker_side_prioritization
+        self.fixed_epsilon = self._per_worker_epsilon(config)
+        """Ape-X's fixed epsilon of this worker, or None to follow the schedule."""
+        self.q_model = self._build_q_network(config, seed)
+        """The online Q network (also ``self.model``)."""
+        # The base built an actor-critic; DQN replaces it with the Q network (same attribute,
+        # so weights, gradients and checkpoints of the base work unchanged).
+        self.model = self.q_model  # type: ignore[assignment]
+        self.target_model: QNetwork = copy.deepcopy(self.q_model).requires_grad_(False)
+        """The target network, updated by :meth:`update_target`."""
+        self.optimizer = torch.optim.Adam(self.q_model.parameters(), lr=self.lr)
+        self._params = [p for p in self.q_model.parameters() if p.requires_grad]
+        self.global_timestep = 0
+        """Last timestep pushed with the weights (env steps sampled by all workers)."""
+        self._acted_since_push = 0
+        self._last_td_error: Array | None = None
+
+    def _build_q_network(self, config: DQNConfig, seed: int | None) -> QNetwork:
+        model_cfg = {"hidden": (64, 64), "activation": "relu", **config.model}
+        with torch.random.fork_rng(devices=[]):
+            if seed is not None:
+                torch.manual_seed(seed)
+            return QNetwork(
+                self.observation_space,
+                self.num_actions,
+                hidden=tuple(int(h) for h in model_cfg["hidden"]),
+                activation=str(model_cfg["activation"]),
+                dueling=config.dueling,
+            )
+
+    def _per_worker_epsilon(self, config: DQNConfig) -> float | None:
+        if not config.per_worker_exploration or self.worker_index < 1:
+            return None
+        num_workers = max(1, config.num_workers)
+        frac = (self.worker_index - 1) / (num_workers - 1) if num_workers > 1 else 0.0
+        return float(config.worker_epsilon ** (1.0 + config.worker_epsilon_alpha * frac))
+
+    # -- exploration ------------------------------------------------------------------------
+
+    @property
+    def timestep(self) -> int:
+        """The global timestep: the last one pushed plus the env steps acted on since."""
+        return self.global_timestep + self._acted_since_push
+
+    def on_global_var_update(self, global_vars: Mapping[str, Any]) -> None:
+        """Take the global ``timestep`` pushed with the weights (drives the epsilon schedule)."""
+        if "timestep" in global_vars:
+            self.global_timestep = int(global_vars["timestep"])
+            self._acted_since_push = 0
+
+    def epsilon(self) -> float:
+        """The current exploration rate (see the module docstring)."""
+        if self.fixed_epsilon is not None:
+            return self.fixed_epsilon
+        if self.epsilon_timesteps == 0:
+            return self.final_epsilon
+        frac = min(1.0, self.timestep / self.epsilon_timesteps)
+        return self.initial_epsilon + frac * (self.final_epsilon - self.initial_epsilon)
+
+    def compute_actions(
+        self, obs: npt.ArrayLike, *, explore: bool = True
+    ) -> tuple[Array, dict[str, Array]]:
+        """Epsilon-greedy actions (greedy with ``explore=False``) for a batch of observations.
+
+        Extra columns: `ACTION_DIST_INPUTS` = Q-values ``[B, A]``, `VF_PREDS` = max Q, `LOGP`
+        = 0. Exploring counts the ``B`` env steps towards :attr:`timestep`.
+        """
+        with torch.no_grad():
+            q = self.q_model(self.obs_to_tensor(obs))
+        actions = q.argmax(dim=1)
+        if explore:
+            size = actions.shape[0]
+            explore_mask = torch.rand(size, generator=self.generator) < self.epsilon()
+            random_actions = torch.randint(
+                self.num_actions, (size,), generator=self.generator, dtype=actions.dtype
+            )
+            actions = torch.where(explore_mask, random_actions, actions)
+            self._acted_since_push += size
+        q_np = q.numpy()
+        extra = {
+            LOGP: np.zeros(len(q_np), dtype=np.float32),
+            VF_PREDS: q_np.max(axis=1),
+            ACTION_DIST_INPUTS: q_np,
+        }
+        return actions.numpy(), extra
+
+    def value(self, obs: npt.ArrayLike) -> Array:
+        """Return max_a Q(s, a) ``[B]``, without gradients."""
+        with torch.no_grad():
+            q: torch.Tensor = self.q_model(self.obs_to_tensor(obs))
+        return q.max(dim=1).values.numpy()
+
+    # -- experience -------------------------------------------------------------------------
+
+    def postprocess_trajectory(self, batch: SampleBatch, *, last_value: float) -> SampleBatch:
+        """Turn one episode fragment into n-step transitions (``last_value`` is unused).
+
+        Row t gets ``REWARDS = sum_{k<m} gamma^k r_{t+k}``, ``NEXT_OBS`` and ``TERMINATEDS`` of
+        row ``t + m - 1`` and ``DISCOUNTS = gamma^m`` with ``m = min(n_step, rows left)``
+        (:func:`rlflow.returns.n_step_targets`). Keeps only OBS, ACTIONS, REWARDS, NEXT_OBS,
+        TERMINATEDS, DISCOUNTS; with ``worker_side_prioritization`` adds `WEIGHTS` = |TD
+        error| + ``prioritized_replay_eps`` of each transition under this worker's network
+        (Ape-X's initial priorities).
+        """
+        missing = [c for c in (OBS, ACTIONS, REWARDS, NEXT_OBS, TERMINATEDS) if c not in batch]
+        if missing:
+            raise ConfigError(
+                f"DQNPolicy.postprocess_trajectory: batch lacks {missing}; columns are "
+                f"{sorted(batch)} (rollout workers add NEXT_OBS for this policy)"
+            )
+        kept = SampleBatch({c: batch[c] for c in (OBS, ACTIONS, REWARDS, NEXT_OBS, TERMINATEDS)})
+        steps = n_step_transitions(kept, n=self.n_step, gamma=self.gamma)
+        out = SampleBatch(
+            {
+                OBS: batch[OBS].copy(),  # the worker reuses its rollout buffers
+                ACTIONS: batch[ACTIONS].copy(),
+                REWARDS: steps[REWARDS].astype(np.float32),
+                NEXT_OBS: steps[NEXT_OBS],
+                TERMINATEDS: steps[TERMINATEDS],
+                DISCOUNTS: steps[DISCOUNTS],
+            }
+        )
+        if self.worker_side_prioritization and out.count:
+            with torch.no_grad():
+                td = self._td_error(self.batch_to_tensors(out), target_net=self.q_model)
+            out[WEIGHTS] = (np.abs(td.numpy()) + self.priority_eps).astype(np.float32)
+        return out
+
+    # -- learning ---------------------------------------------------------------------------
+
+    def _td_error(self, t: dict[str, torch.Tensor], *, target_net: nn.Module) -> torch.Tensor:
+        """``Q(s, a) - target`` per row (grad flows through Q(s, a) only)."""
+        q = self.q_model(t[OBS])
+        q_taken = q.gather(1, t[ACTIONS].long().reshape(-1, 1)).squeeze(1)
+        with torch.no_grad():
+            q_next_target = target_net(t[NEXT_OBS])
+            if self.double_q:
+                best = self.q_model(t[NEXT_OBS]).argmax(dim=1, keepdim=True)
+            else:
+                best = q_next_target.argmax(dim=1, keepdim=True)
+            q_next = q_next_target.gather(1, best).squeeze(1)
+            not_done = 1.0 - t[TERMINATEDS].float()
+            target = t[REWARDS] + t[DISCOUNTS] * not_done * q_next
+        td: torch.Tensor = q_taken - target
+        return td
+
+    def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+        """Return the importance-weighted Huber TD loss and its stats (see module docstring)."""
+        td = self._td_error(batch_tensors, target_net=self.target_model)
+        weights = batch_tensors.get(WEIGHTS)
+        per_row = huber(td, self.huber_delta)
+        if weights is not None:
+            per_row = per_row * weights.float()
+        total = per_row.mean()
+        self._last_td_error = td.detach().numpy().copy()
+        stats = {"mean_td_error": float(td.detach().abs().mean())}
+        return total, stats
+
+    def learn_on_batch(self, batch: Mapping[str, Array]) -> dict[str, Any]:
+        """One step on the batch; stats plus `TD_ERROR` and the batch's `BATCH_INDEXES` (if any).
+
+        The two arrays are for :class:`~rlflow.ops.UpdateReplayPriorities`, which removes them.
+        """
+        stats: dict[str, Any] = super().learn_on_batch(batch)
+        stats[TD_ERROR] = self._last_td_error
+        if BATCH_INDEXES in batch:
+            stats[BATCH_INDEXES] = np.asarray(batch[BATCH_INDEXES])
+        return stats
+
+    def update_target(self) -> None:
+        """Copy the Q network's weights into the target network."""
+        self.target_model.load_state_dict(self.q_model.state_dict())
+
+    # -- state ------------------------------------------------------------------------------
+
+    def get_state(self) -> dict[str, Any]:
+        """The base snapshot plus the target network and the timestep."""
+        target = {k: v.numpy().copy() for k, v in self.target_model.state_dict().items()}
+        return {
+            **super().get_state(),
+            "target_weights": target,
+            "global_timestep": self.global_timestep,
+            "acted_since_push": self._acted_since_push,
+        }
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        """Restore a snapshot from :meth:`get_state`."""
+        super().set_state(state)
+        target = {k: torch.as_tensor(np.array(v)) for k, v in state["target_weights"].items()}
+        self.target_model.load_state_dict(target)
+        self.global_timestep = int(state["global_timestep"])
+        self._acted_since_push = int(state["acted_since_push"])

@@ -1,0 +1,78 @@
+"""`VTracePolicy`: IMPALA's loss, policy gradient on V-trace advantages.
+
+Espeholt et al., "IMPALA: Scalable Distributed Deep-RL with Importance Weighted Actor-Learner
+Architectures" (ICML 2018), section 4, on the V-trace targets of
+:class:`~rlflow.policy.vtrace.VTracePolicyBase` (computed with the learner's current pi):
+
+    policy_loss = -mean(log pi(a_t|x_t) * pg_advantages_t)
+    vf_loss     = 0.5 * mean((V(x_t) - vs_t)^2)
+    loss        = policy_loss + vf_loss_coeff * vf_loss - entropy_coeff * entropy
+
+Reads `IMPALAConfig`'s ``vtrace_clip_rho_threshold``, ``vtrace_clip_pg_rho_threshold``,
+``vf_loss_coeff`` and ``entropy_coeff`` besides the shared settings.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import torch
+
+from rlflow.algorithms.impala.config import IMPALAConfig
+from rlflow.config import AlgorithmConfig
+from rlflow.data.sample_batch import ACTIONS, OBS
+from rlflow.policy.vtrace import VTracePolicyBase
+
+__all__ = ["VTracePolicy"]
+
+
+class VTracePolicy(VTracePolicyBase):
+    """IMPALA's policy: policy gradient on V-trace advantages, value regression to ``vs``.
+
+    Reads the batch columns `OBS`, `NEXT_OBS`, `ACTIONS`, `REWARDS`, `TERMINATEDS`,
+    `TRUNCATEDS`, `EPS_ID` and `LOGP` (the behaviour policy's log-probabilities). Stats:
+    ``policy_loss``, ``vf_loss``, ``entropy``, ``mean_rho``, ``mean_vs``.
+    """
+
+    config_class: ClassVar[type[AlgorithmConfig]] = IMPALAConfig
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        config: IMPALAConfig,
+        *,
+        seed: int | None = None,
+        worker_index: int = 0,
+    ) -> None:
+        """Build as :class:`~rlflow.policy.TorchPolicy` does; read the V-trace settings."""
+        super().__init__(
+            observation_space, action_space, config, seed=seed, worker_index=worker_index
+        )
+        self.clip_rho = config.vtrace_clip_rho_threshold
+        self.clip_pg_rho = config.vtrace_clip_pg_rho_threshold
+        self.vf_loss_coeff = config.vf_loss_coeff
+        self.entropy_coeff = config.entropy_coeff
+
+    def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+        """Return the IMPALA loss on a (mini)batch and its parts as stats."""
+        self._check_columns(batch_tensors)
+        dist_inputs, values = self.model(batch_tensors[OBS])
+        dist = self.dist_class(dist_inputs)
+        logp = dist.logp(batch_tensors[ACTIONS])
+        vt = self.compute_vtrace(batch_tensors, logp.detach().numpy(), values.detach().numpy())
+        pg_adv = torch.as_tensor(vt.pg_advantages, dtype=logp.dtype)
+        vs = torch.as_tensor(vt.vs, dtype=values.dtype)
+        policy_loss = -(logp * pg_adv).mean()
+        vf_loss = 0.5 * (values - vs).pow(2).mean()
+        entropy = dist.entropy().mean()
+        total = policy_loss + self.vf_loss_coeff * vf_loss - self.entropy_coeff * entropy
+        stats = {
+            "policy_loss": float(policy_loss.detach()),
+            "vf_loss": float(vf_loss.detach()),
+            "entropy": float(entropy.detach()),
+            "mean_rho": float(vt.rhos.mean()),
+            "mean_vs": float(vt.vs.mean()),
+        }
+        return total, stats

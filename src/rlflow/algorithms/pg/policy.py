@@ -1,0 +1,72 @@
+"""`PGPolicy`: vanilla policy gradient (REINFORCE), or A2C's loss when a critic is used.
+
+Williams, "Simple Statistical Gradient-Following Algorithms for Connectionist Reinforcement
+Learning" (1992); Mnih et al., "Asynchronous Methods for Deep Reinforcement Learning" (2016).
+
+    loss = -mean(logp(a|s) * A) + vf_loss_coeff * mean((V(s) - V_target)^2)
+           - entropy_coeff * mean(H(pi(.|s)))
+
+The value term is present only with ``use_critic``. Without a critic ``A`` is the discounted
+return (see :meth:`~rlflow.policy.ActorCriticPolicy.postprocess_trajectory`). Reads
+`PGConfig`'s ``vf_loss_coeff`` and ``entropy_coeff`` besides the shared settings; A2C and A3C
+use this policy with their configs (subclasses of `PGConfig`), through the registry.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import torch
+
+from rlflow.algorithms.pg.config import PGConfig
+from rlflow.config import AlgorithmConfig
+from rlflow.data.sample_batch import ACTIONS, ADVANTAGES, OBS, VALUE_TARGETS
+from rlflow.policy.policy import ActorCriticPolicy
+
+__all__ = ["PGPolicy"]
+
+
+class PGPolicy(ActorCriticPolicy):
+    """Policy-gradient policy; A2C-style loss when ``use_critic`` is on.
+
+    Reads the batch columns `OBS`, `ACTIONS`, `ADVANTAGES` and, with a critic,
+    `VALUE_TARGETS`. Stats: ``policy_loss``, ``vf_loss`` (0 without a critic), ``entropy``.
+    """
+
+    config_class: ClassVar[type[AlgorithmConfig]] = PGConfig
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        config: PGConfig,
+        *,
+        seed: int | None = None,
+        worker_index: int = 0,
+    ) -> None:
+        """Build as :class:`~rlflow.policy.ActorCriticPolicy` does; read the loss weights."""
+        super().__init__(
+            observation_space, action_space, config, seed=seed, worker_index=worker_index
+        )
+        self.vf_loss_coeff = config.vf_loss_coeff
+        self.entropy_coeff = config.entropy_coeff
+
+    def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+        """Return the policy-gradient loss on a batch and its parts as stats."""
+        dist_inputs, values = self.model(batch_tensors[OBS])
+        dist = self.dist_class(dist_inputs)
+        logp = dist.logp(batch_tensors[ACTIONS])
+        policy_loss = -(logp * batch_tensors[ADVANTAGES]).mean()
+        entropy = dist.entropy().mean()
+        total = policy_loss - self.entropy_coeff * entropy
+        vf_loss = torch.zeros(())
+        if self.use_critic:
+            vf_loss = (values - batch_tensors[VALUE_TARGETS]).pow(2).mean()
+            total = total + self.vf_loss_coeff * vf_loss
+        stats = {
+            "policy_loss": float(policy_loss.detach()),
+            "vf_loss": float(vf_loss.detach()),
+            "entropy": float(entropy.detach()),
+        }
+        return total, stats

@@ -1,0 +1,89 @@
+"""The ``rlflow`` command line: train, evaluate, show a plan, list algorithms.
+
+::
+
+    rlflow train ppo --env CartPole-v1 --num-workers 2 --stop-reward 450
+    rlflow evaluate runs/ppo_CartPole-v1_20250101-120000/checkpoint_000010 --episodes 20
+    rlflow plan a3c --env CartPole-v1
+    rlflow list
+
+The config of ``train`` is layered, later wins: the algorithm's defaults, the tuned config
+shipped for ALGO+ENV (``--tuned``, on by default), ``--config FILE.yaml``, the flags
+(``--env``, ``--num-workers``, ``--seed``), then ``--set key=value``. A config file is either a
+mapping of config fields, or a mapping with ``config:`` (fields), ``stop:`` (result key ->
+threshold) and optionally ``env:``. Bad input prints one ``rlflow: error: ...`` line and exits
+with status 2 before any actor starts.
+
+Modules: `rlflow.cli.parser` (flags), `rlflow.cli.resolve` (config layers, stop criteria),
+`rlflow.cli.commands` (the sub-commands), `rlflow.cli.output` (progress lines, run dir); files
+are read by `rlflow.tuned`, the loader `rlflow.algorithms.tuned_config` uses too.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+
+from rlflow.cli.commands import COMMANDS, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from rlflow.cli.parser import UsageError, build_parser
+from rlflow.errors import ConfigError, RLFlowError
+from rlflow.tuned import (
+    STOP_ALIASES,
+    ConfigFile,
+    load_config_file,
+    tuned_config_path,
+    tuned_envs,
+)
+
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "STOP_ALIASES",
+    "ConfigFile",
+    "load_config_file",
+    "main",
+    "tuned_config_path",
+    "tuned_envs",
+]
+
+
+def _error(message: str) -> int:
+    sys.stderr.write(f"rlflow: error: {message}\n")
+    return EXIT_USAGE
+
+
+def _log_to_stderr() -> logging.Handler:
+    """Send rlflow's INFO logs to stderr (``-v``); the caller removes the handler."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+    log = logging.getLogger("rlflow")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    return handler
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``rlflow`` command line; return the exit status (2 for bad input)."""
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as err:
+        return _error(str(err))
+    except SystemExit as exit_:  # --help
+        return exit_.code if isinstance(exit_.code, int) else EXIT_OK
+    log = logging.getLogger("rlflow")
+    level = log.level
+    handler = _log_to_stderr() if args.verbose else None
+    try:
+        return COMMANDS[args.command](args)
+    except ConfigError as err:
+        return _error(" ".join(str(err).split("\n")))
+    except RLFlowError as err:
+        notes = "".join(f"\n  {note}" for note in getattr(err, "__notes__", ()))
+        sys.stderr.write(f"rlflow: error: {type(err).__name__}: {err}{notes}\n")
+        return 1
+    finally:
+        if handler is not None:
+            log.removeHandler(handler)
+            log.setLevel(level)

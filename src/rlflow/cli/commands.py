@@ -1,0 +1,150 @@
+"""The ``rlflow`` sub-commands: ``train``, ``evaluate``, ``plan``, ``list``.
+
+Each takes the parsed arguments and returns the exit status; bad input raises `ConfigError`
+(printed by `rlflow.cli.main` as one line, exit status 2) before any actor starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from rlflow.cli.output import jsonable, make_run_dir, progress_line, summary, write_yaml
+from rlflow.cli.resolve import resolve_run, should_stop, stop_criteria
+from rlflow.errors import ConfigError
+from rlflow.tuned import tuned_envs
+
+__all__ = ["COMMANDS", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE"]
+
+EXIT_OK = 0
+"""Exit status of a finished command."""
+EXIT_USAGE = 2
+"""Exit status for bad input (usage, config, files)."""
+EXIT_INTERRUPTED = 130
+"""Exit status of a training run stopped by Ctrl-C (after its checkpoint is saved)."""
+
+
+def _start_backend(name: str, address: str | None, verbose: bool) -> bool:
+    """Start the flow backend for a CLI run (quiet Ray unless -v); True if started here."""
+    from rlflow import flow
+
+    if flow.is_initialized() and flow.backend_name() == name:
+        return False
+    kwargs: dict[str, Any] = {}
+    if name == "ray":
+        kwargs["logging_level"] = logging.INFO if verbose else logging.WARNING
+        if address:
+            kwargs["address"] = address
+    flow.init(name, **kwargs)
+    return True
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from rlflow import flow
+    from rlflow.trainer import Trainer
+
+    run = resolve_run(args)
+    stop = stop_criteria(args, run.stop)
+    if args.checkpoint_every < 0:
+        raise ConfigError(f"--checkpoint-every {args.checkpoint_every}: must be >= 0")
+    if args.address and args.backend == "local":
+        raise ConfigError(f"--address {args.address!r} needs --backend ray")
+    run_dir = make_run_dir(args.out, run.algo, run.config.env)
+    write_yaml(
+        run_dir / "config.yaml",
+        {"algorithm": run.algo, "config": run.config.to_dict(), "stop": stop},
+    )
+    started = _start_backend(args.backend, args.address, args.verbose)
+    try:
+        with Trainer(run.algo, backend=args.backend, **run.config.to_dict()) as trainer:
+            return _train_loop(trainer, run_dir, stop, args.checkpoint_every)
+    finally:
+        if started:
+            flow.shutdown()
+
+
+def _train_loop(trainer: Any, run_dir: Path, stop: Mapping[str, float], every: int) -> int:
+    out = sys.stdout
+    crit = ", ".join(f"{k} >= {v:g}" for k, v in stop.items()) or "none (Ctrl-C to stop)"
+    out.write(f"training {trainer.algorithm} on {trainer.config.env} -> {run_dir}; stop: {crit}\n")
+    result: dict[str, Any] | None = None
+    saved_at = -1
+    reason = "interrupted"
+    try:
+        with (run_dir / "progress.jsonl").open("w") as progress:
+            while True:
+                result = trainer.train()
+                progress.write(json.dumps(jsonable(result), allow_nan=False) + "\n")
+                progress.flush()
+                out.write(progress_line(result) + "\n")
+                out.flush()
+                if every and result["iteration"] % every == 0:
+                    trainer.save(run_dir / f"checkpoint_{result['iteration']:06d}")
+                    saved_at = result["iteration"]
+                if (why := should_stop(result, stop)) is not None:
+                    reason = why
+                    break
+    except KeyboardInterrupt:
+        out.write("\ninterrupted: saving a checkpoint\n")
+    checkpoint = run_dir / f"checkpoint_{trainer.iteration:06d}"
+    if trainer.iteration != saved_at:
+        trainer.save(checkpoint)
+    if result is not None:
+        (run_dir / "result.json").write_text(json.dumps(jsonable(result), indent=2) + "\n")
+    summary(out, trainer, result, reason, checkpoint, run_dir)
+    return EXIT_INTERRUPTED if reason == "interrupted" else EXIT_OK
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from rlflow.trainer import Trainer, load_checkpoint
+
+    if args.episodes < 1:
+        raise ConfigError(f"--episodes {args.episodes}: must be >= 1")
+    path = Path(args.checkpoint)
+    latest = sorted(path.glob("checkpoint_*")) if path.is_dir() else []
+    path = latest[-1] if latest else path  # a run dir: its latest checkpoint
+    load_checkpoint(path)  # a clear error before anything starts
+    with Trainer.restore(path, backend="local") as trainer:
+        stats = trainer.evaluate(num_episodes=args.episodes)
+    sys.stdout.write(
+        f"{trainer.algorithm} on {trainer.config.env}, iteration {trainer.iteration}: "
+        f"{stats['episodes']} greedy episodes, return mean {stats['episode_return_mean']:.2f} "
+        f"(min {stats['episode_return_min']:.2f}, max {stats['episode_return_max']:.2f}), "
+        f"length mean {stats['episode_len_mean']:.1f}\n"
+    )
+    return EXIT_OK
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from rlflow.trainer import Trainer
+
+    run = resolve_run(args)
+    with Trainer(run.algo, backend="local", **run.config.to_dict()) as trainer:
+        sys.stdout.write(trainer.plan_graph().to_mermaid() + "\n")
+    return EXIT_OK
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from rlflow.algorithms import ALGORITHMS
+
+    specs = ALGORITHMS
+    width = max((len(name) for name in specs), default=0)
+    for name in sorted(specs):
+        envs = tuned_envs(name)
+        tuned = f"  [tuned: {', '.join(envs)}]" if envs else ""
+        sys.stdout.write(f"{name:<{width}}  {specs[name].summary}{tuned}\n")
+    return EXIT_OK
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "train": _cmd_train,
+    "evaluate": _cmd_evaluate,
+    "plan": _cmd_plan,
+    "list": _cmd_list,
+}
+"""Sub-command name -> handler (parsed arguments -> exit status)."""

@@ -1,0 +1,90 @@
+"""What ``rlflow train`` writes: progress lines, the summary, the run dir and its files."""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from rlflow.cli.resolve import is_number
+from rlflow.errors import ConfigError
+
+__all__ = ["fmt", "jsonable", "make_run_dir", "progress_line", "summary", "write_yaml"]
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON-safe copy: numpy scalars/arrays to Python, NaN/inf to None, others to str."""
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "tolist") and callable(value.tolist):
+        return jsonable(value.tolist())
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    return getattr(value, "__qualname__", None) or repr(value)
+
+
+def fmt(value: Any, spec: str) -> str:
+    """``format(value, spec)``, or a dash of the same width for None/NaN."""
+    if not is_number(value) or math.isnan(value):
+        return "-".rjust(int(spec.split(".")[0] or 0))
+    return format(value, spec)
+
+
+def progress_line(result: Mapping[str, Any]) -> str:
+    """One line per training iteration: return, env steps, throughput, time, per-policy."""
+    line = (
+        f"iter {result['iteration']:4d} | return {fmt(result['episode_return_mean'], '8.2f')} | "
+        f"env steps {result['num_env_steps_sampled']:9d} | "
+        f"{fmt(result.get('env_steps_per_s'), '8.0f')} steps/s | "
+        f"{result['time_total_s']:7.1f} s"
+    )
+    per_policy = result.get("policy_reward_mean")
+    if isinstance(per_policy, Mapping) and per_policy:
+        line += " | " + " ".join(f"{pid} {fmt(v, '.1f')}" for pid, v in per_policy.items())
+    return line
+
+
+def make_run_dir(out: str | None, algo: str, env: Any) -> Path:
+    """Create ``out``, or a fresh ``runs/<algo>_<env>_<time>`` dir; ConfigError if it cannot."""
+    if out:
+        path = Path(out)
+    else:
+        env_name = re.sub(r"[^\w.\-]+", "-", env if isinstance(env, str) else "env")
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        path = Path("runs") / f"{algo}_{env_name}_{stamp}"
+        n = 1
+        while path.exists():
+            n += 1
+            path = Path("runs") / f"{algo}_{env_name}_{stamp}_{n}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"--out {str(path)!r}: cannot create the run dir ({err})") from None
+    return path
+
+
+def summary(
+    out: IO[str], trainer: Any, result: Mapping[str, Any] | None, reason: str, ckpt: Path, d: Path
+) -> None:
+    """Write the end-of-run lines: why it stopped, totals, checkpoint and run dir."""
+    ret = fmt(result["episode_return_mean"], ".2f") if result else "nan"
+    steps = result["num_env_steps_sampled"] if result else 0
+    elapsed = result["time_total_s"] if result else 0.0
+    out.write(
+        f"done ({reason}): {trainer.iteration} iterations, {steps} env steps in {elapsed:.1f} s, "
+        f"episode_return_mean {ret}\ncheckpoint: {ckpt}\nresults: {d}\n"
+    )
+
+
+def write_yaml(path: Path, data: Mapping[str, Any]) -> None:
+    """Write ``data`` (made `jsonable`) to ``path`` as YAML, keys in order."""
+    import yaml
+
+    path.write_text(yaml.safe_dump(jsonable(data), sort_keys=False))

@@ -1,0 +1,79 @@
+"""The argument parser of the ``rlflow`` command line (sub-commands and their flags)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+__all__ = ["Parser", "UsageError", "build_parser"]
+
+
+class UsageError(Exception):
+    """Bad command-line input: printed as ``rlflow: error: ...``, exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser that raises `UsageError` instead of printing usage and exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        """Raise `UsageError` with ``message``, prefixed by the sub-command."""
+        command = self.prog.removeprefix("rlflow").strip()
+        raise UsageError(f"{command}: {message}" if command else message)
+
+
+def _config_args() -> Parser:
+    """The flags that build a config, shared by ``train`` and ``plan``."""
+    config_args = Parser(add_help=False)
+    config_args.add_argument("--env", help="Gymnasium env id (default: the config's)")
+    config_args.add_argument("--num-workers", type=int, help="remote rollout workers")
+    config_args.add_argument("--seed", type=int, help="seed of envs and policies")
+    config_args.add_argument("--config", metavar="FILE.yaml", help="YAML config file")
+    config_args.add_argument(
+        "--tuned",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="apply the shipped tuned config for ALGO+ENV, if one exists (default: on)",
+    )
+    config_args.add_argument(
+        "--set", metavar="KEY=VALUE", action="append", default=[], help="set a config field"
+    )
+    return config_args
+
+
+def _add_train(sub: argparse._SubParsersAction[Parser], config_args: Parser) -> None:
+    train = sub.add_parser("train", parents=[config_args], help="train an algorithm")
+    train.add_argument("algo", metavar="ALGO")
+    train.add_argument("--stop-reward", type=float, help="stop at this episode_return_mean")
+    train.add_argument(
+        "--stop-policy-reward",
+        type=float,
+        help="multi-agent: stop once every policy's policy_reward_mean reaches this",
+    )
+    train.add_argument("--stop-timesteps", type=int, help="stop after this many env steps")
+    train.add_argument("--stop-time", type=float, help="stop after this many seconds")
+    train.add_argument("--stop-iters", type=int, help="stop after this many iterations")
+    train.add_argument("--out", metavar="DIR", help="run dir (default runs/<algo>_<env>_<time>)")
+    train.add_argument("--backend", choices=["ray", "local"], default="ray")
+    train.add_argument("--address", help="Ray cluster address (backend ray)")
+    train.add_argument(
+        "--checkpoint-every", type=int, default=0, metavar="N", help="checkpoint every N iters"
+    )
+
+
+def build_parser() -> Parser:
+    """The ``rlflow`` parser: ``train``, ``evaluate``, ``plan`` and ``list``."""
+    parser = Parser(prog="rlflow", description="Distributed RL as dataflow.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="INFO logs on stderr")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    config_args = _config_args()
+    _add_train(sub, config_args)
+
+    evaluate = sub.add_parser("evaluate", help="evaluate a checkpoint with greedy actions")
+    evaluate.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint or run dir")
+    evaluate.add_argument("--episodes", type=int, default=10)
+
+    plan = sub.add_parser("plan", parents=[config_args], help="print a plan's Mermaid graph")
+    plan.add_argument("algo", metavar="ALGO")
+
+    sub.add_parser("list", help="list algorithms and shipped tuned configs")
+    return parser

@@ -1,0 +1,125 @@
+"""What a ``train`` or ``plan`` command runs: the layered config and the stop criteria.
+
+Layers, later wins: the algorithm's defaults, the tuned config shipped for ALGO+ENV
+(``--tuned``), ``--config FILE.yaml``, the flags (``--env``, ``--num-workers``, ``--seed``), then
+``--set key=value``. Files and ``--set`` values go through `rlflow.tuned`'s one loader and
+coercion rule, so ``rlflow train ALGO --env ENV`` builds the config that
+``rlflow.algorithms.tuned_config(ALGO, ENV)`` returns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from rlflow.errors import ConfigError
+from rlflow.tuned import (
+    ConfigFile,
+    build_config,
+    load_config_file,
+    parse_value,
+    tuned_config_path,
+)
+
+__all__ = ["RunSpec", "is_number", "resolve_run", "should_stop", "stop_criteria"]
+
+logger = logging.getLogger(__name__)
+
+
+class RunSpec(NamedTuple):
+    """An algorithm with its validated config and stop criteria."""
+
+    algo: str
+    """Registry name of the algorithm."""
+    config: Any
+    """The validated `rlflow.config.AlgorithmConfig`."""
+    stop: dict[str, float]
+    """Stop criteria from the config files: result key -> threshold."""
+
+
+def is_number(value: Any) -> bool:
+    """True for an int or float that is not a bool."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _default(config_cls: Any, name: str) -> Any:
+    """The default of field ``name`` of a config dataclass (None if it has none)."""
+    for f in dataclasses.fields(config_cls):
+        if f.name == name:
+            if f.default is not dataclasses.MISSING:
+                return f.default
+            if f.default_factory is not dataclasses.MISSING:
+                return f.default_factory()
+    return None
+
+
+def resolve_run(args: argparse.Namespace) -> RunSpec:
+    """Algorithm, layered config and stop criteria; raises ConfigError on any bad input."""
+    from rlflow.algorithms import get_algorithm
+    from rlflow.trainer import check_env
+
+    spec = get_algorithm(args.algo)
+    config_cls = spec.config_cls
+    file = load_config_file(args.config) if args.config else ConfigFile({}, {})
+    env = args.env or file.fields.get("env") or _default(config_cls, "env")
+    fields: dict[str, Any] = {}
+    stop: dict[str, float] = {}
+    if args.tuned and isinstance(env, str) and (path := tuned_config_path(spec.name, env)):
+        tuned = load_config_file(path)
+        logger.info("applying tuned config %s", path)
+        fields.update(tuned.fields)
+        stop.update(tuned.stop)
+    fields.update(file.fields)
+    stop.update(file.stop)
+    flags = {"env": args.env, "num_workers": args.num_workers, "seed": args.seed}
+    fields.update({k: v for k, v in flags.items() if v is not None})
+    fields.update(_parse_sets(config_cls, args.set))
+    config = build_config(config_cls, fields)
+    check_env(config)
+    return RunSpec(spec.name, config, stop)
+
+
+def _parse_sets(config_cls: Any, items: Sequence[str]) -> dict[str, Any]:
+    values = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set lr=0.001")
+        values[key.strip()] = parse_value(config_cls, key.strip(), text)
+    return values
+
+
+def stop_criteria(args: argparse.Namespace, base: Mapping[str, float]) -> dict[str, float]:
+    """``base`` (from the config files) updated by the ``--stop-*`` flags; ConfigError if bad."""
+    stop = dict(base)
+    flags = {
+        "episode_return_mean": args.stop_reward,
+        "policy_reward_mean": args.stop_policy_reward,
+        "num_env_steps_sampled": args.stop_timesteps,
+        "time_total_s": args.stop_time,
+        "iteration": args.stop_iters,
+    }
+    for key, value in flags.items():
+        if value is not None:
+            if key not in ("episode_return_mean", "policy_reward_mean") and value <= 0:
+                raise ConfigError(f"--stop-{key}: {value!r} must be > 0")
+            stop[key] = float(value)
+    return stop
+
+
+def should_stop(result: Mapping[str, Any], stop: Mapping[str, float]) -> str | None:
+    """Why to stop after ``result`` (``"key=value >= threshold"``), or None to go on.
+
+    A per-policy value (a mapping) counts as reached when every policy reaches it.
+    """
+    for key, threshold in stop.items():
+        value: Any = result.get(key)
+        if isinstance(value, Mapping):
+            value = min(value.values()) if value else None
+        if is_number(value) and not math.isnan(value) and value >= threshold:
+            return f"{key}={value:g} >= {threshold:g}"
+    return None

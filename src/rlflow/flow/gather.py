@@ -1,0 +1,246 @@
+"""Reading a :class:`~rlflow.flow.ParallelIterator`: shards, reads, and the gathers.
+
+A *read* is one pass of one gather over a set of shards. It has a random key; each shard's actor
+builds the shard's chain for that key on ``par_iter_init`` and keeps it until ``par_iter_close``.
+A :class:`Read` is closed when its gather is closed (``LocalIterator.close()``) or when the chain
+that reads it is dropped (a ``weakref.finalize``), so an actor never keeps the state of a gather
+nobody reads.
+
+The gathers are the bases (``env -> iterator``) of the local iterators that ``gather_sync``,
+``gather_async``, ``batch_across_shards`` and ``get_shard`` return.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+import weakref
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
+
+from rlflow.errors import PlanError
+from rlflow.flow import backend
+from rlflow.flow.local import closed_error
+from rlflow.flow.sentinels import NOT_READY, SHARD_END
+from rlflow.flow.stages import BuildEnv, annotate
+from rlflow.flow.worker import ShardOp
+
+_perf = time.perf_counter
+
+
+class Shard(NamedTuple):
+    """One shard: the actor, the transforms to run on it, and its place for messages."""
+
+    actor: Any
+    transforms: tuple[ShardOp, ...]
+    where: str
+
+
+def new_read_key() -> int:
+    """A random id for one read of a set of shards (an int: it travels with every request, and
+    Ray serializes small ints faster than strings)."""
+    return uuid.uuid4().int >> 66
+
+
+def _fetch(ref: Any, shard: Shard, label: str, env: BuildEnv) -> Any:
+    """``get`` one reply, naming the stage and the shard in any error."""
+    try:
+        return backend.get(ref)
+    except Exception as err:
+        annotate(err, label, BuildEnv(env.ctx, env.timeout, env.waiter, shard.where))
+        raise
+
+
+def _forget_read(actors: list[Any], key: int) -> None:
+    for actor in actors:
+        backend.send_and_forget(actor, "par_iter_close", key)
+
+
+class Read:
+    """One open read of a set of shards, keyed by :attr:`key` on each shard's actor.
+
+    Closed by :meth:`close` or, at the latest, when this object is garbage collected: either way
+    ``par_iter_close(key)`` goes to every shard's actor once, without waiting for replies.
+    """
+
+    __slots__ = ("__weakref__", "_finalizer", "closed", "key", "name")
+
+    def __init__(self, shards: Sequence[Shard], name: str) -> None:
+        self.key = new_read_key()
+        self.name = name
+        self.closed = False
+        actors = [s.actor for s in shards]
+        self._finalizer = weakref.finalize(self, _forget_read, actors, self.key)
+        # At interpreter exit the actors go with the driver (or Ray is already down).
+        self._finalizer.atexit = False
+
+    def open(self, shards: Sequence[Shard], label: str, env: BuildEnv) -> None:
+        """Build the chain for this read on every shard (blocks until all have replied)."""
+        key = self.key
+        refs = [
+            s.actor.par_iter_init.remote(key, backend.ship(list(s.transforms)), s.where)
+            for s in shards
+        ]
+        for ref, shard in zip(refs, shards, strict=True):
+            _fetch(ref, shard, label, env)
+
+    def close(self) -> None:
+        """Free this read on the shard actors now (idempotent; never raises, never waits)."""
+        self.closed = True
+        self._finalizer()
+
+    def closed_error(self) -> PlanError:
+        """The error for a pull from this read after it was closed."""
+        return closed_error(f"gather {self.name}")
+
+
+class GatherBase:
+    """What every gather shares: its shards, its name, and the reads it has open.
+
+    Each build of a chain over this base opens a new :class:`Read`. The base keeps only weak
+    references to them, so dropping a chain closes its read; :meth:`close` closes them all and
+    refuses new ones.
+    """
+
+    def __init__(self, shards: Sequence[Shard], label: str, name: str) -> None:
+        self.shards = list(shards)
+        self.label = label
+        self.name = name
+        self.closed = False
+        self._reads: weakref.WeakSet[Read] = weakref.WeakSet()
+
+    def open_read(self, env: BuildEnv) -> Read:
+        """A new read over this base's shards, built on every shard actor."""
+        if self.closed:
+            raise closed_error(f"gather {self.name}")
+        read = Read(self.shards, self.name)
+        self._reads.add(read)
+        read.open(self.shards, self.label, env)
+        return read
+
+    def close(self) -> None:
+        """Close every open read of this gather, and refuse new ones."""
+        self.closed = True
+        for read in list(self._reads):
+            read.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Open reads belong to this process; a copy sent elsewhere opens its own.
+        state = self.__dict__.copy()
+        del state["_reads"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._reads = weakref.WeakSet()
+
+
+class SyncGather(GatherBase):
+    """``batch_across_shards``: one request per active shard per round; yields the round."""
+
+    def __call__(self, env: BuildEnv) -> Iterator[Any]:
+        read = self.open_read(env)
+        key, label = read.key, self.label
+        stats = env.ctx.stage(label)
+        active = list(self.shards)
+        while active:
+            if read.closed:
+                raise read.closed_error()
+            refs = [s.actor.par_iter_next.remote(key) for s in active]
+            start = _perf()
+            if env.timeout is not None:
+                while True:
+                    _, not_ready = backend.wait(refs, num_returns=len(refs), timeout=0)
+                    if not not_ready:
+                        break
+                    env.waiter.pending(not_ready)
+                    stats.wait_time_s += _perf() - start
+                    yield NOT_READY
+                    start = _perf()
+            replies = [_fetch(r, s, label, env) for r, s in zip(refs, active, strict=True)]
+            stats.wait_time_s += _perf() - start
+            round_items = [item for item in replies if item is not SHARD_END]
+            active = [s for s, item in zip(active, replies, strict=True) if item is not SHARD_END]
+            if round_items:
+                stats.items += 1
+                yield round_items
+
+
+class AsyncGather(GatherBase):
+    """``gather_async``: ``num_async`` requests in flight per shard; items as they arrive."""
+
+    def __init__(
+        self, shards: Sequence[Shard], num_async: int, batch_ms: float, label: str, name: str
+    ) -> None:
+        super().__init__(shards, label, name)
+        self.num_async = num_async
+        self.batch_ms = batch_ms
+
+    def _request(self, shard: Shard, key: int) -> Any:
+        # Without batching a request returns the bare item (Ray's fast path for arrays);
+        # with batching it returns a ShardReply.
+        if self.batch_ms > 0:
+            return shard.actor.par_iter_next_batch.remote(key, self.batch_ms)
+        return shard.actor.par_iter_next.remote(key)
+
+    def __call__(self, env: BuildEnv) -> Iterator[Any]:
+        read = self.open_read(env)
+        key, label, batched = read.key, self.label, self.batch_ms > 0
+        ctx = env.ctx
+        stats = ctx.stage(label)
+        pending = {self._request(s, key): s for _ in range(self.num_async) for s in self.shards}
+        timeout = env.timeout
+        while pending:
+            if read.closed:
+                raise read.closed_error()
+            start = _perf()
+            ready, _ = backend.wait(list(pending), num_returns=1, timeout=timeout)
+            stats.wait_time_s += _perf() - start
+            if not ready:
+                env.waiter.pending(pending)
+                yield NOT_READY
+                continue
+            shard = pending.pop(ready[0])
+            reply = _fetch(ready[0], shard, label, env)
+            if batched:
+                items, done = reply
+            elif reply is SHARD_END:
+                items, done = (), True
+            else:
+                items, done = (reply,), False
+            if not done:
+                # Re-issue before handing items downstream, so the actor keeps working.
+                pending[self._request(shard, key)] = shard
+            for item in items:
+                ctx.current_actor = shard.actor
+                stats.items += 1
+                yield item
+
+
+class SliceSource:
+    """The item source of a repartitioned shard: positions ``start (mod step)`` of every old
+    shard, round robin over the old shards.
+
+    Every partition reads the old shards under one shared ``key``, which stays open on them for
+    as long as they live: no single partition knows when the others are done with it.
+    """
+
+    def __init__(self, shards: Sequence[Shard], key: int, step: int, start: int) -> None:
+        self.shards = list(shards)
+        self.key = key
+        self.step = step
+        self.start = start
+
+    def __call__(self) -> Iterator[Any]:
+        for shard in self.shards:
+            backend.get(
+                shard.actor.par_iter_init.remote(
+                    self.key, backend.ship(list(shard.transforms)), shard.where
+                )
+            )
+        active = list(self.shards)
+        while active:
+            refs = [s.actor.par_iter_slice.remote(self.key, self.step, self.start) for s in active]
+            values = backend.get(refs)
+            active = [s for s, v in zip(active, values, strict=True) if v is not SHARD_END]
+            yield from (v for v in values if v is not SHARD_END)

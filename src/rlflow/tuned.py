@@ -1,0 +1,190 @@
+"""Config files and the shipped tuned configs: one loader and one coercion rule for both.
+
+A config file is YAML: either a mapping of config fields, or a mapping with ``config:`` (the
+fields), ``stop:`` (result key -> threshold) and optionally ``env:`` (also ``algorithm:`` and
+``run:``, which are ignored). The tuned config of algorithm ALGO on env ENV ships as
+``rlflow/algorithms/ALGO/tuned/ENV.yaml``, with each "/" of a namespaced id written "-"
+(``ALE/Pong-v5`` -> ``ALE-Pong-v5.yaml``).
+
+The command line (``rlflow train``) and `rlflow.algorithms.tuned_config` both read files with
+`load_config_file` and build the config with `build_config`, so one file gives one config
+whichever way it is loaded. The one coercion rule (`coerce_field`, also applied to ``--set``
+values by `parse_value`) fits YAML's values to the field types: a field that admits a float
+takes ints as floats and numeric strings such as ``1e-3`` (a string in YAML 1.1, which PyYAML
+reads) as floats; every other value is left as it is and checked by the config class.
+
+>>> from rlflow.algorithms import DQNConfig
+>>> coerce_field(DQNConfig, "training_intensity", 16), coerce_field(DQNConfig, "lr", "1e-3")
+(16.0, 0.001)
+>>> coerce_field(DQNConfig, "n_step", 3)
+3
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import re
+import types
+import typing
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+from rlflow.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rlflow.config import AlgorithmConfig
+
+__all__ = [
+    "STOP_ALIASES",
+    "ConfigFile",
+    "build_config",
+    "coerce_field",
+    "load_config_file",
+    "load_tuned_config",
+    "parse_value",
+    "tuned_config_path",
+    "tuned_envs",
+]
+
+C = TypeVar("C", bound="AlgorithmConfig")
+
+STOP_ALIASES = {
+    "episode_reward_mean": "episode_return_mean",
+    "timesteps_total": "num_env_steps_sampled",
+    "training_iteration": "iteration",
+}
+"""RLlib/Tune stop keys accepted in config files, and the result keys they mean."""
+
+_FILE_KEYS = ("config", "stop", "env", "algorithm", "run")
+
+
+class ConfigFile(NamedTuple):
+    """What a YAML config file holds."""
+
+    fields: dict[str, Any]
+    """Config fields (validated later against the algorithm's config class)."""
+    stop: dict[str, float]
+    """Stop criteria: result key -> threshold (stop when ``result[key] >= threshold``)."""
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def load_config_file(path: str | Path) -> ConfigFile:
+    """Read a YAML config file (see the module docstring); :class:`ConfigError` if malformed."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise ConfigError(f"cannot read config file {str(path)!r}: {err}") from None
+    if data is None:
+        return ConfigFile({}, {})
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {str(path)!r} must hold a mapping, not a list or scalar")
+    if "config" not in data:
+        return ConfigFile(dict(data), {})
+    unknown = sorted(set(data) - set(_FILE_KEYS))
+    if unknown or not isinstance(data["config"], dict):
+        raise ConfigError(
+            f"config file {str(path)!r}: with a 'config:' section the top-level keys must be "
+            f"among {list(_FILE_KEYS)} and 'config' a mapping (got keys {sorted(data)})"
+        )
+    fields = dict(data["config"])
+    if "env" in data:
+        fields.setdefault("env", data["env"])
+    stop = data.get("stop") or {}
+    if not isinstance(stop, dict) or not all(_is_number(v) for v in stop.values()):
+        raise ConfigError(f"config file {str(path)!r}: 'stop' must map result keys to numbers")
+    return ConfigFile(fields, {STOP_ALIASES.get(str(k), str(k)): float(v) for k, v in stop.items()})
+
+
+def _tuned_dir(algo: str) -> Any:
+    return resources.files("rlflow").joinpath("algorithms", algo, "tuned")
+
+
+def tuned_envs(algo: str) -> list[str]:
+    """Env ids for which a tuned config of ``algo`` ships (sorted; file names, "-" for "/")."""
+    folder = _tuned_dir(algo)
+    if not folder.is_dir():
+        return []
+    return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def tuned_config_path(algo: str, env: str) -> Path | None:
+    """The shipped tuned config file of ``algo`` on ``env``, or None if none ships.
+
+    A namespaced id has its "/" written "-" in the file name (``ALE/Pong-v5`` ->
+    ``ALE-Pong-v5.yaml``).
+    """
+    if not re.fullmatch(r"[\w.\-]+(/[\w.\-]+)?", env):
+        return None  # "module:Id" ids have no tuned file name
+    path = _tuned_dir(algo).joinpath(f"{env.replace('/', '-')}.yaml")
+    return Path(str(path)) if path.is_file() else None
+
+
+def coerce_field(config_cls: type[AlgorithmConfig], key: str, value: Any) -> Any:
+    """``value`` fitted to the type of field ``key`` of ``config_cls`` (the one rule, above).
+
+    Unknown keys pass through unchanged: `AlgorithmConfig.from_dict` rejects them with the
+    closest valid name.
+    """
+    if key not in config_cls.field_names() or isinstance(value, bool):
+        return value
+    hint = config_cls.field_type(key)
+    allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    if float not in allowed:
+        return value
+    if isinstance(value, int):
+        return float(value)
+    if isinstance(value, str):
+        # A string that is no number stays one, so the config names it in its error.
+        with contextlib.suppress(ValueError):
+            return float(value)
+    return value
+
+
+def parse_value(config_cls: type[AlgorithmConfig], key: str, text: str) -> Any:
+    """Parse ``text`` (YAML syntax: ``3``, ``1e-3``, ``true``, ``null``, ``[64, 64]``,
+    ``{hidden: [32]}``) as the value of field ``key`` (a ``--set key=value``), by `coerce_field`.
+
+    ConfigError for an unknown key (naming the closest field) or text that is not YAML.
+    """
+    import yaml
+
+    names = config_cls.field_names()
+    if key not in names:
+        close = difflib.get_close_matches(key, names, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"{config_cls.__name__} has no field {key!r}{hint}")
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"--set {key}={text!r}: not a valid value ({err})") from None
+    return coerce_field(config_cls, key, value)
+
+
+def build_config(config_cls: type[C], fields: Mapping[str, Any]) -> C:
+    """``config_cls`` built from ``fields`` (each through `coerce_field`), validated."""
+    return config_cls.from_dict({k: coerce_field(config_cls, k, v) for k, v in fields.items()})
+
+
+def load_tuned_config(
+    algo: str, config_cls: type[C], env_id: str, overrides: Mapping[str, Any]
+) -> C:
+    """The shipped tuned config of ``algo`` (a registry name) for ``env_id``, with ``overrides``.
+
+    ``env`` defaults to ``env_id``. ConfigError naming the available envs (file names, so with
+    "-" for "/") if no file ships.
+    """
+    path = tuned_config_path(algo, env_id)
+    if path is None:
+        available = tuned_envs(algo)
+        raise ConfigError(f"no tuned {algo} config for env {env_id!r}; available: {available}")
+    fields = load_config_file(path).fields
+    fields.setdefault("env", env_id)
+    return build_config(config_cls, {**fields, **overrides})

@@ -1,0 +1,219 @@
+"""`Sampler`: the one env-stepping loop of rlflow, for training and for evaluation.
+
+A sampler steps the envs of one rollout worker with its policy map. Training reads fragments
+(`Sampler.sample`: step every env ``length`` times, record the rows, postprocess them with the
+right bootstrap values); evaluation reads whole episodes (`Sampler.run_episodes`: the same steps
+on fresh, seeded envs, recording nothing, greedy or stochastic). Both loops call the same
+``_step``, so an action is converted (`rlflow.envs.vector.env_action`), an env stepped and an
+episode counted the same way whether the experience trains a policy or measures it.
+
+Two samplers fill in ``_step``:
+
+- `rlflow.workers.vector_sampler.VectorSampler`: single-agent envs, one `rlflow.envs.VectorEnv`,
+  one batched inference per step, rows written into numpy buffers allocated once;
+- `rlflow.workers.multi_agent_sampler.MultiAgentSampler`: multi-agent envs (one batched
+  inference per policy per step, rows kept per agent).
+
+`make_sampler` picks the one for an env.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import gymnasium as gym
+
+from rlflow.checks import check_int
+from rlflow.data import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from rlflow.envs.multi_agent import MultiAgentEnv
+from rlflow.envs.vector import EpisodeStat
+from rlflow.errors import ConfigError
+from rlflow.policy import TorchPolicy
+
+__all__ = [
+    "Sampler",
+    "agent_policy_map",
+    "as_multi_agent_env",
+    "is_multi_agent_env",
+    "make_sampler",
+    "policy_spaces",
+]
+
+MappingFn = Callable[[str], str]
+
+
+class Sampler(abc.ABC):
+    """Steps a worker's envs with its policies: fragments for training, episodes for evaluation.
+
+    Args:
+        explore: act by sampling from the policies' action distributions (training, and
+            stochastic evaluation); False: their deterministic (greedy) actions.
+
+    Subclasses implement ``_start`` (build and reset the envs on the first call), ``_step``
+    (one step of every env), ``_take_fragment`` (the postprocessed rows since the last one) and
+    the env access below.
+    """
+
+    def __init__(self, *, explore: bool = True) -> None:
+        """Keep the acting mode; envs are built by the subclass."""
+        self.explore = explore
+        """Sample actions (True) or take the greedy ones (False)."""
+
+    def sample(self, length: int) -> SampleBatch | MultiAgentBatch:
+        """Training: step every env ``length`` times; return the postprocessed rows."""
+        self._start(length)
+        for t in range(length):
+            self._step(t, record=True)
+        return self._take_fragment()
+
+    def run_episodes(self, num_episodes: int) -> list[EpisodeStat]:
+        """Evaluation: step until ``num_episodes`` episodes have ended, recording no rows.
+
+        Returns the first ``num_episodes`` episodes in the order they ended. Meant for a fresh
+        sampler (its envs reset with its seed); an episode in progress at the end is dropped.
+        With ``explore=True`` the actions draw from the policies' generators.
+        """
+        num_episodes = check_int(num_episodes, "Sampler.run_episodes: num_episodes", low=1)
+        self._start(0)
+        episodes: list[EpisodeStat] = []
+        while len(episodes) < num_episodes:
+            self._step(0, record=False)
+            episodes.extend(self.pop_episode_stats())
+        return episodes[:num_episodes]
+
+    @abc.abstractmethod
+    def _start(self, length: int) -> None:
+        """Build and reset the envs on the first call; make room for ``length`` rows."""
+
+    @abc.abstractmethod
+    def _step(self, t: int, *, record: bool) -> None:
+        """Act in and step every env once; with ``record`` keep the rows as row ``t``."""
+
+    @abc.abstractmethod
+    def _take_fragment(self) -> SampleBatch | MultiAgentBatch:
+        """The rows recorded since the last call, postprocessed."""
+
+    @property
+    @abc.abstractmethod
+    def envs(self) -> list[Any]:
+        """The envs, in order (built first if needed)."""
+
+    @abc.abstractmethod
+    def pop_episode_stats(self) -> list[EpisodeStat]:
+        """Episodes finished since the last call, in the order they ended."""
+
+    @abc.abstractmethod
+    def get_state(self) -> Any:
+        """The envs and episodes in progress (picklable)."""
+
+    @abc.abstractmethod
+    def set_state(self, state: Any) -> None:
+        """Restore :meth:`get_state`."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close every env."""
+
+
+def make_sampler(
+    creator: Callable[[], Any],
+    num_envs: int,
+    policies: Mapping[str, TorchPolicy],
+    *,
+    multi_agent: bool,
+    mapping_fn: MappingFn | None,
+    seed: int | None,
+    new_eps_id: Callable[[], int],
+    explore: bool = True,
+) -> Sampler:
+    """The sampler for an env: a `MultiAgentSampler` or a `VectorSampler` of its one policy.
+
+    ``seed``: env ``j`` is first reset with ``seed + j`` (None: unseeded); ``new_eps_id`` gives
+    the episode ids (unique across the run's workers).
+    """
+    from rlflow.workers.multi_agent_sampler import MultiAgentSampler
+    from rlflow.workers.vector_sampler import VectorSampler
+
+    if multi_agent:
+        return MultiAgentSampler(
+            creator, num_envs, policies, mapping_fn, seed, new_eps_id, explore=explore
+        )
+    (policy,) = policies.values()
+    return VectorSampler(creator, num_envs, policy, seed, new_eps_id, explore=explore)
+
+
+def agent_policy_map(
+    agents: list[str], mapping_fn: MappingFn | None, policy_ids: list[str]
+) -> dict[str, str]:
+    """``{agent: policy id}`` for ``agents``; `ConfigError` if the function names an unknown id."""
+    out: dict[str, str] = {}
+    for agent in agents:
+        pid = policy_ids[0] if mapping_fn is None else mapping_fn(agent)
+        if pid not in policy_ids:
+            raise ConfigError(
+                f"policy_mapping_fn({agent!r}) returned {pid!r}, which is not a policy of this "
+                f"run; the policies are {policy_ids}"
+            )
+        out[agent] = pid
+    return out
+
+
+def as_multi_agent_env(env: Any) -> MultiAgentEnv:
+    """``env`` itself if it is a `MultiAgentEnv`, else a PettingZoo env adapted to one."""
+    if isinstance(env, MultiAgentEnv):
+        return env
+    from rlflow.envs.multi_agent import from_pettingzoo
+
+    return from_pettingzoo(env)
+
+
+def is_multi_agent_env(env: Any) -> bool:
+    """True for a `MultiAgentEnv` or a PettingZoo env (anything not a Gymnasium env that has
+    ``possible_agents``)."""
+    if isinstance(env, MultiAgentEnv):
+        return True
+    return not isinstance(env, gym.Env) and hasattr(env, "possible_agents")
+
+
+def policy_spaces(
+    probe: Any,
+    specs: Mapping[str, Any],
+    mapping_fn: MappingFn | None,
+    env_name: Any,
+    multi_agent: bool,
+) -> dict[str, tuple[Any, Any]]:
+    """``{policy id: (observation space, action space)}``: a spec's own spaces, else those of
+    the first agent of the env ``probe`` that maps to the policy (`ConfigError` if none)."""
+    if not multi_agent:
+        if list(specs) != [DEFAULT_POLICY_ID]:
+            raise ConfigError(
+                f"policies={sorted(specs)}: env {env_name!r} is single-agent, so its "
+                f"one policy must be {DEFAULT_POLICY_ID!r} (give a multi-agent env, e.g. "
+                "'multi_cartpole', to train several policies)"
+            )
+        spec = specs[DEFAULT_POLICY_ID]
+        return {
+            DEFAULT_POLICY_ID: (
+                spec.observation_space or probe.observation_space,
+                spec.action_space or probe.action_space,
+            )
+        }
+    env = as_multi_agent_env(probe)
+    policy_of = agent_policy_map(list(env.possible_agents), mapping_fn, list(specs))
+    out: dict[str, tuple[Any, Any]] = {}
+    for pid, spec in specs.items():
+        agent = next((a for a, p in policy_of.items() if p == pid), None)
+        obs_space, act_space = spec.observation_space, spec.action_space
+        if agent is not None:
+            obs_space = obs_space or env.observation_spaces[agent]
+            act_space = act_space or env.action_spaces[agent]
+        if obs_space is None or act_space is None:
+            raise ConfigError(
+                f"policy {pid!r}: no agent of {env_name!r} (possible agents "
+                f"{list(env.possible_agents)}) maps to it, so give its observation_space "
+                "and action_space in its PolicySpec"
+            )
+        out[pid] = (obs_space, act_space)
+    return out

@@ -1,0 +1,260 @@
+"""`VectorSampler`: the `Sampler` of single-agent envs, one `VectorEnv` and one policy.
+
+Each step is one batched inference over every sub-env, one `VectorEnv.step` and a few numpy
+row writes into buffers allocated once (no per-step dicts): this is the hot loop of sampling.
+Each episode fragment is then postprocessed by the policy (advantages, value targets) with
+bootstrap value 0 after a terminal step and V(s) after a truncation or at the fragment's end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from rlflow.data.sample_batch import (
+    ACTION_DIST_INPUTS,
+    ACTIONS,
+    EPS_ID,
+    LOGP,
+    NEXT_OBS,
+    OBS,
+    REWARDS,
+    TERMINATEDS,
+    TRUNCATEDS,
+    VF_PREDS,
+    SampleBatch,
+)
+from rlflow.envs.vector import EpisodeStat, VectorEnv
+from rlflow.policy import TorchPolicy
+from rlflow.workers.sampler import Sampler
+
+__all__ = ["VectorSampler"]
+
+Array = npt.NDArray[Any]
+
+
+class _Buffers:
+    """Rollout buffers ``[T, N, ...]`` allocated once, on the first recorded step."""
+
+    def __init__(
+        self,
+        length: int,
+        num_envs: int,
+        obs: Array,
+        actions: Array,
+        dist: Array,
+        *,
+        next_obs: bool = False,
+    ) -> None:
+        shape = (length, num_envs)
+        self.length = length
+        self.obs = np.zeros(shape + obs.shape[1:], dtype=obs.dtype)
+        self.next_obs: Array | None = np.zeros_like(self.obs) if next_obs else None
+        self.actions = np.zeros(shape + actions.shape[1:], dtype=actions.dtype)
+        self.dist_inputs = np.zeros(shape + dist.shape[1:], dtype=np.float32)
+        self.logp = np.zeros(shape, dtype=np.float32)
+        self.vf_preds = np.zeros(shape, dtype=np.float32)
+        self.rewards = np.zeros(shape, dtype=np.float32)
+        self.terminateds = np.zeros(shape, dtype=bool)
+        self.truncateds = np.zeros(shape, dtype=bool)
+        self.eps_id = np.zeros(shape, dtype=np.int64)
+        self.boot_values = np.zeros(shape, dtype=np.float32)
+
+    def fragment(self, a: int, b: int, env: int) -> SampleBatch:
+        """Rows ``a:b`` of sub-env ``env`` as a batch of views."""
+        batch = SampleBatch(
+            {
+                OBS: self.obs[a:b, env],
+                ACTIONS: self.actions[a:b, env],
+                REWARDS: self.rewards[a:b, env],
+                TERMINATEDS: self.terminateds[a:b, env],
+                TRUNCATEDS: self.truncateds[a:b, env],
+                LOGP: self.logp[a:b, env],
+                VF_PREDS: self.vf_preds[a:b, env],
+                ACTION_DIST_INPUTS: self.dist_inputs[a:b, env],
+                EPS_ID: self.eps_id[a:b, env],
+            }
+        )
+        if self.next_obs is not None:
+            batch[NEXT_OBS] = self.next_obs[a:b, env]
+        return batch
+
+
+class VectorSampler(Sampler):
+    """Steps ``num_envs`` copies of a single-agent env with ``policy``.
+
+    Args:
+        creator: builds one Gymnasium env.
+        num_envs: sub-envs stepped together.
+        policy: the worker's one policy.
+        seed: sub-env ``j`` is first reset with ``seed + j`` (None: unseeded).
+        new_eps_id: gives a fresh episode id (unique across the run's workers).
+        explore: sample actions (True) or take the greedy ones.
+
+    The envs are built on the first `sample` (or `run_episodes`). Fragment rows are ordered by
+    sub-env, then time; columns: OBS, ACTIONS, REWARDS, TERMINATEDS, TRUNCATEDS, LOGP,
+    VF_PREDS, ACTION_DIST_INPUTS, EPS_ID, what the policy's postprocessing adds, and NEXT_OBS
+    (the true next observation, the episode's last one where it ended) when the policy has a
+    true ``requires_next_obs`` attribute (replay-based policies).
+    """
+
+    def __init__(
+        self,
+        creator: Callable[[], Any],
+        num_envs: int,
+        policy: TorchPolicy,
+        seed: int | None,
+        new_eps_id: Callable[[], int],
+        *,
+        explore: bool = True,
+    ) -> None:
+        """Keep the parts; envs are built on the first step."""
+        super().__init__(explore=explore)
+        self.policy = policy
+        """The policy that acts and postprocesses."""
+        self._creator = creator
+        self._num_envs = num_envs
+        self._seed = seed
+        self._new_eps_id = new_eps_id
+        self.venv: VectorEnv | None = None
+        """The vector env (None until the first step)."""
+        self._obs: Array | None = None
+        self._eps_ids: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._buffers: _Buffers | None = None
+        self._length = 0
+        self._truncated: list[tuple[int, int, Array]] = []
+
+    def _start(self, length: int) -> None:
+        self._length = length
+        if self.venv is None:
+            self.venv = VectorEnv(self._creator, self._num_envs, self._seed)
+            self._reset(self.venv)
+
+    def _built(self) -> VectorEnv:
+        """The vector env, built and reset (seeded) first if needed."""
+        self._start(self._length)
+        assert self.venv is not None
+        return self.venv
+
+    def restart(self) -> None:
+        """Reset every sub-env and give each a new episode id (episodes in progress are dropped).
+
+        Only the first reset of each sub-env is seeded: one made here on a fresh sampler
+        follows the seeded one.
+        """
+        self._reset(self._built())
+
+    def _reset(self, venv: VectorEnv) -> None:
+        self._obs = venv.reset()
+        self._eps_ids = np.array([self._new_eps_id() for _ in range(venv.num_envs)], dtype=np.int64)
+
+    def _step(self, t: int, *, record: bool) -> None:
+        """The hot loop's body: act on every sub-env at once, step them, write row ``t``."""
+        venv, obs = self.venv, self._obs
+        assert venv is not None and obs is not None
+        actions, extra = self.policy.compute_actions(obs, explore=self.explore)
+        buf = self._buffers
+        if record and (buf is None or buf.length != self._length):
+            buf = self._buffers = self._allocate(obs, actions, extra)
+        if record and buf is not None:
+            buf.obs[t] = obs
+            buf.actions[t] = actions
+            buf.logp[t] = extra[LOGP]
+            buf.vf_preds[t] = extra[VF_PREDS]
+            buf.dist_inputs[t] = extra[ACTION_DIST_INPUTS]
+            buf.eps_id[t] = self._eps_ids
+        step = venv.step(actions, copy=False)
+        if record and buf is not None:
+            buf.rewards[t] = step.rewards
+            buf.terminateds[t] = step.terminateds
+            buf.truncateds[t] = step.truncateds
+            if buf.next_obs is not None:
+                buf.next_obs[t] = step.final_obs
+        for i in np.flatnonzero(step.terminateds | step.truncateds):
+            if record and step.truncateds[i] and not step.terminateds[i]:
+                self._truncated.append((t, int(i), step.final_obs[i].copy()))
+            self._eps_ids[i] = self._new_eps_id()
+        # The env's own buffer, overwritten by the next step only after it was read.
+        self._obs = step.next_obs
+
+    def _allocate(self, obs: Array, actions: Array, extra: dict[str, Array]) -> _Buffers:
+        return _Buffers(
+            self._length,
+            self._num_envs,
+            obs,
+            actions,
+            extra[ACTION_DIST_INPUTS],
+            next_obs=bool(getattr(self.policy, "requires_next_obs", False)),
+        )
+
+    def _take_fragment(self) -> SampleBatch:
+        assert self._obs is not None and self._buffers is not None
+        self._obs = obs = self._obs.copy()
+        truncated, self._truncated = self._truncated, []
+        self._fill_bootstrap_values(self._buffers, obs, truncated)
+        return self._postprocess(self._buffers)
+
+    def _fill_bootstrap_values(
+        self, buf: _Buffers, last_obs: Array, truncated: list[tuple[int, int, Array]]
+    ) -> None:
+        """V(s) to bootstrap from after each truncated step and after the fragment's end.
+
+        Without a critic the value head is never trained, so its output would only add noise
+        to the returns: REINFORCE returns are then cut at the fragment's end (bootstrap 0).
+        """
+        policy = self.policy
+        if not policy.use_critic:
+            return
+        buf.boot_values[-1] = policy.value(last_obs)
+        if truncated:
+            values = policy.value(np.stack([ob for _, _, ob in truncated]))
+            for (t, i, _), v in zip(truncated, values, strict=True):
+                buf.boot_values[t, i] = v
+
+    def _postprocess(self, buf: _Buffers) -> SampleBatch:
+        """Split each sub-env's rows into episode fragments and postprocess each."""
+        policy = self.policy
+        length, num_envs = buf.rewards.shape
+        pieces: list[SampleBatch] = []
+        for i in range(num_envs):
+            ends = np.flatnonzero(buf.terminateds[:, i] | buf.truncateds[:, i]).tolist()
+            if not ends or ends[-1] != length - 1:
+                ends.append(length - 1)
+            start = 0
+            for end in ends:
+                last_value = 0.0 if buf.terminateds[end, i] else float(buf.boot_values[end, i])
+                if not policy.use_critic:
+                    last_value = 0.0
+                fragment = buf.fragment(start, end + 1, i)
+                pieces.append(policy.postprocess_trajectory(fragment, last_value=last_value))
+                start = end + 1
+        return SampleBatch.concat_samples(pieces)
+
+    @property
+    def envs(self) -> list[Any]:
+        """The sub-envs, in order (built first if needed)."""
+        return list(self._built().envs)
+
+    def pop_episode_stats(self) -> list[EpisodeStat]:
+        """Episodes finished since the last call, in the order they ended."""
+        return [] if self.venv is None else self.venv.pop_episode_stats()
+
+    def get_state(self) -> tuple[VectorEnv, Array, npt.NDArray[np.int64]] | None:
+        """``(vector env, observations to act on, episode ids)`` (pickle it whole); None
+        before the envs are built."""
+        if self.venv is None or self._obs is None:
+            return None
+        return self.venv, self._obs, self._eps_ids
+
+    def set_state(self, state: Any) -> None:
+        """Restore :meth:`get_state` (the envs built here, if any, are closed first)."""
+        self.close()
+        self.venv, self._obs, self._eps_ids = state
+
+    def close(self) -> None:
+        """Close the sub-envs."""
+        if self.venv is not None:
+            self.venv.close()

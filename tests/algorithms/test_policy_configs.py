@@ -1,0 +1,199 @@
+"""Every algorithm's policy reads its settings from its typed config (issue 10, part 1).
+
+For each registered algorithm, a config with every field the policy reads changed from the
+config class's default is resolved on the driver (`rlflow.config.resolve_policies`, as a rollout
+worker does) and the built policy is checked to use each value: an attribute, the optimizer's
+learning rate, the model's shape or the loss.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rlflow.algorithms import ALGORITHMS, PGPolicy
+from rlflow.algorithms.appo import APPOPolicy
+from rlflow.algorithms.dqn import DQNPolicy
+from rlflow.algorithms.impala import VTracePolicy
+from rlflow.algorithms.maml import MAMLPolicy
+from rlflow.algorithms.ppo import PPOPolicy
+from rlflow.algorithms.ppo_dqn import DQN_POLICY, PPO_POLICY
+from rlflow.config import AlgorithmConfig, resolve_policies
+from rlflow.policy import TorchPolicy
+
+pytestmark = pytest.mark.timeout(120)
+
+OBS_SPACE = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
+ACT_SPACE = gym.spaces.Discrete(2)
+
+Check = Callable[[Any, Any], bool]
+"""``check(policy, value)``: does the policy use ``value``?"""
+
+
+def _flip(default: Any) -> Any:
+    return not default
+
+
+def _lr(policy: TorchPolicy, value: float) -> bool:
+    return bool(policy.lr == value == policy.optimizer.param_groups[0]["lr"])
+
+
+def _hidden(policy: TorchPolicy, value: dict[str, Any]) -> bool:
+    widths = {p.shape[0] for p in policy.model.parameters() if p.ndim == 2}
+    acts = {type(m).__name__.lower() for m in policy.model.modules()}
+    shared = getattr(policy.model, "trunk", None) is not None
+    return (
+        value["hidden"][0] in widths
+        and value["activation"] in acts
+        and ("shared" not in value or shared == value["shared"])
+    )
+
+
+def _threads(policy: TorchPolicy, value: int) -> bool:
+    return torch.get_num_threads() == value
+
+
+# (field, new value from the config class's default, check)
+BASE: list[tuple[str, Callable[[Any], Any], Check]] = [
+    ("lr", lambda d: 0.0123, _lr),
+    ("gamma", lambda d: 0.77, lambda p, v: p.gamma == v),
+    ("grad_clip", lambda d: 3.5, lambda p, v: p.grad_clip == v),
+    ("num_torch_threads", lambda d: 2, _threads),
+]
+ACTOR_CRITIC = [
+    ("model", lambda d: {"hidden": (7,), "activation": "relu", "shared": True}, _hidden),
+    ("use_critic", _flip, lambda p, v: p.use_critic == v),
+    ("use_gae", _flip, lambda p, v: p.use_gae == v),
+    ("lambda_", lambda d: 0.55, lambda p, v: p.lambda_ == v),
+]
+COEFFS = [
+    ("vf_loss_coeff", lambda d: 0.345, lambda p, v: p.vf_loss_coeff == v),
+    ("entropy_coeff", lambda d: 0.0234, lambda p, v: p.entropy_coeff == v),
+]
+VTRACE = [
+    ("model", lambda d: {"hidden": (7,), "activation": "relu"}, _hidden),
+    ("vtrace_clip_rho_threshold", lambda d: 0.6, lambda p, v: p.clip_rho == v),
+    ("vtrace_clip_pg_rho_threshold", lambda d: 0.7, lambda p, v: p.clip_pg_rho == v),
+    *COEFFS,
+]
+FIELDS: dict[type, list[tuple[str, Callable[[Any], Any], Check]]] = {
+    PGPolicy: [*BASE, *ACTOR_CRITIC, *COEFFS],
+    PPOPolicy: [
+        *BASE,
+        *ACTOR_CRITIC,
+        *COEFFS,
+        ("clip_param", lambda d: 0.15, lambda p, v: p.clip_param == v),
+        ("vf_clip_param", lambda d: 4.5, lambda p, v: p.vf_clip_param == v),
+        ("kl_coeff", lambda d: 0.45, lambda p, v: p.kl_coeff == v),
+        ("kl_target", lambda d: 0.035, lambda p, v: p.kl_target == v),
+    ],
+    DQNPolicy: [
+        *BASE,
+        ("model", lambda d: {"hidden": (7,), "activation": "tanh"}, _hidden),
+        ("n_step", lambda d: 4, lambda p, v: p.n_step == v),
+        ("double_q", _flip, lambda p, v: p.double_q == v),
+        ("dueling", _flip, lambda p, v: (p.q_model.value is not None) == v),
+        ("huber_delta", lambda d: 2.5, lambda p, v: p.huber_delta == v),
+        ("initial_epsilon", lambda d: 0.9, lambda p, v: p.initial_epsilon == v),
+        ("final_epsilon", lambda d: 0.05, lambda p, v: p.final_epsilon == v),
+        ("epsilon_timesteps", lambda d: 777, lambda p, v: p.epsilon_timesteps == v),
+        ("prioritized_replay_eps", lambda d: 1e-3, lambda p, v: p.priority_eps == v),
+        ("worker_side_prioritization", _flip, lambda p, v: p.worker_side_prioritization == v),
+        ("per_worker_exploration", _flip, lambda p, v: (p.fixed_epsilon is not None) == v),
+    ],
+    VTracePolicy: VTRACE,
+    APPOPolicy: [
+        *VTRACE,
+        ("clip_param", lambda d: 0.15, lambda p, v: p.clip_param == v),
+        ("use_kl_loss", _flip, lambda p, v: p.use_kl_loss == v),
+        ("kl_coeff", lambda d: 0.45, lambda p, v: p.kl_coeff == v),
+    ],
+    MAMLPolicy: [
+        *BASE,
+        ("model", lambda d: {"hidden": (7,), "activation": "relu"}, _hidden),
+        ("inner_lr", lambda d: 0.33, lambda p, v: p.inner_lr == v),
+        ("clip_param", lambda d: 0.15, lambda p, v: p.clip_param == v),
+        ("kl_coeff", lambda d: 0.45, lambda p, v: p.kl_coeff == v),
+        ("kl_target", lambda d: 0.035, lambda p, v: p.kl_target == v),
+    ],
+}
+
+
+def changed(config_cls: type[AlgorithmConfig], policy_cls: type) -> dict[str, Any]:
+    """A value different from ``config_cls``'s default for every field ``policy_cls`` reads."""
+    defaults = {f.name: f for f in dataclasses.fields(config_cls)}
+    out: dict[str, Any] = {}
+    for name, new, _ in FIELDS[policy_cls]:
+        field = defaults[name]
+        default = field.default_factory() if callable(field.default_factory) else field.default
+        out[name] = new(default)
+        assert out[name] != default, (config_cls.__name__, name)
+    return out
+
+
+def _consistent(values: dict[str, Any]) -> dict[str, Any]:
+    # GAE needs a critic: flipping both keeps the pair valid either way.
+    if "use_gae" in values and "use_critic" in values:
+        values["use_gae"] = values["use_gae"] and values["use_critic"]
+    return values
+
+
+@pytest.fixture(autouse=True)
+def _restore_threads() -> Any:
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_policy_uses_every_setting_of_its_config(name: str) -> None:
+    spec = ALGORITHMS[name]
+    if name == "ppo_dqn":
+        ppo_cls, dqn_cls = PPOPolicy.config_class, DQNPolicy.config_class
+        ppo = _consistent(changed(ppo_cls, PPOPolicy))
+        dqn = changed(dqn_cls, DQNPolicy)
+        shared = {k: dqn.pop(k) for k in ("num_torch_threads",)}
+        ppo.pop("num_torch_threads")
+        config = spec.config_cls(ppo=ppo, dqn=dqn, **shared)
+        expected = {PPO_POLICY: {**ppo, **shared}, DQN_POLICY: {**dqn, **shared}}
+    else:
+        values = _consistent(changed(spec.config_cls, spec.policy_cls))
+        config = spec.config_cls(**values, num_workers=3)
+        expected = {"default_policy": values}
+    resolved = resolve_policies(config, spec.policy_cls)
+    assert set(resolved) == set(expected)
+    for pid, (cls, policy_config) in resolved.items():
+        assert isinstance(policy_config, cls.config_class)
+        policy = cls(OBS_SPACE, ACT_SPACE, policy_config, seed=0, worker_index=2)
+        assert policy.worker_index == 2
+        unused = [
+            field
+            for field, _, check in FIELDS[cls]
+            if field in expected[pid] and not check(policy, expected[pid][field])
+        ]
+        assert unused == [], f"{name}/{pid}: the policy ignores {unused}"
+
+
+def test_dqn_per_worker_epsilon_reads_the_worker_index() -> None:
+    config = ALGORITHMS["apex"].config_cls(
+        num_workers=3, worker_epsilon=0.5, worker_epsilon_alpha=2
+    )
+    epsilons = [
+        DQNPolicy(OBS_SPACE, ACT_SPACE, config, seed=0, worker_index=i).epsilon() for i in (1, 2, 3)
+    ]
+    assert epsilons == pytest.approx([0.5, 0.5**2, 0.5**3])
+    learner = DQNPolicy(OBS_SPACE, ACT_SPACE, config, seed=0)  # index 0: the schedule
+    assert learner.fixed_epsilon is None
+
+
+def test_policy_takes_only_its_config_class() -> None:
+    with pytest.raises(TypeError, match=r"PPOPolicy\(config\)=.* must be a PPOConfig"):
+        PPOPolicy(OBS_SPACE, ACT_SPACE, {"lr": 0.1})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="must be a PPOConfig"):
+        PPOPolicy(OBS_SPACE, ACT_SPACE, ALGORITHMS["pg"].config_cls())  # type: ignore[arg-type]
