@@ -26,7 +26,7 @@ import torch
 
 from rlflow import Trainer, flow
 from rlflow.algorithms import PPOConfig, tuned_config
-from rlflow.config import coerce_value
+from rlflow.tuned import parse_value
 
 ENV_ID = "Pendulum-v1"
 
@@ -38,7 +38,7 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
         key, sep, text = pair.partition("=")
         if not sep:
             raise SystemExit(f"--set {pair!r}: expected key=value")
-        overrides[key] = coerce_value(PPOConfig, key, text)
+        overrides[key] = parse_value(PPOConfig, key, text)
     return overrides
 
 

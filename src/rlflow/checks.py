@@ -67,7 +67,7 @@ def check_int(value: Any, label: str, *, low: int | None = None, high: int | Non
     return number
 
 
-def _number_rule(low: float | None, high: float | None, low_open: bool, high_open: bool) -> str:
+def _number_rule(low: float | None, high: float | None, *, low_open: bool, high_open: bool) -> str:
     if low is not None and high is not None:
         left, right = "(" if low_open else "[", ")" if high_open else "]"
         return f"a number in {left}{low}, {high}{right}"
@@ -92,7 +92,7 @@ def check_number(
     ``low_open``/``high_open`` exclude the bound itself (``low=0, low_open=True``: "> 0"). NaN is
     never within bounds.
     """
-    rule = _number_rule(low, high, low_open, high_open)
+    rule = _number_rule(low, high, low_open=low_open, high_open=high_open)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ConfigTypeError(f"{label}={value!r} must be {rule}")
     number = float(value)

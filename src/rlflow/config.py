@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -204,6 +203,17 @@ class AlgorithmConfig:
             raise self._bad("model", f"has unknown keys {unknown}; model keys are {MODEL_KEYS}")
 
     def _check_multi_agent(self) -> None:
+        specs = self._policy_specs_checked()
+        object.__setattr__(self, "policies", specs)
+        self._check_mapping_fn(len(specs))
+        if self.policies_to_train is not None:
+            known = self.policy_ids()
+            bad = [p for p in self.policies_to_train if p not in known]
+            if isinstance(self.policies_to_train, str) or bad:
+                raise self._bad("policies_to_train", f"must be a list of policy ids from {known}")
+
+    def _policy_specs_checked(self) -> dict[str, PolicySpec]:
+        """`policies` with each entry a checked `PolicySpec` (dicts converted)."""
         if not isinstance(self.policies, dict):
             raise self._bad("policies", "must be a dict of policy id -> PolicySpec")
         specs: dict[str, PolicySpec] = {}
@@ -223,24 +233,22 @@ class AlgorithmConfig:
                 raise self._bad("policies", f"entry {pid!r} must be a PolicySpec or a dict")
             self._check_overrides(pid, spec)
             specs[pid] = spec
-        object.__setattr__(self, "policies", specs)
+        return specs
+
+    def _check_mapping_fn(self, num_policies: int) -> None:
+        """Import a ``"module:function"`` mapping fn; one is needed with several policies."""
         fn = self.policy_mapping_fn
         if isinstance(fn, str):
             fn = import_object(fn, f"{type(self).__name__}.policy_mapping_fn")
             object.__setattr__(self, "policy_mapping_fn", fn)
         if fn is not None and not callable(fn):
             raise self._bad("policy_mapping_fn", "must be a function agent_id -> policy_id")
-        if fn is None and len(specs) > 1:
+        if fn is None and num_policies > 1:
             raise self._bad(
                 "policy_mapping_fn",
-                f"must be given with more than one policy ({sorted(specs)}): it maps each "
-                "agent id to a policy id",
+                f"must be given with more than one policy ({sorted(self.policies)}): it maps "
+                "each agent id to a policy id",
             )
-        if self.policies_to_train is not None:
-            known = self.policy_ids()
-            bad = [p for p in self.policies_to_train if p not in known]
-            if isinstance(self.policies_to_train, str) or bad:
-                raise self._bad("policies_to_train", f"must be a list of policy ids from {known}")
 
     def _check_overrides(self, pid: str, spec: PolicySpec) -> None:
         """Reject a misspelt override key now, before any worker starts (the policy class,
@@ -318,27 +326,6 @@ class AlgorithmConfig:
         """The resolved type annotation of field ``name``."""
         hints = typing.get_type_hints(cls)
         return hints[name]
-
-
-def coerce_value(config_cls: type[AlgorithmConfig], key: str, text: str) -> Any:
-    """Parse a ``--set key=value`` string for field ``key`` of ``config_cls`` (YAML syntax:
-    ``3``, ``0.5``, ``true``, ``null``, ``[64, 64]``, ``{hidden: [32]}``)."""
-    import yaml
-
-    names = config_cls.field_names()
-    if key not in names:
-        close = difflib.get_close_matches(key, names, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"{config_cls.__name__} has no field {key!r}{hint}")
-    try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ConfigError(f"--set {key}={text!r}: not a valid value ({err})") from None
-    hint = config_cls.field_type(key)
-    allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
-    if float in allowed and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    return value
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,7 +23,6 @@ reads) as floats; every other value is left as it is and checked by the config c
 from __future__ import annotations
 
 import contextlib
-import difflib
 import re
 import types
 import typing
@@ -156,11 +155,7 @@ def parse_value(config_cls: type[AlgorithmConfig], key: str, text: str) -> Any:
     """
     import yaml
 
-    names = config_cls.field_names()
-    if key not in names:
-        close = difflib.get_close_matches(key, names, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"{config_cls.__name__} has no field {key!r}{hint}")
+    config_cls.check_keys([key])
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError as err:

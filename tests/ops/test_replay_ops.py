@@ -132,7 +132,7 @@ def test_replay_validates_arguments() -> None:
 
 
 def test_replay_from_actors_drops_nones_and_names_the_shard() -> None:
-    actors = create_replay_actors(2, 100, learning_starts=4, replay_batch_size=3, seed=0)
+    actors = create_replay_actors(2, 100, learning_starts=4, num_items=3, seed=0)
     flow.get(actors[1].add_batch.remote(rows(1, 2, 3)))
     flow.get(actors[1].add_batch.remote(rows(4, 5)))
     # Shard 0 stays below its learning_starts (2 per shard) and replays only Nones.
@@ -161,7 +161,7 @@ def test_update_priorities_on_a_local_buffer_and_strip_the_arrays() -> None:
 
 def test_update_priorities_goes_to_the_source_shard() -> None:
     actors = create_replay_actors(
-        2, 100, prioritized=True, alpha=1.0, beta=1.0, replay_batch_size=2, seed=0
+        2, 100, prioritized=True, alpha=1.0, beta=1.0, num_items=2, seed=0
     )
     for a in actors:
         flow.get(a.add_batch.remote(rows(1, 2)))
@@ -253,7 +253,7 @@ def test_docstring_examples_run() -> None:
 def test_store_replay_and_priorities_through_shards(backend: str) -> None:
     """The Ape-X replay path on both backends: store -> replay(actors) -> priorities back."""
     actors = create_replay_actors(
-        2, 200, prioritized=True, alpha=1.0, beta=1.0, learning_starts=8, replay_batch_size=4
+        2, 200, prioritized=True, alpha=1.0, beta=1.0, learning_starts=8, num_items=4
     )
     store_op = flow.from_iterable([rows(*range(4)) for _ in range(50)]).for_each(
         StoreToReplayBuffer(actors=actors, seed=1)

@@ -198,7 +198,7 @@ def test_minibatches_are_contiguous_slices_in_shuffled_order(
 
     monkeypatch.setattr(policy, "learn_on_batch", record)
     stats = policy.learn_on_minibatches(
-        batch, num_epochs=2, minibatch_size=3, rng=np.random.default_rng(0)
+        batch, num_sgd_iter=2, sgd_minibatch_size=3, rng=np.random.default_rng(0)
     )
     assert stats == {"x": 1.0, "num_steps": 6.0}
     slices = [EPS[0:3], EPS[3:6], EPS[6:7]]

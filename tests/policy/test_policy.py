@@ -229,7 +229,7 @@ def test_learn_on_minibatches_equals_manual_loop() -> None:
     b = PPOPolicy(OBS_SPACE, ACT_SPACE, ppo(SMALL), seed=3)
     batch = _rollout(a, n=100)
     stats = a.learn_on_minibatches(
-        batch, num_epochs=3, minibatch_size=32, rng=np.random.default_rng(0)
+        batch, num_sgd_iter=3, sgd_minibatch_size=32, rng=np.random.default_rng(0)
     )
     rng, kls = np.random.default_rng(0), []
     for _ in range(3):
@@ -237,8 +237,8 @@ def test_learn_on_minibatches_equals_manual_loop() -> None:
     assert _same_weights(a, b)
     assert stats["num_steps"] == 9.0 == len(kls)
     assert stats["kl"] == pytest.approx(np.mean(kls))
-    with pytest.raises(ConfigError, match="num_epochs=0"):
-        a.learn_on_minibatches(batch, num_epochs=0, minibatch_size=32, rng=rng)
+    with pytest.raises(ConfigError, match="num_sgd_iter=0"):
+        a.learn_on_minibatches(batch, num_sgd_iter=0, sgd_minibatch_size=32, rng=rng)
 
 
 # -- learning -----------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ def rows(start: int, count: int) -> SampleBatch:
 
 
 def test_gather_yields_none_until_learning_starts_then_full_batches(local_backend) -> None:
-    actors = create_replay_actors(2, 20, learning_starts=6, replay_batch_size=5, seed=0)
+    actors = create_replay_actors(2, 20, learning_starts=6, num_items=5, seed=0)
     replays = flow.from_actors(actors).gather_async()
     assert list(itertools.islice(replays, 6)) == [None] * 6
     flow.get(actors[0].add_batch.remote(rows(0, 3)))  # shard 0 reaches its 3
@@ -47,7 +47,7 @@ def test_gather_yields_none_until_learning_starts_then_full_batches(local_backen
 
 def test_priorities_update_through_the_actor(local_backend) -> None:
     (actor,) = create_replay_actors(
-        1, 4, prioritized=True, alpha=1.0, beta=1.0, replay_batch_size=200, seed=0
+        1, 4, prioritized=True, alpha=1.0, beta=1.0, num_items=200, seed=0
     )
     flow.get(actor.add_batch.remote(rows(0, 4)))
     replays = flow.from_actors([actor]).gather_async()
@@ -63,7 +63,7 @@ def test_priorities_update_through_the_actor(local_backend) -> None:
 
 
 def test_uniform_shard_ignores_priorities_and_reports_stats(local_backend) -> None:
-    (actor,) = create_replay_actors(1, 8, replay_batch_size=2)
+    (actor,) = create_replay_actors(1, 8, num_items=2)
     flow.get(actor.add_batch.remote(rows(0, 3).as_multi_agent()))
     flow.get(actor.update_priorities.remote([0], [5.0]))
     stats = flow.get(actor.stats.remote())
@@ -88,11 +88,11 @@ def test_state_round_trip_through_actors(local_backend) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "text"),
     [
-        (dict(num_shards=0, capacity_total=10), "num_shards=0"),
-        (dict(num_shards=4, capacity_total=3), "capacity_total=3 must be >= num_shards=4"),
-        (dict(num_shards=1, capacity_total=3, learning_starts=-1), "learning_starts=-1"),
-        (dict(num_shards=1, capacity_total=3, replay_batch_size=0), "replay_batch_size=0"),
-        (dict(num_shards=1, capacity_total=3, prioritized=True, alpha=2.0), "alpha=2.0"),
+        (dict(num_shards=0, capacity=10), "num_shards=0"),
+        (dict(num_shards=4, capacity=3), "capacity=3 must be >= num_shards=4"),
+        (dict(num_shards=1, capacity=3, learning_starts=-1), "learning_starts=-1"),
+        (dict(num_shards=1, capacity=3, num_items=0), "num_items=0"),
+        (dict(num_shards=1, capacity=3, prioritized=True, alpha=2.0), "alpha=2.0"),
     ],
 )
 def test_bad_arguments_fail_before_any_actor_starts(local_backend, kwargs, text) -> None:

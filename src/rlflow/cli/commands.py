@@ -29,7 +29,7 @@ EXIT_INTERRUPTED = 130
 """Exit status of a training run stopped by Ctrl-C (after its checkpoint is saved)."""
 
 
-def _start_backend(name: str, address: str | None, verbose: bool) -> bool:
+def _start_backend(name: str, address: str | None, *, verbose: bool) -> bool:
     """Start the flow backend for a CLI run (quiet Ray unless -v); True if started here."""
     from rlflow import flow
 
@@ -59,7 +59,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         run_dir / "config.yaml",
         {"algorithm": run.algo, "config": run.config.to_dict(), "stop": stop},
     )
-    started = _start_backend(args.backend, args.address, args.verbose)
+    started = _start_backend(args.backend, args.address, verbose=args.verbose)
     try:
         with Trainer(run.algo, backend=args.backend, **run.config.to_dict()) as trainer:
             return _train_loop(trainer, run_dir, stop, args.checkpoint_every)

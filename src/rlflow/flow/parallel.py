@@ -156,7 +156,7 @@ class ParallelIterator(Generic[T]):
         name = f"{self.name}.repartition[num_partitions={num_partitions}]"
         shards = [
             Shard(
-                worker.remote(SliceSource(self._shards, key, num_partitions, p), False),
+                worker.remote(SliceSource(self._shards, key, num_partitions, p), repeat=False),
                 (),
                 f"partition {p} of {name}",
             )
@@ -277,9 +277,9 @@ class ParallelIterator(Generic[T]):
         self.gather_sync().show(n, file=file if file is not None else sys.stdout)
 
 
-def _source_actors(sources: Sequence[Any], repeat: bool) -> list[Any]:
+def _source_actors(sources: Sequence[Any], *, repeat: bool) -> list[Any]:
     worker = backend.remote(ParallelIteratorWorker).options(num_cpus=0)
-    return [worker.remote(source, repeat) for source in sources]
+    return [worker.remote(source, repeat=repeat) for source in sources]
 
 
 def _make(actors: Sequence[Any], name: str) -> ParallelIterator[Any]:
@@ -289,7 +289,7 @@ def _make(actors: Sequence[Any], name: str) -> ParallelIterator[Any]:
 
 
 def from_items(
-    items: Sequence[T], num_shards: int = 2, repeat: bool = False
+    items: Sequence[T], num_shards: int = 2, *, repeat: bool = False
 ) -> ParallelIterator[T]:
     """Shard a list over ``num_shards`` new actors: item i goes to shard ``i % num_shards``.
 
@@ -305,10 +305,10 @@ def from_items(
     name = (
         f"from_items[{kind}, {len(items)}, shards={num_shards}{', repeat=True' if repeat else ''}]"
     )
-    return _make(_source_actors(parts, repeat), name)
+    return _make(_source_actors(parts, repeat=repeat), name)
 
 
-def from_range(n: int, num_shards: int = 2, repeat: bool = False) -> ParallelIterator[int]:
+def from_range(n: int, num_shards: int = 2, *, repeat: bool = False) -> ParallelIterator[int]:
     """``range(n)`` split into ``num_shards`` contiguous parts on new actors; the last shard
     takes the remainder.
 
@@ -324,11 +324,12 @@ def from_range(n: int, num_shards: int = 2, repeat: bool = False) -> ParallelIte
         range(i * size, n if i == num_shards - 1 else (i + 1) * size) for i in range(num_shards)
     ]
     name = f"from_range[{n}, shards={num_shards}{', repeat=True' if repeat else ''}]"
-    return _make(_source_actors(parts, repeat), name)
+    return _make(_source_actors(parts, repeat=repeat), name)
 
 
 def from_iterators(
     generators: Sequence[Iterable[T] | Callable[[], Iterable[T]]],
+    *,
     repeat: bool = False,
     name: str | None = None,
 ) -> ParallelIterator[T]:
@@ -337,7 +338,8 @@ def from_iterators(
     if not generators:
         raise ConfigError("from_iterators() needs at least one iterable, got []")
     return _make(
-        _source_actors(generators, repeat), name or f"from_iterators[shards={len(generators)}]"
+        _source_actors(generators, repeat=repeat),
+        name or f"from_iterators[shards={len(generators)}]",
     )
 
 

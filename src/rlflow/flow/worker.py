@@ -39,7 +39,7 @@ class ShardOp(NamedTuple):
 
 
 class _GeneratorBase:
-    def __init__(self, item_generator: Any, repeat: bool) -> None:
+    def __init__(self, item_generator: Any, *, repeat: bool) -> None:
         self.item_generator = item_generator
         self.repeat = repeat
 
@@ -70,7 +70,9 @@ class ParallelIteratorWorker:
     generator is "sample forever").
     """
 
-    def __init__(self, item_generator: Callable[[], Iterable[Any]] | Iterable[Any], repeat: bool):
+    def __init__(
+        self, item_generator: Callable[[], Iterable[Any]] | Iterable[Any], *, repeat: bool
+    ):
         if repeat and not callable(item_generator) and iter(item_generator) is item_generator:
             raise ConfigError(
                 "ParallelIteratorWorker(repeat=True) needs a re-iterable source (a list, a "
@@ -88,7 +90,7 @@ class ParallelIteratorWorker:
             return
         node = PlanNode("shard", where, "source")
         it: LocalIterator[Any] = LocalIterator(
-            _GeneratorBase(self._item_generator, self._repeat),
+            _GeneratorBase(self._item_generator, repeat=self._repeat),
             SharedMetrics(),
             name=where,
             node=node,

@@ -224,10 +224,8 @@ def replay(
     check_int(num_async, "replay: num_async", low=1)
     check_int(num_items, "replay: num_items", low=1)
     check_int(learning_starts, "replay: learning_starts", low=0)
-    if not (beta is None or isinstance(beta, LinearSchedule)) and (
-        isinstance(beta, bool) or not isinstance(beta, int | float) or not 0 <= beta <= 1
-    ):
-        raise ConfigError(f"replay(beta={beta!r}) must be in [0, 1], a LinearSchedule or None")
+    if not (beta is None or isinstance(beta, LinearSchedule)):
+        check_number(beta, "replay: beta (or a LinearSchedule, or None)", low=0, high=1)
     if local_buffer is not None:
         ticks = flow.from_iterable(_Forever(), name="replay(local_buffer)")
         return ticks.for_each(_ReplayLocal(local_buffer, num_items, learning_starts, beta))

@@ -248,21 +248,21 @@ class TorchPolicy(abc.ABC):
         self,
         batch: SampleBatch,
         *,
-        num_epochs: int,
-        minibatch_size: int,
+        num_sgd_iter: int,
+        sgd_minibatch_size: int,
         rng: np.random.Generator,
     ) -> dict[str, float]:
-        """Run ``num_epochs`` passes over shuffled minibatches, one optimizer step each.
+        """Run ``num_sgd_iter`` passes over shuffled minibatches, one optimizer step each.
 
-        Each epoch reshuffles with ``rng`` and uses ``batch.minibatches(minibatch_size, rng)``
+        Each epoch reshuffles with ``rng`` and uses ``batch.minibatches(sgd_minibatch_size, rng)``
         (full minibatches only; the whole batch when it is smaller). Returns every stat
         averaged over all steps, plus ``"num_steps"``.
         """
-        check_int(num_epochs, f"{type(self).__name__}.learn_on_minibatches: num_epochs", low=1)
+        check_int(num_sgd_iter, f"{type(self).__name__}.learn_on_minibatches: num_sgd_iter", low=1)
         totals: dict[str, float] = {}
         steps = 0
-        for _ in range(num_epochs):
-            for minibatch in batch.minibatches(minibatch_size, rng):
+        for _ in range(num_sgd_iter):
+            for minibatch in batch.minibatches(sgd_minibatch_size, rng):
                 for key, val in self.learn_on_batch(minibatch).items():
                     totals[key] = totals.get(key, 0.0) + val
                 steps += 1

@@ -158,28 +158,28 @@ class VTracePolicyBase(TorchPolicy):
         self,
         batch: SampleBatch,
         *,
-        num_epochs: int,
-        minibatch_size: int,
+        num_sgd_iter: int,
+        sgd_minibatch_size: int,
         rng: np.random.Generator,
     ) -> dict[str, float]:
-        """Run ``num_epochs`` passes over *contiguous* minibatches, one optimizer step each.
+        """Run ``num_sgd_iter`` passes over *contiguous* minibatches, one optimizer step each.
 
         Unlike the base class the rows are not shuffled (V-trace needs sequences): the batch
-        is cut into consecutive slices of ``minibatch_size`` rows (the last may be shorter)
+        is cut into consecutive slices of ``sgd_minibatch_size`` rows (the last may be shorter)
         and each epoch visits them in an order drawn from ``rng``. Returns every stat averaged
         over all steps, plus ``"num_steps"``.
         """
         where = f"{type(self).__name__}.learn_on_minibatches"
-        check_int(num_epochs, f"{where}: num_epochs", low=1)
-        check_int(minibatch_size, f"{where}: minibatch_size")
-        size = max(1, minibatch_size)
+        check_int(num_sgd_iter, f"{where}: num_sgd_iter", low=1)
+        check_int(sgd_minibatch_size, f"{where}: sgd_minibatch_size")
+        size = max(1, sgd_minibatch_size)
         starts = list(range(0, batch.count, size))
         totals: dict[str, float] = {}
-        for _ in range(num_epochs):
+        for _ in range(num_sgd_iter):
             for start in rng.permutation(starts).tolist():
                 for key, val in self.learn_on_batch(batch.slice(start, start + size)).items():
                     totals[key] = totals.get(key, 0.0) + val
-        steps = num_epochs * len(starts)
+        steps = num_sgd_iter * len(starts)
         stats = {key: total / max(steps, 1) for key, total in totals.items()}
         stats["num_steps"] = float(steps)
         return stats

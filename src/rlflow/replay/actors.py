@@ -16,7 +16,7 @@ Example:
     >>> from rlflow import flow
     >>> from rlflow.data.sample_batch import REWARDS, SampleBatch
     >>> flow.init(backend="local")
-    >>> actors = create_replay_actors(2, 100, learning_starts=4, replay_batch_size=3, seed=0)
+    >>> actors = create_replay_actors(2, 100, learning_starts=4, num_items=3, seed=0)
     >>> replays = flow.from_actors(actors).gather_async()
     >>> next(replays) is None
     True
@@ -71,12 +71,12 @@ def _make_buffer(
     alpha: float,
     beta: float,
     learning_starts: int,
-    replay_batch_size: int,
+    num_items: int,
     seed: int | None,
 ) -> ReplayBuffer:
     """Build the shard's buffer, checking every argument (raises `ConfigError`)."""
     check_int(learning_starts, f"{where}: learning_starts", low=0)
-    check_int(replay_batch_size, f"{where}: replay_batch_size", low=1)
+    check_int(num_items, f"{where}: num_items", low=1)
     if prioritized:
         return PrioritizedReplayBuffer(capacity, alpha=alpha, beta=beta, seed=seed)
     return ReplayBuffer(capacity, seed=seed)
@@ -92,11 +92,11 @@ class ReplayActor(ParallelIteratorWorker):
         beta: importance-sampling exponent in [0, 1] (prioritized only).
         learning_starts: the stream yields None until this shard holds this many transitions
             (and while it is empty); consumers filter the Nones out.
-        replay_batch_size: rows per replayed batch, >= 1.
+        num_items: rows per replayed batch, >= 1.
         seed: seed of the sampling RNG.
         shard_index: this shard's number, >= 0, used to tag `BATCH_INDEXES`.
 
-    Stream item: ``SampleBatch | None``: a fresh ``replay_batch_size``-row sample (with
+    Stream item: ``SampleBatch | None``: a fresh ``num_items``-row sample (with
     `BATCH_INDEXES` tagged by shard, and `WEIGHTS` when prioritized) each time it is read.
     """
 
@@ -108,7 +108,7 @@ class ReplayActor(ParallelIteratorWorker):
         alpha: float = 0.6,
         beta: float = 0.4,
         learning_starts: int = 0,
-        replay_batch_size: int = 32,
+        num_items: int = 32,
         seed: int | None = None,
         shard_index: int = 0,
     ) -> None:
@@ -122,15 +122,15 @@ class ReplayActor(ParallelIteratorWorker):
             alpha=alpha,
             beta=beta,
             learning_starts=learning_starts,
-            replay_batch_size=replay_batch_size,
+            num_items=num_items,
             seed=seed,
         )
         self.learning_starts = int(learning_starts)
-        self.replay_batch_size = int(replay_batch_size)
+        self.num_items = int(num_items)
 
     def _replay_forever(self) -> Iterator[SampleBatch | None]:
         replays = replay_forever(
-            self.buffer, num_items=self.replay_batch_size, learning_starts=self.learning_starts
+            self.buffer, num_items=self.num_items, learning_starts=self.learning_starts
         )
         offset = self.shard_index * SHARD_STRIDE
         for batch in replays:
@@ -184,28 +184,28 @@ class ReplayActor(ParallelIteratorWorker):
 
 def create_replay_actors(
     num_shards: int,
-    capacity_total: int,
+    capacity: int,
     *,
     prioritized: bool = False,
     alpha: float = 0.6,
     beta: float = 0.4,
     learning_starts: int = 0,
-    replay_batch_size: int = 32,
+    num_items: int = 32,
     seed: int | None = None,
 ) -> list[Any]:
-    """Start ``num_shards`` `ReplayActor` s (``num_cpus=0``) sharing ``capacity_total``.
+    """Start ``num_shards`` `ReplayActor` s (``num_cpus=0``) sharing ``capacity``.
 
-    Shard i gets ``capacity_total // num_shards`` transitions, plus one for the first
-    ``capacity_total % num_shards`` shards; ``learning_starts`` (a total) is split the same way,
+    Shard i gets ``capacity // num_shards`` transitions, plus one for the first
+    ``capacity % num_shards`` shards; ``learning_starts`` (a total) is split the same way,
     rounded up; shard i is seeded ``seed + i``. Every argument is checked before any actor
     starts (`ConfigError`). Returns the actor handles, in shard order.
     """
     where = "create_replay_actors"
     shards = check_int(num_shards, f"{where}: num_shards", low=1)
-    total = check_int(capacity_total, f"{where}: capacity_total", low=1)
+    total = check_int(capacity, f"{where}: capacity", low=1)
     if total < shards:
         raise ConfigError(
-            f"{where}: capacity_total={total} must be >= num_shards={shards} (one transition "
+            f"{where}: capacity={total} must be >= num_shards={shards} (one transition "
             "per shard at least)"
         )
     starts = -(-check_int(learning_starts, f"{where}: learning_starts", low=0) // shards)
@@ -214,7 +214,7 @@ def create_replay_actors(
         alpha=alpha,
         beta=beta,
         learning_starts=starts,
-        replay_batch_size=replay_batch_size,
+        num_items=num_items,
     )
     _make_buffer(where, 1, seed=None, **kwargs)  # rejects bad values here, not in an actor
     remote_cls = flow.remote(ReplayActor).options(num_cpus=0)

@@ -59,7 +59,7 @@ def train_to_target(
     best, steps, trained, queue_mean = float("-inf"), 0, 0, 0.0
     try:
         for result in spec.plan(workers, config):
-            ret = _score(result, per_policy)
+            ret = _score(result, per_policy=per_policy)
             if ret is not None:
                 best = max(best, ret)
             steps, trained = result["num_env_steps_sampled"], result["num_env_steps_trained"]
@@ -76,7 +76,7 @@ def train_to_target(
     return outcome
 
 
-def _score(result: dict[str, Any], per_policy: bool) -> float | None:
+def _score(result: dict[str, Any], *, per_policy: bool) -> float | None:
     if not per_policy:
         value: float | None = result["episode_return_mean"]
         return value

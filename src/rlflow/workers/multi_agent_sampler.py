@@ -107,7 +107,7 @@ class _Trajectory:
         cols[VF_PREDS].append(vf)
         cols[ACTION_DIST_INPUTS].append(dist)
 
-    def outcome(self, reward: float, terminated: bool, truncated: bool, next_ob: Any) -> None:
+    def outcome(self, reward: float, next_ob: Any, *, terminated: bool, truncated: bool) -> None:
         cols = self.columns
         cols[REWARDS].append(reward + self.unassigned_reward)
         self.unassigned_reward = 0.0
@@ -123,7 +123,7 @@ class _Trajectory:
         else:  # the last row went out with the previous fragment: the next row gets it
             self.unassigned_reward += reward
 
-    def end_idle(self, terminated: bool, truncated: bool, final_ob: Any) -> None:
+    def end_idle(self, final_ob: Any, *, terminated: bool, truncated: bool) -> None:
         """The agent left in a step it did not act in: its last row now ends its trajectory."""
         if not self.rows:
             return
@@ -318,11 +318,11 @@ class MultiAgentSampler(Sampler):
             if not traj.pending:  # it sat this step out, yet may be rewarded or leave
                 traj.add_late_reward(reward)
                 if terminated or truncated:
-                    traj.end_idle(terminated, truncated, step.obs.get(agent))
+                    traj.end_idle(step.obs.get(agent), terminated=terminated, truncated=truncated)
                     self._close(slot, agent, record=record, terminated=terminated)
                 continue
             next_ob = step.obs.get(agent, traj.columns[OBS][-1])
-            traj.outcome(reward, terminated, truncated, next_ob)
+            traj.outcome(reward, next_ob, terminated=terminated, truncated=truncated)
             if terminated or truncated:
                 self._close(slot, agent, record=record, terminated=terminated)
         if over:

@@ -138,7 +138,9 @@ class RolloutWorker(ParallelIteratorWorker):
     def _policy_spaces(self, probe: Any) -> dict[PolicyID, tuple[Any, Any]]:
         """``{policy id: (observation space, action space)}`` from the specs and the env."""
         c = self.config
-        return policy_spaces(probe, c.policy_specs(), c.policy_mapping_fn, c.env, self.multi_agent)
+        return policy_spaces(
+            probe, c.policy_specs(), c.policy_mapping_fn, c.env, multi_agent=self.multi_agent
+        )
 
     # ------------------------------------------------------------------------ sampling
     def _sample_forever(self) -> Iterator[SampleBatch | MultiAgentBatch]:
@@ -297,8 +299,8 @@ class RolloutWorker(ParallelIteratorWorker):
             else:
                 out[pid] = policy.learn_on_minibatches(
                     b,
-                    num_epochs=num_sgd_iter,
-                    minibatch_size=sgd_minibatch_size or b.count,
+                    num_sgd_iter=num_sgd_iter,
+                    sgd_minibatch_size=sgd_minibatch_size or b.count,
                     rng=self._rng,
                 )
         return out

@@ -182,6 +182,7 @@ def policy_spaces(
     specs: Mapping[str, Any],
     mapping_fn: MappingFn | None,
     env_name: Any,
+    *,
     multi_agent: bool,
 ) -> dict[str, tuple[Any, Any]]:
     """``{policy id: (observation space, action space)}``: a spec's own spaces, else those of

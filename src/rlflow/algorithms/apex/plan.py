@@ -54,7 +54,7 @@ def apex_plan(workers: WorkerSet, config: ApexConfig) -> LocalIterator[dict[str,
         alpha=config.prioritized_replay_alpha,
         beta=config.prioritized_replay_beta,
         learning_starts=config.learning_starts,
-        replay_batch_size=config.train_batch_size,
+        num_items=config.train_batch_size,
         seed=config.seed,
     )
     learner = LearnerThread(

@@ -30,6 +30,7 @@ from typing import Any, Final, NamedTuple
 from rlflow import flow
 from rlflow.algorithms.maml.config import MAMLConfig
 from rlflow.algorithms.maml.policy import MAMLPolicy, episode_returns
+from rlflow.checks import check_int
 from rlflow.data import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from rlflow.envs import make_env_creator
 from rlflow.errors import ConfigError
@@ -111,9 +112,7 @@ class InnerAdaptation:
 
     def __init__(self, inner_steps: int) -> None:
         """Validate ``inner_steps`` (an int >= 0)."""
-        if isinstance(inner_steps, bool) or not isinstance(inner_steps, int) or inner_steps < 0:
-            raise ConfigError(f"InnerAdaptation(inner_steps={inner_steps!r}) must be an int >= 0")
-        self.inner_steps = inner_steps
+        self.inner_steps = check_int(inner_steps, "InnerAdaptation: inner_steps", low=0)
 
     def __call__(self, batch: SampleBatch | MultiAgentBatch) -> AdaptationResult:
         worker = current_worker()
@@ -166,9 +165,8 @@ class MetaUpdate:
 
     def __init__(self, workers: WorkerSet, tasks: TaskSampler, *, num_steps: int) -> None:
         """Keep the workers and the task sampler; validate ``num_steps`` (an int >= 1)."""
-        if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < 1:
-            raise ConfigError(f"MetaUpdate(num_steps={num_steps!r}) must be an int >= 1")
-        self.workers, self.tasks, self.num_steps = workers, tasks, num_steps
+        self.workers, self.tasks = workers, tasks
+        self.num_steps = check_int(num_steps, "MetaUpdate: num_steps", low=1)
 
     def __call__(self, results: list[AdaptationResult]) -> TrainResult:
         ctx = flow.current_metrics()
