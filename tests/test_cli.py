@@ -200,3 +200,122 @@ def test_verbose_logs_to_stderr_and_help(capsys: pytest.CaptureFixture[str]) -> 
     with pytest.raises(SystemExit):
         raise SystemExit(main(["--help"]))
     assert "train" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------- --restore
+def _progress(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (run_dir / "progress.jsonl").read_text().splitlines()]
+
+
+def test_restore_continues_the_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    code, _, err = run(
+        capsys, "train", "pg", *TINY, "--seed", "5", "--stop-iters", "2", "--out", str(run_dir)
+    )
+    assert code == 0, err
+    first = _progress(run_dir)
+    code, out, err = run(
+        capsys, "train", "--restore", str(run_dir), "--backend", "local", "--stop-iters", "4"
+    )
+    assert code == 0, err
+    assert "resuming pg" in out and "(iteration 2)" in out and "done (iteration=4 >= 4)" in out
+    progress = _progress(run_dir)
+    assert progress[:2] == first  # appended, not rewritten
+    assert [r["iteration"] for r in progress] == [1, 2, 3, 4]
+    steps = [r["num_env_steps_sampled"] for r in progress]
+    assert steps == [32, 64, 96, 128]  # counters continue from the checkpoint's
+    assert progress[3]["time_total_s"] > progress[1]["time_total_s"]
+    assert json.loads((run_dir / "result.json").read_text()) == progress[-1]
+    assert (run_dir / "checkpoint_000004").is_dir()
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert saved["config"]["seed"] == 5 and saved["stop"] == {"iteration": 4.0}
+
+    # stop criteria count over the whole run: already met, nothing trains
+    code, out, err = run(
+        capsys, "train", "--restore", str(run_dir), "--backend", "local", "--stop-timesteps", "64"
+    )
+    assert code == 0, err
+    assert "already reached" in out and len(_progress(run_dir)) == 4
+
+    # an explicit earlier checkpoint, a flag override: later progress lines are dropped
+    code, out, err = run(
+        capsys, "train", "pg", "--restore", str(run_dir / "checkpoint_000002"),
+        "--backend", "local", "--set", "lr=0.002", "--stop-iters", "3",
+    )  # fmt: skip
+    assert code == 0, err
+    assert [r["iteration"] for r in _progress(run_dir)] == [1, 2, 3]
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["config"]["lr"] == 0.002
+
+
+def test_restore_of_a_lambda_env_run_and_evaluate(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import gymnasium as gym
+
+    with Trainer("pg", env=lambda: gym.make("CartPole-v1"), backend="local", num_workers=0) as t:
+        t.train()
+        t.save(tmp_path / "ckpt")
+    code, out, err = run(capsys, "evaluate", str(tmp_path / "ckpt"), "--episodes", "1")
+    assert code == 0, err
+    assert "<lambda>" in out and "1 greedy episodes" in out
+    code, out, err = run(
+        capsys, "train", "--restore", str(tmp_path / "ckpt"), "--backend", "local",
+        "--stop-iters", "2", "--out", str(tmp_path / "more"),
+    )  # fmt: skip
+    assert code == 0, err
+    assert [r["iteration"] for r in _progress(tmp_path / "more")] == [2]
+
+
+def _damage(run_dir: Path, case: str) -> None:
+    ckpt = run_dir / "checkpoint_000001"
+    state = ckpt / "trainer_state.pkl"
+    if case == "truncated":
+        state.write_bytes(state.read_bytes()[:200])
+    elif case == "random_bytes":
+        state.write_bytes(bytes(range(256)) * 4)
+    elif case == "missing_file":
+        state.unlink()
+    elif case == "empty_dir":
+        for child in ckpt.iterdir():
+            child.unlink()
+
+
+@pytest.mark.parametrize("case", ["truncated", "random_bytes", "missing_file", "empty_dir"])
+def test_restore_of_a_damaged_checkpoint_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, case: str
+) -> None:
+    run_dir = tmp_path / "run"
+    code, _, err = run(capsys, "train", "pg", *TINY, "--stop-iters", "1", "--out", str(run_dir))
+    assert code == 0, err
+    _damage(run_dir, case)
+    for argv in (
+        ["train", "--restore", str(run_dir), "--backend", "local", "--stop-iters", "2"],
+        ["evaluate", str(run_dir)],
+    ):
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and out == ""
+        assert err.startswith("rlflow: error: ") and err.count("\n") == 1, err
+        assert "checkpoint_000001" in err
+    assert len(_progress(run_dir)) == 1
+    with pytest.raises(ConfigError, match="checkpoint_000001"):
+        Trainer.restore(run_dir / "checkpoint_000001", backend="local")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["train", "ppo"], "the checkpoint is a 'pg' run, not 'ppo'"),
+        (["train", "--env", "Acrobot-v1"], "differs from the checkpoint's env 'CartPole-v1'"),
+        (["train", "--set", "lr=fast"], "PGConfig.lr='fast' must be a number > 0"),
+    ],
+)
+def test_restore_with_conflicting_flags(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], message: str
+) -> None:
+    run_dir = tmp_path / "run"
+    code, _, err = run(capsys, "train", "pg", *TINY, "--stop-iters", "1", "--out", str(run_dir))
+    assert code == 0, err
+    code, _, err = run(capsys, *argv, "--restore", str(run_dir), "--backend", "local")
+    assert code == 2 and message in err and err.count("\n") == 1, err
+    code, _, err = run(capsys, "train", "--backend", "local")
+    assert code == 2 and "ALGO is required" in err

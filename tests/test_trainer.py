@@ -337,6 +337,7 @@ def test_real_algorithm_restore_keeps_episode_window(tmp_path: Path) -> None:
 
 
 @pytest.mark.ray
+@pytest.mark.timeout(240)  # two worker sets start on Ray: tens of seconds on a loaded machine
 def test_ray_backend(ray_session: None, tmp_path: Path) -> None:
     flow.init(backend="ray")
     with make(backend="ray", num_workers=1) as trainer:

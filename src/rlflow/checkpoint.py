@@ -1,22 +1,42 @@
 """Checkpoint files: written atomically by `write_checkpoint`, read defensively by
 `load_checkpoint`.
 
-A checkpoint is a directory with two files: :data:`CHECKPOINT_STATE` (the pickled trainer state)
-and :data:`CHECKPOINT_META` (small human-readable JSON metadata with a format tag and version,
-checked before the pickle is opened). `rlflow.trainer.Trainer.save` / ``restore`` use them.
+A checkpoint is a directory with two files: :data:`CHECKPOINT_STATE` (the trainer state, pickled
+with cloudpickle, so lambdas and functions defined in ``__main__`` are saved by value) and
+:data:`CHECKPOINT_META` (small human-readable JSON: a format tag and version, the state file's
+size and SHA-256, checked before the pickle is opened). `rlflow.trainer.Trainer.save` /
+``restore`` use them; `latest_checkpoint` resolves a run dir to its newest checkpoint.
+
+Writing goes into a hidden temporary directory beside the target (``.NAME.tmp-*``), fsynced, then
+renamed into place: a crash or a second Ctrl-C mid-save never leaves a half checkpoint under the
+final name, and an old checkpoint at the same path is replaced only once the new one is complete.
+Anything wrong on reading (a missing or truncated file, bytes that do not unpickle, a foreign
+directory, a newer format) raises `ConfigError` naming the file and what is wrong.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import pickle
+import re
+import shutil
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from rlflow.errors import ConfigError
 
-__all__ = ["CHECKPOINT_META", "CHECKPOINT_STATE", "load_checkpoint", "write_checkpoint"]
+__all__ = [
+    "CHECKPOINT_META",
+    "CHECKPOINT_STATE",
+    "latest_checkpoint",
+    "load_checkpoint",
+    "picklable",
+    "write_checkpoint",
+]
 
 CHECKPOINT_STATE = "trainer_state.pkl"
 """File (in a checkpoint directory) holding the pickled trainer state."""
@@ -24,57 +44,243 @@ CHECKPOINT_META = "rlflow_checkpoint.json"
 """File (in a checkpoint directory) holding small human-readable metadata."""
 _FORMAT = "rlflow-checkpoint"
 _VERSION = 1
+_REQUIRED_KEYS = ("algorithm", "config", "iteration")
+_CHECKPOINT_NAME = re.compile(r"checkpoint_(\d+)")
+
+
+def _cloudpickle() -> Any:
+    """Ray's vendored cloudpickle (ray is a dependency; imported only when a checkpoint is
+    written)."""
+    from ray import cloudpickle
+
+    return cloudpickle
+
+
+class _HashingWriter:
+    """A binary file wrapper that counts and hashes what goes through it."""
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        self.fh, self.size, self.sha256 = fh, 0, hashlib.sha256()
+
+    def write(self, data: Any) -> int:
+        self.sha256.update(data)
+        written = self.fh.write(data)
+        self.size += memoryview(data).nbytes
+        return written
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _check_replaceable(target: Path) -> None:
+    """``target`` may be written: absent, an empty dir, or an rlflow checkpoint."""
+    if not target.exists():
+        return
+    if not target.is_dir():
+        raise ConfigError(f"checkpoint {str(target)!r}: exists and is not a directory")
+    if (target / CHECKPOINT_META).is_file() or not any(target.iterdir()):
+        return
+    raise ConfigError(
+        f"checkpoint {str(target)!r}: the directory exists and is not an rlflow checkpoint; "
+        "refusing to replace it (choose another path)"
+    )
+
+
+def _write_state(tmp: Path, state: Mapping[str, Any], target: Path) -> _HashingWriter:
+    with (tmp / CHECKPOINT_STATE).open("wb") as fh:
+        writer = _HashingWriter(fh)
+        try:
+            _cloudpickle().Pickler(writer, protocol=pickle.HIGHEST_PROTOCOL).dump(dict(state))
+        except (pickle.PicklingError, TypeError, AttributeError) as err:
+            raise ConfigError(
+                f"checkpoint {str(target)!r}: the trainer state cannot be pickled "
+                f"({type(err).__name__}: {err}); every config value (env creator, "
+                "policy_mapping_fn, ...) must be picklable by cloudpickle"
+            ) from None
+        fh.flush()
+        os.fsync(fh.fileno())
+    return writer
+
+
+def _move_into_place(tmp: Path, target: Path) -> None:
+    """Rename the finished ``tmp`` to ``target``; an old checkpoint there goes only after."""
+    if target.exists() and any(target.iterdir()):
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+        target.replace(old / target.name)
+        tmp.replace(target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        tmp.replace(target)  # an empty directory is replaced atomically
+    _fsync_dir(target.parent)
 
 
 def write_checkpoint(
     checkpoint_dir: str | Path, state: Mapping[str, Any], meta: Mapping[str, Any]
 ) -> str:
-    """Write ``state`` (pickled) and ``meta`` (JSON, plus format and version) into
-    ``checkpoint_dir`` (created); return its path.
+    """Write ``state`` (cloudpickled) and ``meta`` (JSON, plus format, version, size and
+    SHA-256 of the state file) as the checkpoint directory ``checkpoint_dir``; return its path.
 
-    The state goes to a temporary file first and is renamed into place, so a crash while
-    writing never leaves a truncated state file under the final name.
+    Atomic: everything goes into a temporary directory beside ``checkpoint_dir`` that is
+    fsynced and renamed into place; on any error or interrupt it is removed and an existing
+    checkpoint at ``checkpoint_dir`` is left as it was. ``checkpoint_dir`` must be absent, empty
+    or an rlflow checkpoint (`ConfigError` otherwise, so no user directory is ever replaced);
+    state that cannot be pickled is a `ConfigError` too.
     """
-    path = Path(checkpoint_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    tmp = path / (CHECKPOINT_STATE + ".tmp")
-    with tmp.open("wb") as fh:
-        pickle.dump(dict(state), fh, protocol=pickle.HIGHEST_PROTOCOL)
-    tmp.replace(path / CHECKPOINT_STATE)
-    full_meta = {"format": _FORMAT, "version": _VERSION, **meta}
-    (path / CHECKPOINT_META).write_text(json.dumps(full_meta, indent=2) + "\n")
-    return str(path)
+    target = Path(checkpoint_dir)
+    _check_replaceable(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        writer = _write_state(tmp, state, target)
+        full_meta = {
+            "format": _FORMAT,
+            "version": _VERSION,
+            "state_bytes": writer.size,
+            "state_sha256": writer.sha256.hexdigest(),
+            **meta,
+        }
+        with (tmp / CHECKPOINT_META).open("w") as fh:
+            fh.write(json.dumps(full_meta, indent=2) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        _fsync_dir(tmp)
+        _move_into_place(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return str(target)
 
 
-def load_checkpoint(checkpoint_dir: str | Path) -> dict[str, Any]:
-    """The pickled state of a checkpoint directory (or of its state file), checked."""
-    path = Path(checkpoint_dir)
-    if path.is_file():
-        path = path.parent
+def latest_checkpoint(path: str | Path) -> Path:
+    """``path`` if it is a checkpoint, else (a run dir) its ``checkpoint_N`` with the largest N.
+
+    Raises `ConfigError` if ``path`` does not exist or is neither (not checked further here:
+    `load_checkpoint` reads it defensively).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{str(path)!r} does not exist: not an rlflow checkpoint or run dir")
+    if not path.is_dir() or (path / CHECKPOINT_META).exists():
+        return path
+    found = [
+        (int(m.group(1)), p)
+        for p in path.iterdir()
+        if p.is_dir() and (m := _CHECKPOINT_NAME.fullmatch(p.name))
+    ]
+    if (path / CHECKPOINT_STATE).exists() or not found:
+        return path  # load_checkpoint says what is missing
+    return max(found)[1]
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
     meta_file, state_file = path / CHECKPOINT_META, path / CHECKPOINT_STATE
-    if not meta_file.is_file() or not state_file.is_file():
-        raise ConfigError(
-            f"{str(path)!r} is not an rlflow checkpoint: it needs {CHECKPOINT_META} and "
-            f"{CHECKPOINT_STATE} (written by Trainer.save)"
-        )
+    if not meta_file.is_file():
+        what = "is empty" if not any(path.iterdir()) else f"has no {CHECKPOINT_META}"
+        if (latest := latest_checkpoint(path)) != path:
+            what += f" (a run dir? its latest checkpoint is {str(latest)!r})"
+        if not state_file.is_file():
+            raise ConfigError(
+                f"{str(path)!r} is not an rlflow checkpoint: it {what}; a checkpoint holds "
+                f"{CHECKPOINT_META} and {CHECKPOINT_STATE}, written by Trainer.save"
+            )
+        raise ConfigError(f"checkpoint {str(path)!r}: {CHECKPOINT_META} is missing")
     try:
         meta = json.loads(meta_file.read_text())
     except (OSError, ValueError) as err:
-        raise ConfigError(f"checkpoint {str(path)!r}: bad {CHECKPOINT_META} ({err})") from None
-    if meta.get("format") != _FORMAT or meta.get("version") != _VERSION:
+        raise ConfigError(f"{str(meta_file)!r}: not valid checkpoint metadata ({err})") from None
+    if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
+        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
         raise ConfigError(
-            f"checkpoint {str(path)!r}: format {meta.get('format')!r} version "
-            f"{meta.get('version')!r} is not {_FORMAT!r} version {_VERSION}"
+            f"{str(meta_file)!r}: format {found!r} is not {_FORMAT!r}: not an rlflow checkpoint"
         )
-    with state_file.open("rb") as fh:
-        state: dict[str, Any] = pickle.load(fh)
+    _check_version(meta_file, meta.get("version"))
+    if not state_file.is_file():
+        raise ConfigError(f"checkpoint {str(path)!r}: {CHECKPOINT_STATE} is missing")
+    return meta
+
+
+def _check_version(meta_file: Path, version: Any) -> None:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ConfigError(f"{str(meta_file)!r}: version {version!r} is not a format version")
+    if version > _VERSION:
+        raise ConfigError(
+            f"{str(meta_file)!r}: written by a newer rlflow (checkpoint format version "
+            f"{version}; this rlflow reads up to version {_VERSION}): upgrade rlflow"
+        )
+
+
+def _check_integrity(state_file: Path, meta: Mapping[str, Any]) -> None:
+    """Size and SHA-256 against the metadata (checkpoints written before them have neither)."""
+    size = state_file.stat().st_size
+    expected = meta.get("state_bytes")
+    if isinstance(expected, int) and size != expected:
+        raise ConfigError(
+            f"{str(state_file)!r}: {size} bytes, the checkpoint metadata says {expected}: the "
+            "file is truncated or was changed; use an earlier checkpoint"
+        )
+    digest = meta.get("state_sha256")
+    if isinstance(digest, str):
+        with state_file.open("rb") as fh:
+            got = hashlib.file_digest(fh, "sha256").hexdigest()
+        if got != digest:
+            raise ConfigError(
+                f"{str(state_file)!r}: SHA-256 does not match the checkpoint metadata: the "
+                "file is damaged; use an earlier checkpoint"
+            )
+
+
+def _unpickle(state_file: Path) -> Any:
+    try:
+        with state_file.open("rb") as fh:
+            return pickle.load(fh)
+    except (ImportError, AttributeError) as err:
+        raise ConfigError(
+            f"{str(state_file)!r}: refers to code that cannot be imported here "
+            f"({type(err).__name__}: {err}); run where the module that defined it (e.g. the "
+            "env creator) is importable"
+        ) from None
+    except Exception as err:  # noqa: BLE001 - damaged bytes raise many types
+        raise ConfigError(
+            f"{str(state_file)!r}: cannot unpickle ({type(err).__name__}: {err}): the file is "
+            "damaged or not written by rlflow"
+        ) from None
+
+
+def load_checkpoint(checkpoint_dir: str | Path) -> dict[str, Any]:
+    """The trainer state of a checkpoint directory (or of its state file), checked.
+
+    Checks, in order, each a `ConfigError` naming the file: the directory exists and holds both
+    files; the metadata is rlflow's, of a format version this rlflow reads; the state file has
+    the size and SHA-256 recorded at save time; it unpickles (code it refers to is importable);
+    it is a trainer state.
+    """
+    path = Path(checkpoint_dir)
+    if path.is_file():
+        path = path.parent
+    if not path.is_dir():
+        raise ConfigError(f"{str(path)!r} does not exist: not an rlflow checkpoint")
+    meta = _read_meta(path)
+    state_file = path / CHECKPOINT_STATE
+    _check_integrity(state_file, meta)
+    state = _unpickle(state_file)
+    if not isinstance(state, dict):
+        raise ConfigError(
+            f"{str(state_file)!r}: holds a {type(state).__name__}, not a trainer state"
+        )
+    if missing := [k for k in _REQUIRED_KEYS if k not in state]:
+        raise ConfigError(f"{str(state_file)!r}: not a trainer state (no {', '.join(missing)})")
     return state
 
 
 def picklable(obj: Any) -> bool:
-    """True if ``obj`` pickles (e.g. a custom plan function worth saving)."""
+    """True if ``obj`` pickles with cloudpickle (e.g. a custom plan function worth saving)."""
     try:
-        pickle.dumps(obj)
+        _cloudpickle().dumps(obj)
     except Exception:  # noqa: BLE001 - any failure means "not picklable"
         return False
     return True

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from rlflow.checks import check_int, check_number
+from rlflow.config_failures import FailureConfig
 from rlflow.errors import ConfigError
 
 C = TypeVar("C", bound="AlgorithmConfig")
@@ -124,8 +125,11 @@ class PolicySpec:
 
 
 @dataclass(frozen=True, kw_only=True)
-class AlgorithmConfig:
-    """Fields shared by every algorithm; subclasses add theirs and call super's post-init."""
+class AlgorithmConfig(FailureConfig):
+    """Fields shared by every algorithm; subclasses add theirs and call super's post-init.
+
+    The failure fields (``recreate_failed_workers``, ...) come from `FailureConfig`.
+    """
 
     env: str | Callable[[], Any] = "CartPole-v1"
     """Gymnasium id (e.g. ``"CartPole-v1"``) or a zero-argument callable returning an env."""
@@ -169,6 +173,7 @@ class AlgorithmConfig:
     """Ids of the policies that learn (the others only act); None: all of them."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self._check_env()
         self._check_int("num_workers", 0)
         self._check_int("num_envs_per_worker", 1)

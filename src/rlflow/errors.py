@@ -31,5 +31,13 @@ class WorkerError(RLFlowError, RuntimeError):
     """An actor (shard, rollout worker, replay shard) died or could not be reached."""
 
 
+class ActorDiedError(WorkerError):
+    """The actor a remote call went to is dead or unreachable (raised by the backends).
+
+    A `WorkerError` that says only "this actor is gone", as opposed to an error the actor's code
+    raised; a gather with a replacement hook (`rlflow.flow.ShardRecovery`) replaces the actor.
+    """
+
+
 class ContextError(RLFlowError, RuntimeError):
     """The plan's shared context was read outside a running operator."""

@@ -21,7 +21,6 @@ Python API: the config is the algorithm's defaults plus the fields you pass. The
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -30,7 +29,6 @@ from typing import Any, Self
 
 import numpy as np
 
-from rlflow import flow
 from rlflow.backend_lease import acquire_backend, release_backend
 from rlflow.checkpoint import (
     CHECKPOINT_META,
@@ -44,6 +42,7 @@ from rlflow.config import AlgorithmConfig
 from rlflow.errors import ConfigError, PlanError, RLFlowError
 from rlflow.flow import LocalIterator, MetricsContext, PlanGraph
 from rlflow.ops.keys import NUM_ENV_STEPS_SAMPLED, NUM_ENV_STEPS_TRAINED
+from rlflow.trainer_state import env_name, restore_arguments, run_state, set_run_state
 
 __all__ = ["CHECKPOINT_META", "CHECKPOINT_STATE", "RESULT_KEYS", "Trainer", "load_checkpoint"]
 
@@ -100,11 +99,20 @@ def _merged_config(
     return merged
 
 
-def check_env(config: AlgorithmConfig) -> None:
-    """Raise :class:`ConfigError` if ``config.env`` is an unknown Gymnasium id (builds no env)."""
+def check_env(
+    config: AlgorithmConfig, policy_cls: type | None = None, *, algo: str | None = None
+) -> None:
+    """Raise :class:`ConfigError` if ``config.env`` is an unknown Gymnasium id (builds no env);
+    with ``policy_cls``, also if the policies of algorithm ``algo`` cannot take the env's
+    spaces (`rlflow.workers.sampler.check_policy_spaces`: builds one env and the policies once,
+    on the driver, before any actor starts)."""
     from rlflow.envs import make_env_creator
 
     make_env_creator(config.env, **config.env_config)
+    if policy_cls is not None:
+        from rlflow.workers.sampler import check_policy_spaces
+
+        check_policy_spaces(config, policy_cls, algo or type(config).__name__)
 
 
 class Trainer:
@@ -145,7 +153,7 @@ class Trainer:
         given = {"env": env, "num_workers": num_workers, "seed": seed} | config_fields
         fields = {k: v for k, v in given.items() if v is not _UNSET}
         self._config: AlgorithmConfig = _merged_config(self._spec.config_cls, config, fields)
-        check_env(self._config)
+        check_env(self._config, self._spec.policy_cls, algo=self._spec.name)
         if plan is not None:
             check_callable(plan, "Trainer(plan)")
         self._plan_fn: PlanFn = plan if plan is not None else self._spec.plan
@@ -280,17 +288,19 @@ class Trainer:
 
     # ------------------------------------------------------------------------ checkpoints
     def save(self, checkpoint_dir: str | Path) -> str:
-        """Write a checkpoint into ``checkpoint_dir`` (created); return its path.
+        """Write a checkpoint as the directory ``checkpoint_dir``; return its path.
 
-        Holds the config, algorithm, the workers' states (weights, optimizer, RNGs, ...), the
-        counters, iteration and time totals and the driver's RNG states, pickled, plus a small
-        JSON metadata file. Restore with :meth:`restore`.
+        Holds the config (env creators and other callables saved by value with cloudpickle),
+        algorithm, the workers' states (weights, optimizer, RNGs, ...), the counters, iteration
+        and time totals, the driver's RNG states and, with ``checkpoint_replay_buffers``, the
+        plan's replay buffers; plus a small JSON metadata file. Atomic: a checkpoint already at
+        ``checkpoint_dir`` is replaced only once the new one is complete
+        (`rlflow.checkpoint.write_checkpoint`). Restore with :meth:`restore`.
         """
         self._check_running("save")
-        env = self._config.env
         meta = {
             "algorithm": self.algorithm,
-            "env": env if isinstance(env, str) else getattr(env, "__qualname__", repr(env)),
+            "env": env_name(self._config.env),
             "iteration": self._iteration,
             "time_total_s": self._time_total_s,
             _SAMPLED: int(self._context.counters.get(_SAMPLED, 0)),
@@ -299,63 +309,38 @@ class Trainer:
         return write_checkpoint(checkpoint_dir, self._get_state(), meta)
 
     def _get_state(self) -> dict[str, Any]:
-        import torch
-
-        remotes = self.workers.remote_workers()
         plan = self._plan_fn if self._custom_plan and picklable(self._plan_fn) else None
         return {
             "algorithm": self.algorithm,
             "config": self._config.to_dict(),
             "plan": plan,
-            "local_worker": self.workers.local_worker().get_state(),
-            "remote_workers": flow.get([w.get_state.remote() for w in remotes]),
+            **run_state(self.workers, replay=self._config.checkpoint_replay_buffers),
             "metrics": self._context.save(),
             "iteration": self._iteration,
             "time_total_s": self._time_total_s,
             "last_sampled": self._last_sampled,
-            "rng": {
-                "python": random.getstate(),
-                "numpy": np.random.get_state(),
-                "torch": torch.get_rng_state(),
-            },
         }
 
     def _set_state(self, state: Mapping[str, Any]) -> None:
-        import torch
-
-        self.workers.local_worker().set_state(state["local_worker"])
-        remotes, saved = self.workers.remote_workers(), state["remote_workers"]
-        flow.get([w.set_state.remote(s) for w, s in zip(remotes, saved, strict=False)])
-        if len(remotes) != len(saved):
-            logger.warning(
-                "checkpoint has %d remote worker states, this run %d; workers without a saved "
-                "state get the learner's weights",
-                len(saved),
-                len(remotes),
-            )
-            self.workers.sync_weights()
+        set_run_state(self.workers, state)
         self._context.restore(state["metrics"])
         self._iteration = int(state["iteration"])
         self._time_total_s = float(state["time_total_s"])
         self._last_sampled = int(state["last_sampled"])
-        random.setstate(state["rng"]["python"])
-        np.random.set_state(state["rng"]["numpy"])
-        torch.set_rng_state(state["rng"]["torch"])
 
     @classmethod
-    def restore(cls, checkpoint_dir: str | Path, **overrides: Any) -> Self:
-        """Rebuild the trainer saved in ``checkpoint_dir`` and load its state.
+    def restore(cls, checkpoint: str | Path | Mapping[str, Any], **overrides: Any) -> Self:
+        """Rebuild the trainer saved in ``checkpoint`` (a checkpoint directory, or the state
+        `load_checkpoint` returned) and load its state.
 
         ``overrides`` are constructor arguments that replace the saved ones: ``backend``,
-        ``address``, ``plan`` or config fields (e.g. ``num_workers``). A synchronous run restored
-        on the local backend continues exactly as the saved one would have.
+        ``address``, ``plan`` or config fields (e.g. ``num_workers``); a Gymnasium id as ``env``
+        must be the saved one. A damaged, truncated or foreign checkpoint raises `ConfigError`
+        naming the file. A synchronous run restored on the local backend continues exactly as
+        the saved one would have.
         """
-        state = load_checkpoint(checkpoint_dir)
-        kwargs: dict[str, Any] = dict(state["config"])
-        if state.get("plan") is not None:
-            kwargs["plan"] = state["plan"]
-        kwargs.update(overrides)
-        trainer = cls(state["algorithm"], **kwargs)
+        state = checkpoint if isinstance(checkpoint, Mapping) else load_checkpoint(checkpoint)
+        trainer = cls(state["algorithm"], **restore_arguments(state, overrides))
         try:
             trainer._set_state(state)
         except BaseException:

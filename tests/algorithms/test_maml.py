@@ -104,6 +104,26 @@ def test_each_worker_gets_its_own_sampled_task_and_new_ones_after_the_update() -
         workers.stop()
 
 
+def test_a_recreated_worker_gets_a_task_before_it_samples() -> None:
+    config = small_config()
+    expected = TaskSampler(config)
+    workers = WorkerSet(config, MAMLPolicy)
+    try:
+        plan = maml_plan(workers, config)
+        next(plan)
+        expected.sample(3), expected.sample(3)  # the first tasks, then the first update's
+        flow.kill(workers.remote_workers()[2])
+        # The meta-batch worker 3 died in has 2 tasks; its replacement got a task when it
+        # started, and new ones come with the update, to all 3.
+        result = next(plan)
+        assert result["num_worker_restarts"] == 1 and result["num_healthy_workers"] == 3
+        assert len(result["info"]["maml"]) > 0
+        expected.sample(1)  # the replacement's task, drawn when it started
+        assert worker_tasks(workers) == [[t, t] for t in expected.sample(3)]
+    finally:
+        workers.stop()
+
+
 def test_one_iteration_counts_and_reports_returns_per_adaptation_step() -> None:
     config = small_config()
     workers = WorkerSet(config, MAMLPolicy)

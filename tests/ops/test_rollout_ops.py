@@ -106,7 +106,7 @@ def test_raw_mode_needs_remote_workers() -> None:
 
 
 def test_dead_worker_in_a_plan_is_named() -> None:
-    workers = make_workers()
+    workers = make_workers(recreate_failed_workers=False)  # recreation: test_worker_recovery.py
     rollouts = parallel_rollouts(workers)
     next(rollouts)
     flow.kill(workers.remote_workers()[1])

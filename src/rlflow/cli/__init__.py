@@ -3,6 +3,7 @@
 ::
 
     rlflow train ppo --env CartPole-v1 --num-workers 2 --stop-reward 450
+    rlflow train --restore runs/ppo_CartPole-v1_20250101-120000 --stop-iters 200
     rlflow evaluate runs/ppo_CartPole-v1_20250101-120000/checkpoint_000010 --episodes 20
     rlflow plan a3c --env CartPole-v1
     rlflow list
@@ -14,9 +15,13 @@ mapping of config fields, or a mapping with ``config:`` (fields), ``stop:`` (res
 threshold) and optionally ``env:``. Bad input prints one ``rlflow: error: ...`` line and exits
 with status 2 before any actor starts.
 
+``train --restore CHECKPOINT_OR_RUN_DIR`` continues a run instead: the checkpoint's config with
+the flags on top, progress appended in its run dir, stop criteria over the whole run.
+
 Modules: `rlflow.cli.parser` (flags), `rlflow.cli.resolve` (config layers, stop criteria),
-`rlflow.cli.commands` (the sub-commands), `rlflow.cli.output` (progress lines, run dir); files
-are read by `rlflow.tuned`, the loader `rlflow.algorithms.tuned_config` uses too.
+`rlflow.cli.resume` (what ``--restore`` continues), `rlflow.cli.commands` (the sub-commands),
+`rlflow.cli.output` (progress lines, run dir); files are read by `rlflow.tuned`, the loader
+`rlflow.algorithms.tuned_config` uses too.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from typing import Any
 
 from rlflow.cli.output import jsonable, make_run_dir, progress_line, summary, write_yaml
 from rlflow.cli.resolve import resolve_run, should_stop, stop_criteria
+from rlflow.cli.resume import PROGRESS_FILE, prepare_progress, resolve_resume
 from rlflow.errors import ConfigError
 from rlflow.tuned import tuned_envs
 
@@ -44,39 +45,85 @@ def _start_backend(name: str, address: str | None, *, verbose: bool) -> bool:
     return True
 
 
-def _cmd_train(args: argparse.Namespace) -> int:
-    from rlflow import flow
-    from rlflow.trainer import Trainer
-
-    run = resolve_run(args)
-    stop = stop_criteria(args, run.stop)
+def _check_train_flags(args: argparse.Namespace) -> None:
+    if args.algo is None and not args.restore:
+        raise ConfigError("train: ALGO is required (or --restore CHECKPOINT_OR_RUN_DIR)")
     if args.checkpoint_every < 0:
         raise ConfigError(f"--checkpoint-every {args.checkpoint_every}: must be >= 0")
     if args.address and args.backend == "local":
         raise ConfigError(f"--address {args.address!r} needs --backend ray")
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from rlflow import flow
+    from rlflow.trainer import Trainer
+
+    _check_train_flags(args)
+    if args.restore:
+        return _resume(args)
+    run = resolve_run(args)
+    stop = stop_criteria(args, run.stop)
     run_dir = make_run_dir(args.out, run.algo, run.config.env)
     write_yaml(
         run_dir / "config.yaml",
         {"algorithm": run.algo, "config": run.config.to_dict(), "stop": stop},
     )
+    (run_dir / PROGRESS_FILE).write_text("")
     started = _start_backend(args.backend, args.address, verbose=args.verbose)
     try:
         with Trainer(run.algo, backend=args.backend, **run.config.to_dict()) as trainer:
-            return _train_loop(trainer, run_dir, stop, args.checkpoint_every)
+            header = f"training {run.algo} on {trainer.config.env} -> {run_dir}"
+            return _train_loop(trainer, run_dir, stop, args.checkpoint_every, header, None)
     finally:
         if started:
             flow.shutdown()
 
 
-def _train_loop(trainer: Any, run_dir: Path, stop: Mapping[str, float], every: int) -> int:
+def _resume(args: argparse.Namespace) -> int:
+    """``train --restore``: the checkpoint's run continues in its run dir (`rlflow.cli.resume`)."""
+    from rlflow import flow
+    from rlflow.trainer import Trainer
+
+    spec = resolve_resume(args)
+    config = spec.config.to_dict()
+    write_yaml(
+        spec.run_dir / "config.yaml", {"algorithm": spec.algo, "config": config, "stop": spec.stop}
+    )
+    last = prepare_progress(spec.run_dir, spec.state)
+    started = _start_backend(args.backend, args.address, verbose=args.verbose)
+    try:
+        with Trainer.restore(spec.state, backend=args.backend, **config) as trainer:
+            header = (
+                f"resuming {spec.algo} on {trainer.config.env} from {spec.checkpoint} "
+                f"(iteration {trainer.iteration}) -> {spec.run_dir}"
+            )
+            return _train_loop(
+                trainer, spec.run_dir, spec.stop, args.checkpoint_every, header, last
+            )
+    finally:
+        if started:
+            flow.shutdown()
+
+
+def _train_loop(
+    trainer: Any,
+    run_dir: Path,
+    stop: Mapping[str, float],
+    every: int,
+    header: str,
+    last: dict[str, Any] | None,
+) -> int:
+    """Train until ``stop``, appending to ``progress.jsonl``; ``last``: a resumed run's last
+    result (it may meet ``stop`` already: then nothing trains)."""
     out = sys.stdout
     crit = ", ".join(f"{k} >= {v:g}" for k, v in stop.items()) or "none (Ctrl-C to stop)"
-    out.write(f"training {trainer.algorithm} on {trainer.config.env} -> {run_dir}; stop: {crit}\n")
-    result: dict[str, Any] | None = None
-    saved_at = -1
+    out.write(f"{header}; stop: {crit}\n")
+    result, saved_at = last, -1 if last is None else trainer.iteration
     reason = "interrupted"
+    if last is not None and (why := should_stop(last, stop)) is not None:
+        return _finish(trainer, run_dir, result, f"already reached: {why}", saved_at)
     try:
-        with (run_dir / "progress.jsonl").open("w") as progress:
+        with (run_dir / PROGRESS_FILE).open("a") as progress:
             while True:
                 result = trainer.train()
                 progress.write(json.dumps(jsonable(result), allow_nan=False) + "\n")
@@ -91,25 +138,30 @@ def _train_loop(trainer: Any, run_dir: Path, stop: Mapping[str, float], every: i
                     break
     except KeyboardInterrupt:
         out.write("\ninterrupted: saving a checkpoint\n")
+    return _finish(trainer, run_dir, result, reason, saved_at)
+
+
+def _finish(
+    trainer: Any, run_dir: Path, result: dict[str, Any] | None, reason: str, saved_at: int
+) -> int:
+    """Save the last checkpoint (unless saved), write ``result.json`` and the summary."""
     checkpoint = run_dir / f"checkpoint_{trainer.iteration:06d}"
     if trainer.iteration != saved_at:
         trainer.save(checkpoint)
     if result is not None:
         (run_dir / "result.json").write_text(json.dumps(jsonable(result), indent=2) + "\n")
-    summary(out, trainer, result, reason, checkpoint, run_dir)
+    summary(sys.stdout, trainer, result, reason, checkpoint, run_dir)
     return EXIT_INTERRUPTED if reason == "interrupted" else EXIT_OK
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from rlflow.trainer import Trainer, load_checkpoint
+    from rlflow.checkpoint import latest_checkpoint, load_checkpoint
+    from rlflow.trainer import Trainer
 
     if args.episodes < 1:
         raise ConfigError(f"--episodes {args.episodes}: must be >= 1")
-    path = Path(args.checkpoint)
-    latest = sorted(path.glob("checkpoint_*")) if path.is_dir() else []
-    path = latest[-1] if latest else path  # a run dir: its latest checkpoint
-    load_checkpoint(path)  # a clear error before anything starts
-    with Trainer.restore(path, backend="local") as trainer:
+    state = load_checkpoint(latest_checkpoint(args.checkpoint))  # a run dir: its latest
+    with Trainer.restore(state, backend="local") as trainer:
         stats = trainer.evaluate(num_episodes=args.episodes)
     sys.stdout.write(
         f"{trainer.algorithm} on {trainer.config.env}, iteration {trainer.iteration}: "

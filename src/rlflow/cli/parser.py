@@ -42,7 +42,7 @@ def _config_args() -> Parser:
 
 def _add_train(sub: argparse._SubParsersAction[Parser], config_args: Parser) -> None:
     train = sub.add_parser("train", parents=[config_args], help="train an algorithm")
-    train.add_argument("algo", metavar="ALGO")
+    train.add_argument("algo", metavar="ALGO", nargs="?", help="(optional with --restore)")
     train.add_argument("--stop-reward", type=float, help="stop at this episode_return_mean")
     train.add_argument(
         "--stop-policy-reward",
@@ -55,6 +55,12 @@ def _add_train(sub: argparse._SubParsersAction[Parser], config_args: Parser) -> 
     train.add_argument("--out", metavar="DIR", help="run dir (default runs/<algo>_<env>_<time>)")
     train.add_argument("--backend", choices=["ray", "local"], default="ray")
     train.add_argument("--address", help="Ray cluster address (backend ray)")
+    train.add_argument(
+        "--restore",
+        metavar="CHECKPOINT_OR_RUN_DIR",
+        help="continue a run from a checkpoint (a run dir: its latest) in its run dir, with its "
+        "config (flags override; no tuned config); stop criteria count over the whole run",
+    )
     train.add_argument(
         "--checkpoint-every", type=int, default=0, metavar="N", help="checkpoint every N iters"
     )

@@ -25,7 +25,7 @@ from rlflow.tuned import (
     tuned_config_path,
 )
 
-__all__ = ["RunSpec", "is_number", "resolve_run", "should_stop", "stop_criteria"]
+__all__ = ["RunSpec", "is_number", "parse_sets", "resolve_run", "should_stop", "stop_criteria"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,13 +77,14 @@ def resolve_run(args: argparse.Namespace) -> RunSpec:
     stop.update(file.stop)
     flags = {"env": args.env, "num_workers": args.num_workers, "seed": args.seed}
     fields.update({k: v for k, v in flags.items() if v is not None})
-    fields.update(_parse_sets(config_cls, args.set))
+    fields.update(parse_sets(config_cls, args.set))
     config = build_config(config_cls, fields)
     check_env(config)
     return RunSpec(spec.name, config, stop)
 
 
-def _parse_sets(config_cls: Any, items: Sequence[str]) -> dict[str, Any]:
+def parse_sets(config_cls: Any, items: Sequence[str]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` items as config fields (values parsed for ``config_cls``)."""
     values = {}
     for item in items:
         key, sep, text = item.partition("=")

@@ -1,14 +1,18 @@
 """Environment creation and in-process vector envs.
 
-Importing this package registers the Gymnasium id :data:`POINT_NAV_ID`
-(``rlflow/PointNav2D-v0``, `rlflow.envs.point_nav.PointNavigation2D`; once per process).
+Importing this package registers the Gymnasium ids :data:`POINT_NAV_ID`
+(``rlflow/PointNav2D-v0``, `rlflow.envs.point_nav.PointNavigation2D`) and
+:data:`~rlflow.envs.crashing.CARTPOLE_CRASHING_ID` (``rlflow/CartPoleCrashing-v1``,
+`rlflow.envs.crashing.make_cartpole_crashing`), once per process.
 """
 
+from rlflow.envs.crashing import CARTPOLE_CRASHING_ID
 from rlflow.envs.creator import EnvCreator, make_env_creator
 from rlflow.envs.vector import AgentReturn, EpisodeStat, VectorEnv, VectorStep
 
 __all__ = [
     "AgentReturn",
+    "CARTPOLE_CRASHING_ID",
     "EnvCreator",
     "EpisodeStat",
     "VectorEnv",
@@ -29,6 +33,13 @@ def _register_task_envs() -> None:
         gym.register(
             POINT_NAV_ID,
             entry_point="rlflow.envs.point_nav:PointNavigation2D",
+            disable_env_checker=True,
+        )
+    if CARTPOLE_CRASHING_ID not in gym.registry:
+        # The inner CartPole-v1 has its TimeLimit and env checker already.
+        gym.register(
+            CARTPOLE_CRASHING_ID,
+            entry_point="rlflow.envs.crashing:make_cartpole_crashing",
             disable_env_checker=True,
         )
 

@@ -8,84 +8,40 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, NamedTuple, Self
+from typing import Any, Self
 
 import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
 
-from rlflow.checks import check_int
+from rlflow.checks import check_bool, check_int
+from rlflow.envs.records import AgentReturn, EpisodeStat, VectorStep, env_action, env_actions
+from rlflow.envs.validation import (
+    MAX_RESTART_ATTEMPTS,
+    OBS_CHECK_STEPS,
+    check_observation,
+    close_quietly,
+    env_failure_note,
+    env_name,
+    restart_seed,
+)
 from rlflow.errors import ConfigError, RLFlowError
+
+__all__ = [
+    "AgentReturn",
+    "EpisodeStat",
+    "VectorEnv",
+    "VectorStep",
+    "env_action",
+    "env_actions",
+]
 
 logger = logging.getLogger(__name__)
 
 Array = npt.NDArray[Any]
 
 _STACKABLE = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
-
-
-class AgentReturn(NamedTuple):
-    """One agent's part of a finished multi-agent episode."""
-
-    agent_id: str
-    """The agent."""
-    policy_id: str
-    """The policy that acted for it."""
-    return_: float
-    """Undiscounted sum of the agent's rewards."""
-
-
-class EpisodeStat(NamedTuple):
-    """Return and length of one finished episode."""
-
-    return_: float
-    """Undiscounted sum of the episode's rewards (over all agents in a multi-agent env)."""
-    length: int
-    """Number of (env) steps in the episode."""
-    agent_returns: tuple[AgentReturn, ...] = ()
-    """Multi-agent episodes: each agent's return and policy; empty for single-agent ones."""
-
-
-class VectorStep(NamedTuple):
-    """Result of `VectorEnv.step`, one row per sub-env."""
-
-    next_obs: Array
-    """Observation to act on next: the new episode's first one where an episode ended."""
-    rewards: npt.NDArray[np.float32]
-    """Reward of the step, shape ``(num_envs,)``."""
-    terminateds: npt.NDArray[np.bool_]
-    """True where the episode reached a terminal state."""
-    truncateds: npt.NDArray[np.bool_]
-    """True where the episode was cut off (e.g. a time limit)."""
-    final_obs: Array
-    """The true observation after the step: the episode's last one where it ended, else equal
-    to ``next_obs``. Store it as `NEXT_OBS` for bootstrapping."""
-
-
-def env_action(space: Any, action: Any) -> Any:
-    """One policy action as its env takes it: an ``int`` for Discrete, clipped to the bounds
-    (in the space's dtype) for Box, the space's dtype for MultiDiscrete and MultiBinary, else
-    unchanged. The one rule of every sampler and of evaluation (see `env_actions`).
-
-    >>> env_action(spaces.Box(-1.0, 1.0, (2,)), np.array([0.5, 3.0])).tolist()
-    [0.5, 1.0]
-    """
-    if isinstance(space, spaces.Discrete):
-        return int(action)
-    if isinstance(space, spaces.Box):
-        return np.clip(action, space.low, space.high).astype(space.dtype, copy=False)
-    if isinstance(space, spaces.MultiDiscrete | spaces.MultiBinary):
-        return np.asarray(action).astype(space.dtype, copy=False)
-    return action
-
-
-def env_actions(space: Any, actions: Array) -> Any:
-    """A batch of policy actions (one row per env) as the envs take them: `env_action` of each
-    row, done once for the batch (Discrete: a list of ints)."""
-    if isinstance(space, spaces.Discrete):
-        return actions.tolist()
-    return env_action(space, actions)
 
 
 def _check_space(name: str, space: gym.Space[Any]) -> None:
@@ -106,6 +62,15 @@ class VectorEnv:
     `step` is reset at once (see `VectorStep`). Observations, rewards and flags are written into
     arrays allocated once; `step` and `reset` return copies of them unless ``copy=False``.
 
+    Observations are checked (`check_observation`) on the first `OBS_CHECK_STEPS` steps after
+    the envs are built or rebuilt: a mismatch is a `ConfigError` naming the env and sub-env.
+
+    An exception from a sub-env's ``reset`` or ``step`` gains a note naming ``env_id``,
+    ``worker_index`` and the sub-env. With ``restart_failed=True`` the sub-env is instead closed
+    and rebuilt by ``creator`` (first reset with `restart_seed`), its episode is dropped from
+    the statistics and stepping goes on (`restarted`, `num_restarts`); a rebuilt env whose
+    reset fails is rebuilt again, `MAX_RESTART_ATTEMPTS` times at most. `ConfigError` passes.
+
     Example:
         >>> venv = VectorEnv(lambda: gym.make("CartPole-v1"), num_envs=2, seed=0)
         >>> venv.reset().shape
@@ -116,13 +81,23 @@ class VectorEnv:
     """
 
     def __init__(
-        self, creator: Callable[[], gym.Env[Any, Any]], num_envs: int, seed: int | None
+        self,
+        creator: Callable[[], gym.Env[Any, Any]],
+        num_envs: int,
+        seed: int | None,
+        *,
+        restart_failed: bool = False,
+        env_id: str | None = None,
+        worker_index: int | None = None,
     ) -> None:
-        """Build ``num_envs`` sub-envs with ``creator`` (they are not reset yet)."""
+        """Build ``num_envs`` sub-envs with ``creator`` (they are not reset yet). ``env_id``
+        and ``worker_index`` name the env in messages (default: its Gymnasium id or class)."""
         num_envs = check_int(num_envs, "VectorEnv: num_envs", low=1)
         if seed is not None:
             seed = check_int(seed, "VectorEnv: seed", low=0)
+        restart_failed = check_bool(restart_failed, "VectorEnv: restart_failed")
         self.envs: list[gym.Env[Any, Any]] = [creator() for _ in range(num_envs)]
+        self._init_faults(creator, restart_failed, env_id, worker_index)
         self.num_envs = num_envs
         """Number of sub-envs."""
         self.observation_space: gym.Space[Any] = self.envs[0].observation_space
@@ -141,6 +116,36 @@ class VectorEnv:
         self._closed = False
         if seed is not None:
             self.action_space.seed(seed)
+        self._allocate()
+
+    def _init_faults(
+        self,
+        creator: Callable[[], gym.Env[Any, Any]],
+        restart_failed: bool,  # noqa: FBT001 - private, positional like its siblings
+        env_id: str | None,
+        worker_index: int | None,
+    ) -> None:
+        """The parts of env-failure handling and observation checks."""
+        self.restart_failed = restart_failed
+        """Rebuild a sub-env that raises (True) or let the error propagate."""
+        self.creator: Callable[[], gym.Env[Any, Any]] | None = creator
+        """Builds a sub-env (None after unpickling until the owner sets it again)."""
+        self.env_id = env_id if env_id is not None else env_name(self.envs[0])
+        """The env's name in messages."""
+        self.worker_index = worker_index
+        """The rollout worker holding this vector env, for messages (None: not a worker's)."""
+        self.num_restarts = 0
+        """Sub-env rebuilds so far (over all sub-envs)."""
+        self.restarted: list[int] = []
+        """Sub-envs whose ``step`` raised in the last `step` and were rebuilt: their row of
+        it is no transition (reward 0, truncated, ``final_obs`` the observation the failed
+        action was taken on, ``next_obs`` the new env's first one); samplers drop it."""
+        self._restarts = [0] * len(self.envs)
+        self._obs_checks_left = OBS_CHECK_STEPS
+
+    def _allocate(self) -> None:
+        """The step buffers and episode trackers."""
+        num_envs = self.num_envs
         obs_shape = (num_envs, *self.observation_space.shape)  # type: ignore[misc]
         self._obs = np.zeros(obs_shape, dtype=self._obs_dtype)
         self._final_obs = np.zeros_like(self._obs)
@@ -175,8 +180,16 @@ class VectorEnv:
         self._check_open("reset")
         for i, env in enumerate(self.envs):
             seed = None if self._seeded or self._seed is None else self._seed + i
-            self._obs[i], _ = env.reset(seed=seed)
+            try:
+                ob, _ = env.reset(seed=seed)
+            except ConfigError:
+                raise
+            except Exception as err:  # noqa: BLE001 - any env error: rebuild or name it
+                ob = self._rebuild(i, err, "reset")
+            self._check_ob(i, ob, "reset")
+            self._obs[i] = ob
         self._seeded = True
+        self._obs_checks_left = OBS_CHECK_STEPS
         self._needs_reset = False
         self._ep_returns = [0.0] * self.num_envs
         self._ep_lengths = [0] * self.num_envs
@@ -193,7 +206,12 @@ class VectorEnv:
         self._check_open("step")
         if self._needs_reset:
             raise RLFlowError("VectorEnv.step() was called before reset(); call reset() first")
-        finished = self._step_envs(self._action_rows(np.asarray(actions)))
+        if self.restarted:
+            self.restarted = []
+        check = self._obs_checks_left > 0
+        if check:
+            self._obs_checks_left -= 1
+        finished = self._step_envs(self._action_rows(np.asarray(actions)), check=check)
         obs, final_obs = self._obs, self._final_obs
         final_obs[...] = obs
         for i, last_ob in finished:
@@ -205,30 +223,102 @@ class VectorEnv:
             )
         return VectorStep(obs, rewards, terminateds, truncateds, final_obs)
 
-    def _step_envs(self, rows: Any) -> list[tuple[int, Any]]:
-        """Step and auto-reset every sub-env; return (index, last obs) of finished episodes."""
-        obs, returns, lengths = self._obs, self._ep_returns, self._ep_lengths
+    def _step_envs(self, rows: Any, *, check: bool) -> list[tuple[int, Any]]:
+        """Step and auto-reset every sub-env; return (index, last obs) of finished episodes.
+        With ``check``, the observations are checked (`check_observation`)."""
+        obs, returns, lengths, envs = self._obs, self._ep_returns, self._ep_lengths, self.envs
         finished: list[tuple[int, Any]] = []
         # Scalars go to lists and the numpy buffers are written once per step: a numpy scalar
         # write per sub-env costs a noticeable part of a cheap env's step.
         step_rewards, step_terms, step_truncs = [], [], []
-        for i, env in enumerate(self.envs):
-            ob, reward, terminated, truncated, _ = env.step(rows[i])
-            step_rewards.append(reward)
-            step_terms.append(terminated)
-            step_truncs.append(truncated)
-            returns[i] += float(reward)
-            lengths[i] += 1
-            if terminated or truncated:
-                self._episodes.append(EpisodeStat(returns[i], lengths[i]))
-                returns[i], lengths[i] = 0.0, 0
-                finished.append((i, ob))
-                ob, _ = env.reset()
-            obs[i] = ob
+        start = i = 0
+        while start < self.num_envs:
+            # One try around the loop (free while nothing raises): after a failure of sub-env
+            # i, the loop goes on from i + 1.
+            try:
+                for i in range(start, self.num_envs):
+                    ob, reward, terminated, truncated, _ = envs[i].step(rows[i])
+                    step_rewards.append(reward)
+                    step_terms.append(terminated)
+                    step_truncs.append(truncated)
+                    returns[i] += float(reward)
+                    lengths[i] += 1
+                    if check:
+                        self._check_ob(i, ob, "step")
+                    if terminated or truncated:
+                        self._episodes.append(EpisodeStat(returns[i], lengths[i]))
+                        returns[i], lengths[i] = 0.0, 0
+                        finished.append((i, ob))
+                        ob, _ = envs[i].reset()
+                        if check:
+                            self._check_ob(i, ob, "reset")
+                    obs[i] = ob
+                break
+            except ConfigError:
+                raise
+            except Exception as err:  # noqa: BLE001 - any env error: rebuild it or name it
+                self._step_failed(i, err, finished, (step_rewards, step_terms, step_truncs))
+                start = i + 1
         self._rewards[:] = step_rewards
         self._terminateds[:] = step_terms
         self._truncateds[:] = step_truncs
         return finished
+
+    def _step_failed(
+        self,
+        i: int,
+        err: Exception,
+        finished: list[tuple[int, Any]],
+        step_lists: tuple[list[Any], list[Any], list[Any]],
+    ) -> None:
+        """Sub-env ``i`` raised in `step`: rebuild it (or raise ``err`` with a note)."""
+        stepped = len(step_lists[0]) > i
+        if stepped and finished and finished[-1][0] == i:
+            # Its episode ended and was counted; only the reset after it failed.
+            self._obs[i] = self._rebuild(i, err, "reset")
+            return
+        for values in step_lists:  # an outcome half taken in is no outcome
+            del values[i:]
+        ob = self._obs[i].copy()  # the observation the failed action was taken on
+        new_ob = self._rebuild(i, err, "step")
+        self._ep_returns[i], self._ep_lengths[i] = 0.0, 0  # the episode is dropped
+        for values, value in zip(step_lists, (0.0, False, True), strict=True):
+            values.append(value)
+        finished.append((i, ob))
+        self._obs[i] = new_ob
+        self.restarted.append(i)
+
+    def _rebuild(self, i: int, err: Exception, method: str) -> Any:
+        """Close sub-env ``i``, build a new one and reset it; its first observation. Raises
+        ``err`` with a note when restarts are off, the last error when every rebuild failed."""
+        note = env_failure_note(self.env_id, self.worker_index, i, method)
+        if not self.restart_failed or self.creator is None:
+            err.add_note(note)
+            raise err
+        logger.warning("%s: %r; rebuilding the sub-env", note, err)
+        for _ in range(MAX_RESTART_ATTEMPTS):
+            close_quietly(self.envs[i])
+            self._restarts[i] += 1
+            try:
+                self.envs[i] = self.creator()
+                ob, _ = self.envs[i].reset(seed=restart_seed(self._seed, i, self._restarts[i]))
+            except ConfigError:
+                raise
+            except Exception as again:  # noqa: BLE001 - the rebuilt env failed too: once more
+                err = again
+                continue
+            self.num_restarts += 1
+            self._obs_checks_left = OBS_CHECK_STEPS
+            self._check_ob(i, ob, "reset")
+            return ob
+        err.add_note(f"{note}; rebuilt {MAX_RESTART_ATTEMPTS} times, each failed to reset")
+        raise err
+
+    def _check_ob(self, i: int, ob: Any, method: str) -> None:
+        """`check_observation` of sub-env ``i``'s observation from ``method``."""
+        worker = "" if self.worker_index is None else f", rollout worker {self.worker_index}"
+        where = f"VectorEnv: env {self.env_id!r}{worker}, sub-env {i}, {method}()"
+        check_observation(self.observation_space, ob, where=where)
 
     def _action_rows(self, actions: Array) -> Any:
         """Check the shape of ``actions`` and convert them to one action per sub-env."""
@@ -250,6 +340,7 @@ class VectorEnv:
         and gets it back on unpickling, and the restored envs continue exactly.
         """
         state = dict(self.__dict__)
+        state["creator"] = None  # may not pickle (a lambda); the owner sets it again
         state["_emulator_states"] = [
             env.unwrapped.clone_state(include_rng=True)  # type: ignore[attr-defined]
             if callable(getattr(env.unwrapped, "clone_state", None))
@@ -260,9 +351,21 @@ class VectorEnv:
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """Restore from :meth:`__getstate__` (emulator states included)."""
+        """Restore from :meth:`__getstate__` (emulator states included). `creator` is None
+        until the owner sets it; a state pickled before restarts existed gets their defaults."""
         emulator_states = state.pop("_emulator_states", None) or [None] * len(state["envs"])
-        self.__dict__.update(state)
+        num_envs = len(state["envs"])
+        defaults = {
+            "restart_failed": False,
+            "creator": None,
+            "env_id": env_name(state["envs"][0]),
+            "worker_index": None,
+            "num_restarts": 0,
+            "_restarts": [0] * num_envs,
+            "restarted": [],
+            "_obs_checks_left": 0,
+        }
+        self.__dict__.update(defaults | state)
         for env, emulator in zip(self.envs, emulator_states, strict=True):
             if emulator is not None:
                 env.unwrapped.restore_state(emulator)  # type: ignore[attr-defined]

@@ -33,6 +33,7 @@ from rlflow.flow.parallel import (
     from_iterators,
     from_range,
 )
+from rlflow.flow.recovery import ShardRecovery
 from rlflow.flow.sentinels import NOT_READY, SHARD_END
 from rlflow.flow.worker import ParallelIteratorWorker, ShardReply
 
@@ -47,6 +48,7 @@ __all__ = [
     "PlanEdge",
     "PlanGraph",
     "PlanNode",
+    "ShardRecovery",
     "ShardReply",
     "StageStats",
     "TimerStat",

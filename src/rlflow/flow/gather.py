@@ -7,7 +7,9 @@ that reads it is dropped (a ``weakref.finalize``), so an actor never keeps the s
 nobody reads.
 
 The gathers are the bases (``env -> iterator``) of the local iterators that ``gather_sync``,
-``gather_async``, ``batch_across_shards`` and ``get_shard`` return.
+``gather_async``, ``batch_across_shards`` and ``get_shard`` return. A shard whose actor dies is
+replaced or left out when it has a :class:`~rlflow.flow.recovery.ShardRecovery` (see
+``recovery.py``); without one its death ends the read.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
-from rlflow.errors import PlanError
+from rlflow.errors import ActorDiedError, PlanError
 from rlflow.flow import backend
 from rlflow.flow.local import closed_error
+from rlflow.flow.recovery import ShardRecovery, ShardSlots
 from rlflow.flow.sentinels import NOT_READY, SHARD_END
 from rlflow.flow.stages import BuildEnv, annotate
 from rlflow.flow.worker import ShardOp
@@ -34,6 +37,10 @@ class Shard(NamedTuple):
     actor: Any
     transforms: tuple[ShardOp, ...]
     where: str
+    source_index: int = 0
+    """Its position among the actors of the source that made it (``from_actors``)."""
+    recovery: ShardRecovery | None = None
+    """What a gather does when the actor dies (None: the read ends with the error)."""
 
 
 def new_read_key() -> int:
@@ -63,26 +70,41 @@ class Read:
     ``par_iter_close(key)`` goes to every shard's actor once, without waiting for replies.
     """
 
-    __slots__ = ("__weakref__", "_finalizer", "closed", "key", "name")
+    __slots__ = ("__weakref__", "_actors", "_finalizer", "closed", "key", "name")
 
     def __init__(self, shards: Sequence[Shard], name: str) -> None:
         self.key = new_read_key()
         self.name = name
         self.closed = False
-        actors = [s.actor for s in shards]
-        self._finalizer = weakref.finalize(self, _forget_read, actors, self.key)
+        self._actors = [s.actor for s in shards]
+        self._finalizer = weakref.finalize(self, _forget_read, self._actors, self.key)
         # At interpreter exit the actors go with the driver (or Ray is already down).
         self._finalizer.atexit = False
 
-    def open(self, shards: Sequence[Shard], label: str, env: BuildEnv) -> None:
-        """Build the chain for this read on every shard (blocks until all have replied)."""
+    def open(self, shards: Sequence[Shard], label: str, env: BuildEnv) -> dict[int, Any]:
+        """Build the chain for this read on every shard (blocks until all have replied).
+
+        Returns ``{position: ActorDiedError}`` for the shards with a recovery whose actor is
+        dead; a dead actor of a shard without one raises.
+        """
         key = self.key
         refs = [
             s.actor.par_iter_init.remote(key, backend.ship(list(s.transforms)), s.where)
             for s in shards
         ]
-        for ref, shard in zip(refs, shards, strict=True):
-            _fetch(ref, shard, label, env)
+        dead = {}
+        for pos, (ref, shard) in enumerate(zip(refs, shards, strict=True)):
+            try:
+                _fetch(ref, shard, label, env)
+            except ActorDiedError as err:
+                if shard.recovery is None:
+                    raise
+                dead[pos] = err
+        return dead
+
+    def swap_actor(self, old: Any, new: Any) -> None:
+        """Read ``new`` in place of ``old`` (a dead actor): closing frees ``new``'s chain."""
+        self._actors[:] = [new if a is old else a for a in self._actors]
 
     def close(self) -> None:
         """Free this read on the shard actors now (idempotent; never raises, never waits)."""
@@ -109,14 +131,18 @@ class GatherBase:
         self.closed = False
         self._reads: weakref.WeakSet[Read] = weakref.WeakSet()
 
-    def open_read(self, env: BuildEnv) -> Read:
-        """A new read over this base's shards, built on every shard actor."""
+    def open_read(self, env: BuildEnv) -> tuple[Read, ShardSlots]:
+        """A new read over this base's shards, built on every shard actor, and its slots (dead
+        actors already replaced or left out)."""
         if self.closed:
             raise closed_error(f"gather {self.name}")
         read = Read(self.shards, self.name)
         self._reads.add(read)
-        read.open(self.shards, self.label, env)
-        return read
+        dead = read.open(self.shards, self.label, env)
+        slots = ShardSlots(self, read, env)
+        for pos, err in dead.items():
+            slots.died(pos, err)
+        return read, slots
 
     def close(self) -> None:
         """Close every open read of this gather, and refuse new ones."""
@@ -136,17 +162,21 @@ class GatherBase:
 
 
 class SyncGather(GatherBase):
-    """``batch_across_shards``: one request per active shard per round; yields the round."""
+    """``batch_across_shards``: one request per live shard per round; yields the round.
+
+    A shard whose actor died gives nothing that round; its replacement joins the next one.
+    """
 
     def __call__(self, env: BuildEnv) -> Iterator[Any]:
-        read = self.open_read(env)
+        read, slots = self.open_read(env)
         key, label = read.key, self.label
         stats = env.ctx.stage(label)
-        active = list(self.shards)
-        while active:
+        while slots.live or slots.left_out:
             if read.closed:
                 raise read.closed_error()
-            refs = [s.actor.par_iter_next.remote(key) for s in active]
+            slots.revive_or_raise()
+            active = sorted(slots.live)
+            refs = [slots.live[p].actor.par_iter_next.remote(key) for p in active]
             start = _perf()
             if env.timeout is not None:
                 while True:
@@ -157,17 +187,38 @@ class SyncGather(GatherBase):
                     stats.wait_time_s += _perf() - start
                     yield NOT_READY
                     start = _perf()
-            replies = [_fetch(r, s, label, env) for r, s in zip(refs, active, strict=True)]
+            round_items = _fetch_round(refs, active, slots, label, env)
             stats.wait_time_s += _perf() - start
-            round_items = [item for item in replies if item is not SHARD_END]
-            active = [s for s, item in zip(active, replies, strict=True) if item is not SHARD_END]
             if round_items:
                 stats.items += 1
+                slots.count()
                 yield round_items
 
 
+def _fetch_round(
+    refs: list[Any], positions: list[int], slots: ShardSlots, label: str, env: BuildEnv
+) -> list[Any]:
+    """The items of one synchronous round, in shard order; ended shards leave ``slots.live``,
+    dead ones are replaced or left out (they give nothing this round)."""
+    items = []
+    for ref, pos in zip(refs, positions, strict=True):
+        try:
+            item = _fetch(ref, slots.live[pos], label, env)
+        except ActorDiedError as err:
+            slots.died(pos, err)
+            continue
+        if item is SHARD_END:
+            del slots.live[pos]
+        else:
+            items.append(item)
+    return items
+
+
 class AsyncGather(GatherBase):
-    """``gather_async``: ``num_async`` requests in flight per shard; items as they arrive."""
+    """``gather_async``: ``num_async`` requests in flight per shard; items as they arrive.
+
+    A shard whose actor died loses its requests in flight; its replacement gets new ones.
+    """
 
     def __init__(
         self, shards: Sequence[Shard], num_async: int, batch_ms: float, label: str, name: str
@@ -183,38 +234,67 @@ class AsyncGather(GatherBase):
             return shard.actor.par_iter_next_batch.remote(key, self.batch_ms)
         return shard.actor.par_iter_next.remote(key)
 
+    def _issue(
+        self, pending: dict[Any, int], slots: ShardSlots, positions: list[int], key: int
+    ) -> None:
+        """``num_async`` requests to each shard at ``positions``, round robin over them."""
+        for _ in range(self.num_async):
+            for pos in positions:
+                pending[self._request(slots.live[pos], key)] = pos
+
     def __call__(self, env: BuildEnv) -> Iterator[Any]:
-        read = self.open_read(env)
-        key, label, batched = read.key, self.label, self.batch_ms > 0
-        ctx = env.ctx
-        stats = ctx.stage(label)
-        pending = {self._request(s, key): s for _ in range(self.num_async) for s in self.shards}
-        timeout = env.timeout
-        while pending:
+        read, slots = self.open_read(env)
+        key, ctx = read.key, env.ctx
+        stats = ctx.stage(self.label)
+        pending: dict[Any, int] = {}  # request -> shard position
+        self._issue(pending, slots, list(slots.live), key)
+        while pending or slots.left_out:
             if read.closed:
                 raise read.closed_error()
+            if not pending:  # no live shard: the left-out ones come back, or this raises
+                self._issue(pending, slots, slots.revive_or_raise(), key)
             start = _perf()
-            ready, _ = backend.wait(list(pending), num_returns=1, timeout=timeout)
+            ready, _ = backend.wait(list(pending), num_returns=1, timeout=env.timeout)
             stats.wait_time_s += _perf() - start
             if not ready:
                 env.waiter.pending(pending)
                 yield NOT_READY
                 continue
-            shard = pending.pop(ready[0])
-            reply = _fetch(ready[0], shard, label, env)
-            if batched:
-                items, done = reply
-            elif reply is SHARD_END:
-                items, done = (), True
-            else:
-                items, done = (reply,), False
-            if not done:
-                # Re-issue before handing items downstream, so the actor keeps working.
-                pending[self._request(shard, key)] = shard
+            pos = pending.pop(ready[0])
+            actor = slots.live[pos].actor
+            items = self._reply(ready[0], pos, pending, slots, key)
             for item in items:
-                ctx.current_actor = shard.actor
+                ctx.current_actor = actor
                 stats.items += 1
                 yield item
+            self._issue(pending, slots, slots.count(len(items)), key)
+
+    def _reply(
+        self, ref: Any, pos: int, pending: dict[Any, int], slots: ShardSlots, key: int
+    ) -> Sequence[Any]:
+        """The items of the reply ``ref`` from the shard at ``pos``; re-issues its request
+        before they go downstream, so the actor keeps working. A dead actor's other requests
+        are dropped and its replacement (if any) gets ``num_async`` new ones."""
+        shard = slots.live[pos]
+        try:
+            reply = _fetch(ref, shard, self.label, slots.env)
+        except ActorDiedError as err:
+            for dropped in [r for r, p in pending.items() if p == pos]:
+                del pending[dropped]
+            if slots.died(pos, err) is not None:
+                self._issue(pending, slots, [pos], key)
+            return ()
+        if self.batch_ms > 0:
+            items, done = reply
+        elif reply is SHARD_END:
+            items, done = (), True
+        else:
+            items, done = (reply,), False
+        if not done:
+            pending[self._request(shard, key)] = pos
+        elif pos not in pending.values():
+            del slots.live[pos]  # its last request answered: the shard has ended
+        return items  # type: ignore[no-any-return]
 
 
 class SliceSource:

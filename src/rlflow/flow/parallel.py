@@ -20,12 +20,14 @@ from rlflow.flow.gather import AsyncGather, Shard, SliceSource, SyncGather, new_
 from rlflow.flow.graph import PlanGraph, PlanNode
 from rlflow.flow.local import LocalIterator
 from rlflow.flow.metrics import SharedMetrics
+from rlflow.flow.recovery import ShardRecovery
 from rlflow.flow.stages import fn_name
 from rlflow.flow.worker import ParallelIteratorWorker, ShardOp
 
 __all__ = [
     "ParallelIterator",
     "Shard",
+    "ShardRecovery",
     "from_actors",
     "from_items",
     "from_iterators",
@@ -76,7 +78,7 @@ class ParallelIterator(Generic[T]):
     # --------------------------------------------------------------- shard-side transforms
     def _with(self, op: ShardOp, suffix: str, label: str) -> ParallelIterator[Any]:
         node = PlanNode(op.method, label, "shard_stage", (self._node,))
-        shards = [Shard(s.actor, (*s.transforms, op), s.where) for s in self._shards]
+        shards = [s._replace(transforms=(*s.transforms, op)) for s in self._shards]
         return ParallelIterator(
             shards,
             name=self.name + suffix,
@@ -282,9 +284,11 @@ def _source_actors(sources: Sequence[Any], *, repeat: bool) -> list[Any]:
     return [worker.remote(source, repeat=repeat) for source in sources]
 
 
-def _make(actors: Sequence[Any], name: str) -> ParallelIterator[Any]:
+def _make(
+    actors: Sequence[Any], name: str, recovery: ShardRecovery | None = None
+) -> ParallelIterator[Any]:
     node = PlanNode("source", name, "source")
-    shards = [Shard(a, (), f"shard {i} of {name}") for i, a in enumerate(actors)]
+    shards = [Shard(a, (), f"shard {i} of {name}", i, recovery) for i, a in enumerate(actors)]
     return ParallelIterator(shards, name=name, node=node)
 
 
@@ -343,10 +347,35 @@ def from_iterators(
     )
 
 
-def from_actors(actors: Sequence[Any], name: str | None = None) -> ParallelIterator[Any]:
+def from_actors(
+    actors: Sequence[Any], name: str | None = None, *, recovery: ShardRecovery | None = None
+) -> ParallelIterator[Any]:
     """Wrap existing actors whose class subclasses :class:`ParallelIteratorWorker`; no new
-    actors are created."""
+    actors are created.
+
+    With a ``recovery``, a gather whose shard's actor dies asks ``recovery.replace(i,
+    dead_actor, error)`` (``i``: the actor's position in ``actors``) for a new actor and reads it
+    in the dead one's place, or goes on without that shard (see ``rlflow.flow.recovery``);
+    without one, the death ends the read with :class:`~rlflow.errors.ActorDiedError`. The
+    replacement is a gather's own: ``actors()`` still lists the actors given here.
+
+    >>> from rlflow import flow
+    >>> flow.init(backend="local")
+    >>> source = flow.from_range(4, num_shards=1, repeat=True)
+    >>> spare = flow.from_range(4, num_shards=1, repeat=True).actors()[0]
+    >>> pit = from_actors(source.actors(), recovery=ShardRecovery(lambda i, dead, err: spare))
+    >>> it = pit.gather_sync()
+    >>> it.take(2)
+    [0, 1]
+    >>> flow.kill(source.actors()[0])
+    >>> it.take(2)  # the spare starts its own stream
+    [0, 1]
+    """
     actors = list(actors)
     if not actors:
         raise ConfigError("from_actors() needs at least one actor, got []")
-    return _make(actors, name or f"from_actors[shards={len(actors)}]")
+    if recovery is not None:
+        check_type(recovery, "from_actors(recovery)", ShardRecovery, "a ShardRecovery")
+        check_callable(recovery.replace, "from_actors(recovery): ShardRecovery.replace")
+        check_int(recovery.retry_every, "from_actors(recovery): ShardRecovery.retry_every", low=1)
+    return _make(actors, name or f"from_actors[shards={len(actors)}]", recovery)

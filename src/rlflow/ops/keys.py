@@ -31,6 +31,10 @@ NUM_ENV_STEPS_STORED: Final = "num_env_steps_stored"
 """Env steps added to replay buffers (written by StoreToReplayBuffer)."""
 NUM_ENV_STEPS_REPLAYED: Final = "num_env_steps_replayed"
 """Env steps read back from replay buffers (written by the replay source)."""
+NUM_WORKER_RESTARTS: Final = "num_worker_restarts"
+"""Rollout workers recreated after they died (written by the rollout sources' recovery)."""
+NUM_ENV_RESTARTS: Final = "num_env_restarts"
+"""Sub-envs rebuilt after they raised (``restart_failed_sub_environments``; CollectMetrics)."""
 
 # ----------------------------------------------------------------------------- timers
 SAMPLE_TIMER: Final = "sample"
@@ -56,6 +60,10 @@ LEARNER_THREAD_INFO: Final = "learner_thread"
 TD_ERROR: Final = "td_error"
 """Per-row TD errors (an array) in a replay policy's learner stats; UpdateReplayPriorities
 takes them out (with the batch's ``batch_indexes``) before the stats reach the results."""
+
+# ----------------------------------------------------------------------------- result keys
+NUM_HEALTHY_WORKERS: Final = "num_healthy_workers"
+"""Remote rollout workers not known to be dead (``WorkerSet.num_healthy_workers``)."""
 
 # ----------------------------------------------------------------------------- reporting state
 # Kept in the context (not on operator objects) so that a checkpoint restores it.

@@ -26,6 +26,7 @@ from rlflow.ops.concurrency import Enqueue, concurrently, dequeue
 from rlflow.ops.learner_thread import LearnerThread, RecordStepsTrained
 from rlflow.ops.rollout import ConcatBatches, parallel_rollouts
 from rlflow.ops.train import TrainResult
+from rlflow.replay import register_replay_buffer
 from rlflow.workers import WorkerSet
 
 __all__ = [
@@ -85,13 +86,13 @@ def impala_train_op(workers: WorkerSet, config: ActorLearnerConfig) -> LocalIter
     )
     learner.start()
     in_flight = config.max_sample_requests_in_flight_per_worker
+    mix_in = MixInReplay(config.replay_buffer_num_slots, config.replay_proportion, seed=config.seed)
+    register_replay_buffer(workers, "mix_in_replay", mix_in)  # checkpoint_replay_buffers
     enqueue_op = (
         # (1) Each worker's batches as they arrive; (2) with replayed ones mixed in (none when
         # replay_proportion is 0), whole batches up to train_batch_size.
         parallel_rollouts(workers, mode="async", num_async=in_flight)
-        .combine(
-            MixInReplay(config.replay_buffer_num_slots, config.replay_proportion, seed=config.seed)
-        )
+        .combine(mix_in)
         .combine(ConcatBatches(config.train_batch_size))
         # (3) To the learner thread; a full queue pauses sampling (backpressure).
         .for_each(Enqueue(learner.inqueue))
@@ -204,6 +205,16 @@ class MixInReplay:
             p -= 1.0
             out.append(self._rng.choice(self._ring))
         return out
+
+    def get_state(self) -> dict[str, Any]:
+        """The ring (batches by reference), its next slot and the RNG state, for checkpoints."""
+        return {"ring": list(self._ring), "next_slot": self._next_slot, "rng": self._rng.getstate()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore from :meth:`get_state` output (the ring cut to ``num_slots``)."""
+        self._ring = list(state["ring"])[: self.num_slots]
+        self._next_slot = int(state["next_slot"]) % max(self.num_slots, 1)
+        self._rng.setstate(state["rng"])
 
 
 class UpdateKL:

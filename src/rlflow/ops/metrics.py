@@ -16,9 +16,10 @@ from rlflow import flow
 from rlflow.checks import check_int, check_number
 from rlflow.config import AlgorithmConfig
 from rlflow.envs import EpisodeStat
-from rlflow.errors import ConfigError, WorkerError
+from rlflow.errors import ActorDiedError, WorkerError
 from rlflow.ops import keys
-from rlflow.workers import WorkerSet
+from rlflow.ops.recovery import recreate_in_plan
+from rlflow.workers import WorkerMetrics, WorkerSet
 
 __all__ = [
     "CollectMetrics",
@@ -123,14 +124,18 @@ class CollectMetrics:
     episodes and waits at most ``timeout_s``; answers that are late are kept and read on the
     next call (never more than one request per worker in flight). Episode statistics are over
     the last ``smoothing_episodes`` episodes; before any episode finished they are ``None``.
-    Side effects: counter ``num_episodes``.
+    Only healthy workers are asked; one found dead is recreated (its unreported episodes are
+    lost) or, with recreation off, raises ``WorkerError`` naming it (see ``rlflow.ops.recovery``).
+    Side effects: counters ``num_episodes``, ``num_env_restarts`` (and ``num_worker_restarts``).
 
     Result keys: ``episode_return_mean/min/max`` (summed over agents in multi-agent envs),
     ``episode_len_mean``, per-policy ``policy_reward_mean/min/max`` in multi-agent runs (see
     :func:`policy_return_stats`), ``episodes_this_iter``,
     ``episodes_total``, ``num_env_steps_sampled``, ``num_env_steps_trained``,
     ``num_agent_steps_sampled``, ``num_agent_steps_trained``, ``num_env_steps_sampled_this_iter``,
-    ``num_env_steps_trained_this_iter``, ``num_healthy_workers``, ``info`` (``learner`` stats
+    ``num_env_steps_trained_this_iter``, ``num_healthy_workers`` (remote workers not known to be
+    dead), ``num_worker_restarts``, ``num_env_restarts`` (sub-envs rebuilt, see
+    ``restart_failed_sub_environments``), ``info`` (``learner`` stats
     and the other info values), ``counters``, ``timers`` (``<name>_time_ms``,
     ``<name>_throughput``).
     """
@@ -143,37 +148,40 @@ class CollectMetrics:
         timeout_s: float = _DEFAULT_COLLECT_TIMEOUT_S,
     ) -> None:
         """Validate ``smoothing_episodes`` (int >= 1) and ``timeout_s`` (>= 0)."""
-        if (
-            isinstance(smoothing_episodes, bool)
-            or not isinstance(smoothing_episodes, int)
-            or smoothing_episodes < 1
-        ):
-            raise ConfigError(
-                f"CollectMetrics(smoothing_episodes={smoothing_episodes!r}) must be an int >= 1"
-            )
         self.workers = workers
         self.timeout_s = check_number(timeout_s, "CollectMetrics: timeout_s", low=0)
-        self.smoothing_episodes = smoothing_episodes
-        self._pending: dict[int, Any] = {}
+        self.smoothing_episodes = check_int(
+            smoothing_episodes, "CollectMetrics: smoothing_episodes", low=1
+        )
+        self._pending: dict[int, tuple[Any, Any]] = {}  # worker index -> (handle, request)
 
     def _new_episodes(self) -> list[EpisodeStat]:
-        episodes = list(self.workers.local_worker().pop_episode_stats())
-        remote = self.workers.remote_workers()
-        for i, handle in enumerate(remote, start=1):
+        """Finished episodes of every worker; adds their env restarts to the counters."""
+        reports = [self.workers.local_worker().pop_metrics()]
+        for handle in self.workers.healthy_workers():
+            i = self.workers.worker_index(handle)
             if i not in self._pending:
-                self._pending[i] = handle.pop_episode_stats.remote()
-        if not self._pending:
-            return episodes
-        refs = list(self._pending.values())
-        ready, _ = flow.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
-        for i, ref in list(self._pending.items()):
-            if ref in ready:
-                del self._pending[i]
-                try:
-                    episodes.extend(flow.get(ref))
-                except WorkerError as err:
-                    raise self.workers.worker_failure(err) from err
-        return episodes
+                self._pending[i] = (handle, handle.pop_metrics.remote())
+        if self._pending:
+            refs = [ref for _, ref in self._pending.values()]
+            ready, _ = flow.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
+            for i, (handle, ref) in list(self._pending.items()):
+                if ref in ready:
+                    del self._pending[i]
+                    reports.extend(self._read(i, handle, ref))
+        counters = flow.current_metrics().counters
+        counters[keys.NUM_ENV_RESTARTS] += sum(r.env_restarts for r in reports)
+        return [episode for r in reports for episode in r.episodes]
+
+    def _read(self, index: int, handle: Any, ref: Any) -> list[WorkerMetrics]:
+        """Worker ``index``'s report, or none if it died (it is recreated, or the error named)."""
+        try:
+            return [flow.get(ref)]
+        except ActorDiedError as err:
+            recreate_in_plan(self.workers, index, dead=handle, error=err)
+        except WorkerError as err:
+            raise self.workers.worker_failure(err) from err
+        return []
 
     def __call__(self, _item: Any) -> dict[str, Any]:
         ctx = flow.current_metrics()
@@ -197,7 +205,9 @@ class CollectMetrics:
             "num_agent_steps_trained": counters[keys.NUM_AGENT_STEPS_TRAINED],
             "num_env_steps_sampled_this_iter": sampled - counters[keys.LAST_REPORT_SAMPLED],
             "num_env_steps_trained_this_iter": trained - counters[keys.LAST_REPORT_TRAINED],
-            "num_healthy_workers": len(self.workers.remote_workers()),
+            keys.NUM_HEALTHY_WORKERS: self.workers.num_healthy_workers(),
+            keys.NUM_WORKER_RESTARTS: counters[keys.NUM_WORKER_RESTARTS],
+            keys.NUM_ENV_RESTARTS: counters[keys.NUM_ENV_RESTARTS],
             "info": {keys.LEARNER_INFO: {}, **public_info},
             "counters": dict(counters),
             "timers": self._timers(ctx),

@@ -17,8 +17,9 @@ import numpy as np
 from rlflow import flow
 from rlflow.checks import check_int
 from rlflow.data import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
-from rlflow.errors import ConfigError, ConfigTypeError, PlanError, WorkerError
+from rlflow.errors import ConfigError, ConfigTypeError, PlanError
 from rlflow.ops import keys
+from rlflow.ops.recovery import rollout_recovery
 from rlflow.workers import Gradients, WorkerSet, current_worker
 
 __all__ = [
@@ -55,17 +56,11 @@ def _concat_round(batches: list[Batch]) -> Batch:
     return SampleBatch.concat_samples(batches)
 
 
-class _NameDeadWorkers:
-    """``transform``: a :class:`WorkerError` from the stream names the dead workers' indexes."""
-
-    def __init__(self, workers: WorkerSet) -> None:
-        self.workers = workers
-
-    def __call__(self, upstream: Iterator[Any]) -> Iterator[Any]:
-        try:
-            yield from upstream
-        except WorkerError as err:
-            raise self.workers.worker_failure(err) from err
+def _worker_shards(workers: WorkerSet) -> flow.ParallelIterator[Any]:
+    """The remote workers as shards; a dead one is recreated (see ``rlflow.ops.recovery``)."""
+    remote = workers.remote_workers()
+    name = f"rollout_workers[1..{len(remote)}]"
+    return flow.from_actors(remote, name=name, recovery=rollout_recovery(workers))
 
 
 class _LocalSamples:
@@ -108,7 +103,11 @@ def parallel_rollouts(
 
     With no remote workers, bulk_sync and async sample on the local worker. Side effects:
     ``workers.sync_weights()`` now; counters ``num_env_steps_sampled`` and
-    ``num_agent_steps_sampled`` grow by each item's steps. A dead worker raises
+    ``num_agent_steps_sampled`` grow by each item's steps. A worker that dies is recreated with
+    the same index and the learner's weights (counter ``num_worker_restarts``; see
+    ``rlflow.ops.recovery``): its requests in flight are lost (never counted), a bulk_sync
+    round it was part of is shorter, and the new worker joins the next one. With
+    ``recreate_failed_workers=False``, or ``max_worker_restarts`` reached, a dead worker raises
     :class:`WorkerError` naming its index.
 
     >>> from rlflow import flow
@@ -133,7 +132,7 @@ def parallel_rollouts(
     if not remote:
         local = flow.from_iterable(_LocalSamples(workers), name="local_rollouts")
         return local.for_each(_count_sampled)
-    shards = flow.from_actors(remote, name=f"rollout_workers[1..{len(remote)}]")
+    shards = _worker_shards(workers)
     if mode == "raw":
         return shards
     rounds: flow.LocalIterator[Any]
@@ -141,7 +140,7 @@ def parallel_rollouts(
         rounds = shards.batch_across_shards().for_each(_concat_round)
     else:
         rounds = shards.gather_async(num_async=num_async)
-    return rounds.transform(_NameDeadWorkers(workers)).for_each(_count_sampled)
+    return rounds.for_each(_count_sampled)
 
 
 def _gradients_on_worker(batch: Batch) -> Gradients:
@@ -189,18 +188,12 @@ def async_gradients(workers: WorkerSet) -> flow.LocalIterator[Gradients]:
     current weights; the gradient is never computed on the driver. With no remote workers the
     local worker does both. Side effects: ``workers.sync_weights()`` now; counters
     ``num_env_steps_sampled`` / ``num_agent_steps_sampled``; ``info["learner"]`` = the stats;
-    timer ``grad_wait``.
+    timer ``grad_wait``. A worker that dies is recreated as in :func:`parallel_rollouts`.
     """
     workers.sync_weights()
-    remote = workers.remote_workers()
     grads: flow.LocalIterator[Gradients]
-    if remote:
-        shards = flow.from_actors(remote, name=f"rollout_workers[1..{len(remote)}]")
-        grads = (
-            shards.for_each(_gradients_on_worker)
-            .gather_async()
-            .transform(_NameDeadWorkers(workers))
-        )
+    if workers.remote_workers():
+        grads = _worker_shards(workers).for_each(_gradients_on_worker).gather_async()
     else:
         grads = flow.from_iterable(_LocalGradients(workers), name="local_gradients")
     return grads.for_each(_RecordGradients())

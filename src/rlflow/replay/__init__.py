@@ -8,6 +8,8 @@
 - `make_replay_buffer`, `beta_schedule`, `training_intensity_weights`: a replay-based
   algorithm's buffer, beta schedule and round-robin weights, from its config.
 - `SumSegmentTree`, `MinSegmentTree`: the trees behind prioritized sampling.
+- `register_replay_buffer`, `ReplayShards`: a plan names its buffers for checkpoints
+  (``checkpoint_replay_buffers``).
 """
 
 from rlflow.replay.actors import (
@@ -17,6 +19,13 @@ from rlflow.replay.actors import (
     split_shard_indexes,
 )
 from rlflow.replay.buffers import PrioritizedReplayBuffer, ReplayBuffer, replay_forever
+from rlflow.replay.checkpoint import (
+    ReplayShards,
+    register_replay_buffer,
+    replay_buffer_states,
+    replay_buffers,
+    restore_replay_buffers,
+)
 from rlflow.replay.factory import (
     ReplayConfig,
     beta_schedule,
@@ -41,13 +50,18 @@ __all__ = [
     "ReplayConfig",
     "ReplayActor",
     "ReplayBuffer",
+    "ReplayShards",
     "SumSegmentTree",
     "beta_schedule",
     "create_replay_actors",
     "make_replay_buffer",
     "n_step_transitions",
     "next_power_of_two",
+    "register_replay_buffer",
+    "replay_buffer_states",
+    "replay_buffers",
     "replay_forever",
+    "restore_replay_buffers",
     "split_shard_indexes",
     "training_intensity_weights",
 ]

@@ -1,4 +1,6 @@
-"""Tiny deterministic environments for tests: every value is known in advance."""
+"""Tiny deterministic environments for tests: every value is known in advance; and
+`CrashingEnv` (`rlflow.envs.crashing`), a wrapper that raises in ``step``/``reset`` on cue or
+with a probability, for tests of ``restart_failed_sub_environments``."""
 
 from __future__ import annotations
 
@@ -10,6 +12,9 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from rlflow.checks import check_int
+from rlflow.envs.crashing import CrashingEnv, EnvCrashError
+
+__all__ = ["CountingEnv", "CrashingEnv", "EnvCrashError"]
 
 
 class CountingEnv(gym.Env[npt.NDArray[np.float32], np.int64]):

@@ -7,7 +7,8 @@ Env stepping, for training and evaluation alike, is `rlflow.workers.sampler.Samp
 single-agent hot loop is `rlflow.workers.vector_sampler.VectorSampler._step`.
 """
 
-from rlflow.workers.rollout_worker import Gradients, RolloutWorker, current_worker
+from rlflow.workers.records import Gradients, WorkerMetrics
+from rlflow.workers.rollout_worker import RolloutWorker, current_worker
 from rlflow.workers.worker_set import WorkerSet
 
-__all__ = ["Gradients", "RolloutWorker", "WorkerSet", "current_worker"]
+__all__ = ["Gradients", "RolloutWorker", "WorkerMetrics", "WorkerSet", "current_worker"]

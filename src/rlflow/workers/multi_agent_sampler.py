@@ -14,6 +14,14 @@ Agents may join mid-episode (they appear in ``obs``) and leave (their ``terminat
 ``truncateds`` entry is True). A reward given to an agent that did not act in that step is
 added to its last row (to its next row when the last one already went out with a fragment).
 
+An env that raises in ``reset`` or ``step`` gets a note naming the env, the worker and its
+index, and the error propagates; with ``restart_failed`` the env is closed and rebuilt instead
+(first reset with `rlflow.envs.validation.restart_seed`), its episode is not reported, each
+agent's pending action (whose outcome never came) is dropped and its trajectory ends at its
+last complete row as a truncation (bootstrap V(that row's next observation)), as in
+`VectorSampler`. Agents' observations are checked against their spaces on the first
+`OBS_CHECK_STEPS` steps after each env is built (`ConfigError` naming the env and the agent).
+
 Episode stats (`rlflow.envs.EpisodeStat`) hold one `rlflow.envs.AgentReturn` per agent life:
 from when the agent joined to when it left (or the episode ended), so an agent that leaves
 and re-joins counts each stay as one agent episode. Evaluation (`Sampler.run_episodes`) takes
@@ -29,24 +37,30 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from rlflow.checks import check_bool
 from rlflow.data.sample_batch import (
     ACTION_DIST_INPUTS,
     ACTIONS,
-    AGENT_INDEX,
-    EPS_ID,
     LOGP,
-    NEXT_OBS,
     OBS,
-    REWARDS,
-    TERMINATEDS,
-    TRUNCATEDS,
     VF_PREDS,
     MultiAgentBatch,
     SampleBatch,
 )
-from rlflow.envs.multi_agent import ALL_AGENTS, MultiAgentEnv
+from rlflow.envs.multi_agent import ALL_AGENTS, MultiAgentEnv, MultiAgentStep
+from rlflow.envs.validation import (
+    MAX_RESTART_ATTEMPTS,
+    OBS_CHECK_STEPS,
+    check_observation,
+    close_quietly,
+    env_failure_note,
+    env_name,
+    restart_seed,
+)
 from rlflow.envs.vector import AgentReturn, EpisodeStat, env_action
+from rlflow.errors import ConfigError
 from rlflow.policy import TorchPolicy
+from rlflow.workers.agent_trajectory import AgentTrajectory
 from rlflow.workers.sampler import (
     MappingFn,
     Sampler,
@@ -66,96 +80,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 Array = npt.NDArray[Any]
-_ACT_COLUMNS = (OBS, ACTIONS, LOGP, VF_PREDS, ACTION_DIST_INPUTS)
-"""Columns written when an agent acts (the others when the outcome of its action is known)."""
-
-
-class _Trajectory:
-    """Rows of one agent in one episode that were not emitted yet."""
-
-    __slots__ = (
-        "agent_index",
-        "columns",
-        "eps_id",
-        "last_next_obs",
-        "policy_id",
-        "rows",
-        "unassigned_reward",
-    )
-
-    def __init__(self, policy_id: str, eps_id: int, agent_index: int) -> None:
-        self.policy_id = policy_id
-        self.eps_id = eps_id
-        self.agent_index = agent_index
-        self.columns: dict[str, list[Any]] = {
-            name: [] for name in (*_ACT_COLUMNS, REWARDS, TERMINATEDS, TRUNCATEDS, NEXT_OBS)
-        }
-        self.rows = 0  # complete rows (action, reward and outcome known)
-        self.last_next_obs: Any = None
-        self.unassigned_reward = 0.0  # late reward that came after the last row was taken
-
-    @property
-    def pending(self) -> bool:
-        """True after an action whose outcome has not come back yet."""
-        return len(self.columns[OBS]) > self.rows
-
-    def act(self, ob: Any, action: Any, logp: float, vf: float, dist: Array) -> None:
-        cols = self.columns
-        cols[OBS].append(ob)
-        cols[ACTIONS].append(action)
-        cols[LOGP].append(logp)
-        cols[VF_PREDS].append(vf)
-        cols[ACTION_DIST_INPUTS].append(dist)
-
-    def outcome(self, reward: float, next_ob: Any, *, terminated: bool, truncated: bool) -> None:
-        cols = self.columns
-        cols[REWARDS].append(reward + self.unassigned_reward)
-        self.unassigned_reward = 0.0
-        cols[TERMINATEDS].append(terminated)
-        cols[TRUNCATEDS].append(truncated)
-        cols[NEXT_OBS].append(next_ob)
-        self.last_next_obs = next_ob
-        self.rows += 1
-
-    def add_late_reward(self, reward: float) -> None:
-        if self.rows:
-            self.columns[REWARDS][self.rows - 1] += reward
-        else:  # the last row went out with the previous fragment: the next row gets it
-            self.unassigned_reward += reward
-
-    def end_idle(self, final_ob: Any, *, terminated: bool, truncated: bool) -> None:
-        """The agent left in a step it did not act in: its last row now ends its trajectory."""
-        if not self.rows:
-            return
-        cols, k = self.columns, self.rows - 1
-        cols[TERMINATEDS][k] = terminated
-        cols[TRUNCATEDS][k] = truncated
-        if final_ob is not None:
-            cols[NEXT_OBS][k] = self.last_next_obs = final_ob
-
-    def take(self) -> SampleBatch:
-        """The complete rows as a batch; a pending row stays."""
-        n = self.rows
-        cols = self.columns
-        batch = SampleBatch(
-            {
-                OBS: np.asarray(cols[OBS][:n]),
-                ACTIONS: np.asarray(cols[ACTIONS][:n]),
-                REWARDS: np.asarray(cols[REWARDS], dtype=np.float32),
-                TERMINATEDS: np.asarray(cols[TERMINATEDS], dtype=bool),
-                TRUNCATEDS: np.asarray(cols[TRUNCATEDS], dtype=bool),
-                LOGP: np.asarray(cols[LOGP][:n], dtype=np.float32),
-                VF_PREDS: np.asarray(cols[VF_PREDS][:n], dtype=np.float32),
-                ACTION_DIST_INPUTS: np.asarray(cols[ACTION_DIST_INPUTS][:n], dtype=np.float32),
-                NEXT_OBS: np.asarray(cols[NEXT_OBS]),
-                EPS_ID: np.full(n, self.eps_id, dtype=np.int64),
-                AGENT_INDEX: np.full(n, self.agent_index, dtype=np.int64),
-            }
-        )
-        for values in cols.values():
-            del values[:n]  # the pending action (if any) stays
-        self.rows = 0
-        return batch
+_Trajectory = AgentTrajectory  # its old name, for states pickled before it moved
 
 
 class _EnvSlot:
@@ -180,7 +105,7 @@ class _EnvSlot:
         self.returns: dict[str, float] = {}
         self.finished: list[AgentReturn] = []
         self.policy_of: dict[str, str] = {}
-        self.trajectories: dict[str, _Trajectory] = {}
+        self.trajectories: dict[str, AgentTrajectory] = {}
 
 
 class MultiAgentSampler(Sampler):
@@ -194,6 +119,9 @@ class MultiAgentSampler(Sampler):
         seed: env ``j`` is reset with ``seed + j`` first (None: unseeded).
         new_eps_id: gives a fresh episode id (unique across the run's workers).
         explore: sample actions (True) or take the greedy ones.
+        restart_failed: rebuild an env that raises (see the module docstring).
+        env_id: the env's name in messages (default: the env's class name).
+        worker_index: the rollout worker's index, for messages.
 
     Every row has `NEXT_OBS` (replay and V-trace learners read it) and `AGENT_INDEX`.
     """
@@ -208,10 +136,21 @@ class MultiAgentSampler(Sampler):
         new_eps_id: Callable[[], int],
         *,
         explore: bool = True,
+        restart_failed: bool = False,
+        env_id: str | None = None,
+        worker_index: int | None = None,
     ) -> None:
         """Build the envs (reset on the first ``sample()``)."""
         super().__init__(explore=explore)
+        self._creator = creator
         self.slots = [_EnvSlot(as_multi_agent_env(creator())) for _ in range(num_envs)]
+        self.restart_failed = check_bool(restart_failed, "MultiAgentSampler: restart_failed")
+        """Rebuild an env that raises (True) or let the error propagate."""
+        self.env_id = env_id if env_id is not None else env_name(self.slots[0].env)
+        self._worker_index = worker_index
+        self._restarts = [0] * num_envs
+        self._num_restarts = 0
+        self._obs_checks = [OBS_CHECK_STEPS] * num_envs
         self.policies = policies
         self.mapping_fn = mapping_fn
         self._policy_ids = list(policies)
@@ -226,8 +165,18 @@ class MultiAgentSampler(Sampler):
         self._out: dict[str, list[SampleBatch]] = {pid: [] for pid in self._policy_ids}
 
     # ------------------------------------------------------------------ episodes
-    def _start_episode(self, slot: _EnvSlot, seed: int | None) -> None:
-        obs, _ = slot.env.reset(seed=seed)
+    def _start_episode(self, j: int, slot: _EnvSlot, seed: int | None) -> None:
+        try:
+            obs, _ = slot.env.reset(seed=seed)
+        except ConfigError:
+            raise
+        except Exception as err:  # noqa: BLE001 - any env error: rebuild it or name it
+            obs = self._rebuild(j, slot, err, "reset")
+        if self._obs_checks[j]:
+            self._check_obs(j, slot, obs, "reset")
+        self._begin_episode(slot, obs)
+
+    def _begin_episode(self, slot: _EnvSlot, obs: dict[str, Any]) -> None:
         slot.obs = {a: ob for a, ob in obs.items() if a in slot.env.agents}
         slot.eps_id = self._new_eps_id()
         slot.length = 0
@@ -243,10 +192,10 @@ class MultiAgentSampler(Sampler):
             slot.policy_of[agent] = pid
         return pid
 
-    def _trajectory(self, slot: _EnvSlot, agent: str) -> _Trajectory:
+    def _trajectory(self, slot: _EnvSlot, agent: str) -> AgentTrajectory:
         traj = slot.trajectories.get(agent)
         if traj is None:
-            traj = _Trajectory(
+            traj = AgentTrajectory(
                 self._policy_for(slot, agent), slot.eps_id, self._agent_index.get(agent, -1)
             )
             slot.trajectories[agent] = traj
@@ -262,13 +211,13 @@ class MultiAgentSampler(Sampler):
         self._length = length
         if not self._started:
             for j, slot in enumerate(self.slots):
-                self._start_episode(slot, None if self._seed is None else self._seed + j)
+                self._start_episode(j, slot, None if self._seed is None else self._seed + j)
             self._started = True
 
     def _step(self, t: int, *, record: bool) -> None:
         self._act_all()
-        for slot in self.slots:
-            self._step_slot(slot, record=record)
+        for j, slot in enumerate(self.slots):
+            self._step_slot(j, slot, record=record)
 
     def _take_fragment(self) -> MultiAgentBatch:
         """Every agent's rows so far, postprocessed per policy; env steps = length * envs."""
@@ -295,15 +244,11 @@ class MultiAgentSampler(Sampler):
                     slot.obs[agent], actions[k], float(logp[k]), float(vf[k]), dist[k]
                 )
 
-    def _step_slot(self, slot: _EnvSlot, *, record: bool) -> None:
+    def _step_slot(self, j: int, slot: _EnvSlot, *, record: bool) -> None:
         env = slot.env
-        actions = {
-            agent: env_action(
-                self._action_spaces.get(agent), slot.trajectories[agent].columns[ACTIONS][-1]
-            )
-            for agent in slot.obs
-        }
-        step = env.step(actions)
+        step = self._env_step(j, slot, record=record)
+        if step is None:
+            return
         slot.length += 1
         all_term = bool(step.terminateds.get(ALL_AGENTS, False))
         all_trunc = bool(step.truncateds.get(ALL_AGENTS, False))
@@ -327,10 +272,75 @@ class MultiAgentSampler(Sampler):
                 self._close(slot, agent, record=record, terminated=terminated)
         if over:
             self._record_episode(slot)
-            self._start_episode(slot, None)
+            self._start_episode(j, slot, None)
             return
         active = set(env.agents)
         slot.obs = {a: ob for a, ob in step.obs.items() if a in active}
+
+    def _env_step(self, j: int, slot: _EnvSlot, *, record: bool) -> MultiAgentStep | None:
+        """Step env ``j`` with its agents' actions; None if it raised and was rebuilt."""
+        actions = {
+            agent: env_action(
+                self._action_spaces.get(agent), slot.trajectories[agent].columns[ACTIONS][-1]
+            )
+            for agent in slot.obs
+        }
+        try:
+            step = slot.env.step(actions)
+        except ConfigError:
+            raise
+        except Exception as err:  # noqa: BLE001 - any env error: rebuild it or name it
+            obs = self._rebuild(j, slot, err, "step")
+            for traj in slot.trajectories.values():  # the episode ends at its last good rows
+                traj.cut()
+                if record and traj.rows:
+                    self._emit(traj, terminated=False)
+            self._begin_episode(slot, obs)  # the partial episode is not reported
+            return None
+        if self._obs_checks[j]:
+            self._obs_checks[j] -= 1
+            self._check_obs(j, slot, step.obs, "step")
+        return step
+
+    def _rebuild(self, j: int, slot: _EnvSlot, err: Exception, method: str) -> dict[str, Any]:
+        """Close env ``j``, build and reset a new one; its first observations (see the module
+        docstring). Raises ``err`` with a note when restarts are off or keep failing."""
+        note = env_failure_note(self.env_id, self._worker_index, j, method)
+        if not self.restart_failed:
+            err.add_note(note)
+            raise err
+        logger.warning("%s: %r; rebuilding the env", note, err)
+        for _ in range(MAX_RESTART_ATTEMPTS):
+            close_quietly(slot.env)
+            self._restarts[j] += 1
+            try:
+                slot.env = as_multi_agent_env(self._creator())
+                obs, _ = slot.env.reset(seed=restart_seed(self._seed, j, self._restarts[j]))
+            except ConfigError:
+                raise
+            except Exception as again:  # noqa: BLE001 - the rebuilt env failed too: once more
+                err = again
+                continue
+            self._num_restarts += 1
+            self._obs_checks[j] = OBS_CHECK_STEPS
+            self._check_obs(j, slot, obs, "reset")
+            return dict(obs)
+        err.add_note(f"{note}; rebuilt {MAX_RESTART_ATTEMPTS} times, each failed to reset")
+        raise err
+
+    def _check_obs(self, j: int, slot: _EnvSlot, obs: Mapping[str, Any], method: str) -> None:
+        """`check_observation` of each agent's observation from env ``j``'s ``method``."""
+        worker = "" if self._worker_index is None else f", rollout worker {self._worker_index}"
+        for agent, ob in obs.items():
+            space = slot.env.observation_spaces.get(agent)
+            if space is not None:
+                where = f"env {self.env_id!r}{worker}, env {j}, agent {agent!r}, {method}()"
+                check_observation(space, ob, where=where)
+
+    @property
+    def num_env_restarts(self) -> int:
+        """Envs rebuilt after they raised, so far."""
+        return self._num_restarts
 
     def _close(self, slot: _EnvSlot, agent: str, *, record: bool, terminated: bool) -> None:
         """The agent left: count its return; emit its rows (evaluation drops them)."""
@@ -339,7 +349,7 @@ class MultiAgentSampler(Sampler):
         if record and traj.rows:
             self._emit(traj, terminated=terminated)
 
-    def _emit(self, traj: _Trajectory, *, terminated: bool) -> None:
+    def _emit(self, traj: AgentTrajectory, *, terminated: bool) -> None:
         """Postprocess the trajectory's complete rows with the right bootstrap value."""
         policy = self.policies[traj.policy_id]
         last_value = 0.0
@@ -371,6 +381,8 @@ class MultiAgentSampler(Sampler):
         self.slots = state["slots"]
         self._started = state["started"]
         self._episodes = list(state["episodes"])
+        self._restarts = [0] * len(self.slots)
+        self._obs_checks = [0] * len(self.slots)
 
     @property
     def envs(self) -> list[Any]:

@@ -15,12 +15,13 @@ fresh envs.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import itertools
 import logging
 import pickle
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -32,10 +33,11 @@ from rlflow.envs import EpisodeStat, make_env_creator
 from rlflow.errors import ConfigError
 from rlflow.flow import ParallelIteratorWorker, ShardReply
 from rlflow.policy import TorchPolicy
+from rlflow.workers.records import Gradients, WorkerMetrics
 from rlflow.workers.sampler import Sampler, is_multi_agent_env, make_sampler, policy_spaces
 from rlflow.workers.vector_sampler import VectorSampler
 
-__all__ = ["Gradients", "RolloutWorker", "current_worker"]
+__all__ = ["Gradients", "RolloutWorker", "WorkerMetrics", "current_worker"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,17 +71,6 @@ def current_worker() -> RolloutWorker:
             "function shipped to rollout workers (ParallelIterator.for_each on from_actors(...))"
         )
     return worker
-
-
-class Gradients(NamedTuple):
-    """Gradients of one batch: ``(grads, env_steps)`` plus the learner stats of the loss."""
-
-    grads: dict[PolicyID, list[Array]]
-    """Per policy, one array per trainable parameter (as ``TorchPolicy.compute_gradients``)."""
-    env_steps: int
-    """Env steps in the batch the gradients were computed on (the "count")."""
-    stats: dict[PolicyID, dict[str, float]]
-    """Per policy, the loss stats (``policy_loss``, ``vf_loss``, ...)."""
 
 
 class RolloutWorker(ParallelIteratorWorker):
@@ -160,6 +151,8 @@ class RolloutWorker(ParallelIteratorWorker):
                 mapping_fn=self.config.policy_mapping_fn,
                 seed=self._env_seed(),
                 new_eps_id=self._new_eps_id,
+                restart_failed=self.config.restart_failed_sub_environments,
+                worker_index=self.worker_index,
             )
         return self._sampler
 
@@ -206,6 +199,8 @@ class RolloutWorker(ParallelIteratorWorker):
             seed=seed,
             new_eps_id=itertools.count(1).__next__,
             explore=explore,
+            restart_failed=self.config.restart_failed_sub_environments,
+            worker_index=self.worker_index,
         )
         try:
             return sampler.run_episodes(num_episodes)
@@ -229,20 +224,19 @@ class RolloutWorker(ParallelIteratorWorker):
                 f"RolloutWorker {self.worker_index}.set_task: env {self.config.env!r} is "
                 "multi-agent; set_task needs single-agent TaskSettableEnvs"
             )
-        for i, env in enumerate(sampler.envs):
-            target: Any = getattr(env, "unwrapped", env)
-            if not callable(getattr(target, "set_task", None)):
-                raise ConfigError(
-                    f"RolloutWorker {self.worker_index}.set_task: sub-env {i} "
-                    f"({type(target).__name__}) has no set_task(task); meta-learning needs a "
-                    "TaskSettableEnv such as rlflow.envs.point_nav.PointNavigation2D"
-                )
-            target.set_task(task)
-        sampler.restart()
+        sampler.set_task(task)
 
     def pop_episode_stats(self) -> list[EpisodeStat]:
         """Episodes finished since the last call, in the order they ended."""
         return [] if self._sampler is None else self._sampler.pop_episode_stats()
+
+    def pop_env_restarts(self) -> int:
+        """Sub-envs rebuilt since the last call (``restart_failed_sub_environments``)."""
+        return 0 if self._sampler is None else self._sampler.pop_env_restarts()
+
+    def pop_metrics(self) -> WorkerMetrics:
+        """`pop_episode_stats` and `pop_env_restarts` in one call (one round trip)."""
+        return WorkerMetrics(self.pop_episode_stats(), self.pop_env_restarts())
 
     # ------------------------------------------------------------------------ learning
     def get_policy(self, policy_id: PolicyID = DEFAULT_POLICY_ID) -> TorchPolicy:
@@ -370,29 +364,28 @@ class RolloutWorker(ParallelIteratorWorker):
             self._sampler.close()
 
     # ----------------------------------------------- shard reads run with this worker current
-    def par_iter_next(self, key: int) -> Any:
-        """As :meth:`ParallelIteratorWorker.par_iter_next`, with :func:`current_worker` set."""
+    @contextlib.contextmanager
+    def _as_current(self) -> Iterator[None]:
         token = _CURRENT.set(self)
         try:
-            return super().par_iter_next(key)
+            yield
         finally:
             _CURRENT.reset(token)
+
+    def par_iter_next(self, key: int) -> Any:
+        """As :meth:`ParallelIteratorWorker.par_iter_next`, with :func:`current_worker` set."""
+        with self._as_current():
+            return super().par_iter_next(key)
 
     def par_iter_next_batch(self, key: int, batch_ms: float) -> ShardReply:
         """As :meth:`ParallelIteratorWorker.par_iter_next_batch`, with the worker current."""
-        token = _CURRENT.set(self)
-        try:
+        with self._as_current():
             return super().par_iter_next_batch(key, batch_ms)
-        finally:
-            _CURRENT.reset(token)
 
     def par_iter_slice(self, key: int, step: int, start: int) -> Any:
         """As :meth:`ParallelIteratorWorker.par_iter_slice`, with the worker current."""
-        token = _CURRENT.set(self)
-        try:
+        with self._as_current():
             return super().par_iter_slice(key, step, start)
-        finally:
-            _CURRENT.reset(token)
 
     def __repr__(self) -> str:
         return f"RolloutWorker(index={self.worker_index})"

@@ -27,7 +27,9 @@ import gymnasium as gym
 
 from rlflow.checks import check_int
 from rlflow.data import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from rlflow.envs.creator import make_env_creator
 from rlflow.envs.multi_agent import MultiAgentEnv
+from rlflow.envs.validation import env_name
 from rlflow.envs.vector import EpisodeStat
 from rlflow.errors import ConfigError
 from rlflow.policy import TorchPolicy
@@ -36,6 +38,7 @@ __all__ = [
     "Sampler",
     "agent_policy_map",
     "as_multi_agent_env",
+    "check_policy_spaces",
     "is_multi_agent_env",
     "make_sampler",
     "policy_spaces",
@@ -60,6 +63,7 @@ class Sampler(abc.ABC):
         """Keep the acting mode; envs are built by the subclass."""
         self.explore = explore
         """Sample actions (True) or take the greedy ones (False)."""
+        self._env_restarts_popped = 0
 
     def sample(self, length: int) -> SampleBatch | MultiAgentBatch:
         """Training: step every env ``length`` times; return the postprocessed rows."""
@@ -104,6 +108,17 @@ class Sampler(abc.ABC):
     def pop_episode_stats(self) -> list[EpisodeStat]:
         """Episodes finished since the last call, in the order they ended."""
 
+    @property
+    @abc.abstractmethod
+    def num_env_restarts(self) -> int:
+        """Envs rebuilt after they raised (``restart_failed``) since the envs were built."""
+
+    def pop_env_restarts(self) -> int:
+        """Env rebuilds since the last call (a count to add to a run's ``num_env_restarts``)."""
+        total = self.num_env_restarts
+        new, self._env_restarts_popped = max(total - self._env_restarts_popped, 0), total
+        return new
+
     @abc.abstractmethod
     def get_state(self) -> Any:
         """The envs and episodes in progress (picklable)."""
@@ -127,21 +142,32 @@ def make_sampler(
     seed: int | None,
     new_eps_id: Callable[[], int],
     explore: bool = True,
+    restart_failed: bool = False,
+    env_id: str | None = None,
+    worker_index: int | None = None,
 ) -> Sampler:
     """The sampler for an env: a `MultiAgentSampler` or a `VectorSampler` of its one policy.
 
     ``seed``: env ``j`` is first reset with ``seed + j`` (None: unseeded); ``new_eps_id`` gives
-    the episode ids (unique across the run's workers).
+    the episode ids (unique across the run's workers). ``restart_failed``: rebuild an env that
+    raises (``restart_failed_sub_environments``); ``env_id`` and ``worker_index`` name the env
+    in error messages.
     """
     from rlflow.workers.multi_agent_sampler import MultiAgentSampler
     from rlflow.workers.vector_sampler import VectorSampler
 
+    options: dict[str, Any] = {
+        "explore": explore,
+        "restart_failed": restart_failed,
+        "env_id": env_id,
+        "worker_index": worker_index,
+    }
     if multi_agent:
         return MultiAgentSampler(
-            creator, num_envs, policies, mapping_fn, seed, new_eps_id, explore=explore
+            creator, num_envs, policies, mapping_fn, seed, new_eps_id, **options
         )
     (policy,) = policies.values()
-    return VectorSampler(creator, num_envs, policy, seed, new_eps_id, explore=explore)
+    return VectorSampler(creator, num_envs, policy, seed, new_eps_id, **options)
 
 
 def agent_policy_map(
@@ -218,3 +244,31 @@ def policy_spaces(
             )
         out[pid] = (obs_space, act_space)
     return out
+
+
+def check_policy_spaces(config: Any, policy_cls: type[TorchPolicy], algo: str) -> None:
+    """Build each policy of a run once, on the driver, on the spaces of one probe env: a
+    `ConfigError` naming the algorithm, the env and its spaces if a policy cannot take them
+    (DQN with a Box action space; any policy with a MultiDiscrete one: rlflow has no
+    distribution for it). The probe env is closed at once; no actor or backend is started.
+    """
+    from rlflow.config import resolve_policies
+
+    probe = make_env_creator(config.env, **config.env_config)()
+    try:
+        multi_agent = is_multi_agent_env(probe)
+        specs = config.policy_specs()
+        mapping_fn = config.policy_mapping_fn
+        spaces_of = policy_spaces(probe, specs, mapping_fn, config.env, multi_agent=multi_agent)
+    finally:
+        probe.close()
+    for pid, (cls, policy_config) in resolve_policies(config, policy_cls).items():
+        obs_space, act_space = spaces_of[pid]
+        try:
+            cls(obs_space, act_space, policy_config, seed=0)
+        except ConfigError as err:
+            policy = "" if pid == DEFAULT_POLICY_ID else f" (policy {pid!r}, {cls.__name__})"
+            raise ConfigError(
+                f"algorithm {algo!r}{policy} cannot use env {env_name(config.env)!r}: its "
+                f"action space is {act_space}, its observation space {obs_space}; {err}"
+            ) from None

@@ -4,6 +4,12 @@ Each step is one batched inference over every sub-env, one `VectorEnv.step` and 
 row writes into buffers allocated once (no per-step dicts): this is the hot loop of sampling.
 Each episode fragment is then postprocessed by the policy (advantages, value targets) with
 bootstrap value 0 after a terminal step and V(s) after a truncation or at the fragment's end.
+
+A sub-env that raises in ``step`` is rebuilt when ``restart_failed`` (see `VectorEnv`): the
+row of the failed step (an action whose outcome never came) is dropped from the fragment, and
+the episode's last good row before it, if it is in this fragment, is marked truncated and
+bootstrapped from V(the observation the failed action was taken on), so no trajectory mixes
+two episodes. The episode is not reported in the episode stats; the fragment has one row less.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from rlflow.data.sample_batch import (
     SampleBatch,
 )
 from rlflow.envs.vector import EpisodeStat, VectorEnv
+from rlflow.errors import ConfigError
 from rlflow.policy import TorchPolicy
 from rlflow.workers.sampler import Sampler
 
@@ -62,6 +69,8 @@ class _Buffers:
         self.truncateds = np.zeros(shape, dtype=bool)
         self.eps_id = np.zeros(shape, dtype=np.int64)
         self.boot_values = np.zeros(shape, dtype=np.float32)
+        self.dropped = np.zeros(shape, dtype=bool)
+        """Rows of failed steps (a sub-env rebuilt), left out of the fragment."""
 
     def fragment(self, a: int, b: int, env: int) -> SampleBatch:
         """Rows ``a:b`` of sub-env ``env`` as a batch of views."""
@@ -93,6 +102,9 @@ class VectorSampler(Sampler):
         seed: sub-env ``j`` is first reset with ``seed + j`` (None: unseeded).
         new_eps_id: gives a fresh episode id (unique across the run's workers).
         explore: sample actions (True) or take the greedy ones.
+        restart_failed: rebuild a sub-env that raises (see the module docstring).
+        env_id: the env's name in messages (default: its Gymnasium id or class).
+        worker_index: the rollout worker's index, for messages.
 
     The envs are built on the first `sample` (or `run_episodes`). Fragment rows are ordered by
     sub-env, then time; columns: OBS, ACTIONS, REWARDS, TERMINATEDS, TRUNCATEDS, LOGP,
@@ -110,9 +122,17 @@ class VectorSampler(Sampler):
         new_eps_id: Callable[[], int],
         *,
         explore: bool = True,
+        restart_failed: bool = False,
+        env_id: str | None = None,
+        worker_index: int | None = None,
     ) -> None:
         """Keep the parts; envs are built on the first step."""
         super().__init__(explore=explore)
+        self._env_options: dict[str, Any] = {
+            "restart_failed": restart_failed,
+            "env_id": env_id,
+            "worker_index": worker_index,
+        }
         self.policy = policy
         """The policy that acts and postprocesses."""
         self._creator = creator
@@ -130,7 +150,7 @@ class VectorSampler(Sampler):
     def _start(self, length: int) -> None:
         self._length = length
         if self.venv is None:
-            self.venv = VectorEnv(self._creator, self._num_envs, self._seed)
+            self.venv = VectorEnv(self._creator, self._num_envs, self._seed, **self._env_options)
             self._reset(self.venv)
 
     def _built(self) -> VectorEnv:
@@ -146,6 +166,20 @@ class VectorSampler(Sampler):
         follows the seeded one.
         """
         self._reset(self._built())
+
+    def set_task(self, task: Any) -> None:
+        """Set ``task`` on every sub-env (each must have ``set_task``, see
+        `rlflow.envs.point_nav.TaskSettableEnv`), then `restart` (new episodes under it)."""
+        for i, env in enumerate(self.envs):
+            target: Any = getattr(env, "unwrapped", env)
+            if not callable(getattr(target, "set_task", None)):
+                raise ConfigError(
+                    f"RolloutWorker {self._env_options['worker_index']}.set_task: sub-env {i} "
+                    f"({type(target).__name__}) has no set_task(task); meta-learning needs a "
+                    "TaskSettableEnv such as rlflow.envs.point_nav.PointNavigation2D"
+                )
+            target.set_task(task)
+        self.restart()
 
     def _reset(self, venv: VectorEnv) -> None:
         self._obs = venv.reset()
@@ -167,6 +201,8 @@ class VectorSampler(Sampler):
             buf.dist_inputs[t] = extra[ACTION_DIST_INPUTS]
             buf.eps_id[t] = self._eps_ids
         step = venv.step(actions, copy=False)
+        if venv.restarted and record and buf is not None:
+            self._cut_failed(buf, t, venv.restarted, step.final_obs)
         if record and buf is not None:
             buf.rewards[t] = step.rewards
             buf.terminateds[t] = step.terminateds
@@ -179,6 +215,15 @@ class VectorSampler(Sampler):
             self._eps_ids[i] = self._new_eps_id()
         # The env's own buffer, overwritten by the next step only after it was read.
         self._obs = step.next_obs
+
+    def _cut_failed(self, buf: _Buffers, t: int, failed: list[int], last_obs: Array) -> None:
+        """Drop row ``t`` of each sub-env in ``failed`` (its step raised; the env was rebuilt)
+        and end its episode at row ``t - 1`` as a truncation bootstrapped from ``last_obs``."""
+        for i in failed:
+            buf.dropped[t, i] = True
+            if t > 0 and not (buf.terminateds[t - 1, i] or buf.truncateds[t - 1, i]):
+                buf.truncateds[t - 1, i] = True
+                self._truncated.append((t - 1, i, last_obs[i].copy()))
 
     def _allocate(self, obs: Array, actions: Array, extra: dict[str, Array]) -> _Buffers:
         return _Buffers(
@@ -225,12 +270,16 @@ class VectorSampler(Sampler):
                 ends.append(length - 1)
             start = 0
             for end in ends:
+                if buf.dropped[end, i]:  # a failed step's row, alone in its piece
+                    start = end + 1
+                    continue
                 last_value = 0.0 if buf.terminateds[end, i] else float(buf.boot_values[end, i])
                 if not policy.use_critic:
                     last_value = 0.0
                 fragment = buf.fragment(start, end + 1, i)
                 pieces.append(policy.postprocess_trajectory(fragment, last_value=last_value))
                 start = end + 1
+        buf.dropped[:] = False
         return SampleBatch.concat_samples(pieces)
 
     @property
@@ -241,6 +290,11 @@ class VectorSampler(Sampler):
     def pop_episode_stats(self) -> list[EpisodeStat]:
         """Episodes finished since the last call, in the order they ended."""
         return [] if self.venv is None else self.venv.pop_episode_stats()
+
+    @property
+    def num_env_restarts(self) -> int:
+        """Sub-env rebuilds of this sampler's vector env so far."""
+        return 0 if self.venv is None else self.venv.num_restarts
 
     def get_state(self) -> tuple[VectorEnv, Array, npt.NDArray[np.int64]] | None:
         """``(vector env, observations to act on, episode ids)`` (pickle it whole); None
@@ -253,6 +307,9 @@ class VectorSampler(Sampler):
         """Restore :meth:`get_state` (the envs built here, if any, are closed first)."""
         self.close()
         self.venv, self._obs, self._eps_ids = state
+        if self.venv is not None:
+            self.venv.creator = self._creator  # not pickled with it
+        self._env_restarts_popped = self.num_env_restarts
 
     def close(self) -> None:
         """Close the sub-envs."""

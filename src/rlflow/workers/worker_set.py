@@ -1,4 +1,9 @@
-"""`WorkerSet`: the local (learner) rollout worker plus ``num_workers`` remote ones."""
+"""`WorkerSet`: the local (learner) rollout worker plus ``num_workers`` remote ones.
+
+A remote worker that dies is recreated with the same index (:meth:`WorkerSet.recreate_worker`)
+when the config allows it (``recreate_failed_workers``, ``max_worker_restarts``); the plan's
+rollout sources ask for it (see ``rlflow.ops.recovery``).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rlflow import flow
+from rlflow.checks import check_callable, check_int, check_number
 from rlflow.config import AlgorithmConfig
 from rlflow.errors import WorkerError
 from rlflow.policy import TorchPolicy
@@ -17,6 +23,7 @@ __all__ = ["WorkerSet"]
 logger = logging.getLogger(__name__)
 
 _PING_TIMEOUT_S = 5.0
+_START_TIMEOUT_S = 60.0
 
 
 class WorkerSet:
@@ -30,25 +37,52 @@ class WorkerSet:
     Args:
         config: the algorithm config; ``num_workers`` remote workers are started.
         policy_cls: the policy class every worker builds.
+        start_timeout_s: how long :meth:`recreate_worker` waits for a new actor to answer
+            when no other worker is healthy (seconds, > 0).
     """
 
-    def __init__(self, config: AlgorithmConfig, policy_cls: type[TorchPolicy]) -> None:
+    def __init__(
+        self,
+        config: AlgorithmConfig,
+        policy_cls: type[TorchPolicy],
+        *,
+        start_timeout_s: float = _START_TIMEOUT_S,
+    ) -> None:
         """Build the local worker now and start the remote actors."""
         self.config = config
+        self.policy_cls = policy_cls
+        self.start_timeout_s = check_number(
+            start_timeout_s, "WorkerSet: start_timeout_s", low=0, low_open=True
+        )
         self._local = RolloutWorker(config, policy_cls, worker_index=0)
-        actor_cls = flow.remote(RolloutWorker).options(num_cpus=1)
-        self._remote: list[Any] = [
-            actor_cls.remote(config, policy_cls, worker_index=i)
-            for i in range(1, config.num_workers + 1)
-        ]
+        self._actor_cls = flow.remote(RolloutWorker).options(num_cpus=1)
+        self._remote: list[Any] = [self._start(i) for i in range(1, config.num_workers + 1)]
+        self._dead: set[int] = set()
+        self._starting: dict[int, tuple[Any, Any]] = {}  # index -> (actor, its ping)
+        self.num_restarts = 0
+        """Workers recreated so far in this run (a restored run continues the count)."""
+        self._on_recreate: list[Callable[[Any], Any]] = []
+
+    def _start(self, index: int) -> Any:
+        return self._actor_cls.remote(self.config, self.policy_cls, worker_index=index)
 
     def local_worker(self) -> RolloutWorker:
         """The learner: a plain object in this process."""
         return self._local
 
     def remote_workers(self) -> list[Any]:
-        """Handles of the remote workers, in index order (index i is at position i - 1)."""
+        """Handles of the remote workers, in index order (index i is at position i - 1); a
+        worker found dead and not recreated yet keeps its dead handle."""
         return list(self._remote)
+
+    def healthy_workers(self) -> list[Any]:
+        """Handles of the remote workers not known to be dead, in index order."""
+        return [h for i, h in enumerate(self._remote, start=1) if i not in self._dead]
+
+    def num_healthy_workers(self) -> int:
+        """How many remote workers are not known to be dead (a failed call or ping marks a
+        worker dead until it is recreated)."""
+        return len(self._remote) - len(self._dead)
 
     def worker_index(self, actor: Any) -> int:
         """The index (1..N) of a remote worker's handle."""
@@ -65,14 +99,15 @@ class WorkerSet:
         to: Sequence[Any] | None = None,
         blocking: bool = False,
     ) -> None:
-        """Push the local worker's weights to the remote workers (all, or the handles in ``to``).
+        """Push the local worker's weights to the remote workers (the healthy ones, or the
+        handles in ``to``).
 
         The weights are stored once (``flow.put``) and the reference is passed to every
         ``set_weights`` call. Non-blocking by default: each actor runs the call before any
         later call from this process, so the next sample uses the new weights. With
         ``blocking=True`` it waits, and a dead worker raises :class:`WorkerError` naming it.
         """
-        targets = self._remote if to is None else list(to)
+        targets = self.healthy_workers() if to is None else list(to)
         if not targets:
             return
         ref = flow.put(self._local.get_weights(policies))
@@ -101,6 +136,94 @@ class WorkerSet:
                 continue
         return dead
 
+    def recreate_worker(
+        self,
+        index: int,
+        *,
+        dead: Any = None,
+        error: BaseException | None = None,
+        global_vars: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Replace the dead remote worker ``index`` (1..N) by a new actor with the same index
+        and config; return its handle, or None while it cannot start.
+
+        Once the new actor answers a ping it is sent the local worker's weights and
+        ``global_vars`` (before it samples), replaces the dead handle, and ``num_restarts``
+        grows by one. While other workers are healthy nobody waits: an actor still starting is
+        kept and None returned (a later call hands it out once it answers); with none healthy
+        it waits up to ``start_timeout_s``. Asked again about the same ``dead`` handle it
+        returns the handle that replaced it, counting nothing.
+
+        Raises :class:`WorkerError` naming the worker when ``recreate_failed_workers`` is False
+        or ``max_worker_restarts`` restarts were made (``error`` is the death being answered).
+        """
+        check_int(index, "WorkerSet.recreate_worker: index", low=1, high=len(self._remote))
+        current = self._remote[index - 1]
+        if dead is not None and not (current is dead or current == dead):
+            return current  # already replaced
+        self._dead.add(index)
+        self._check_may_recreate(index, error)
+        starting = self._starting.pop(index, None)
+        actor, ping = starting if starting is not None else self._begin_start(index, current)
+        if not self._started(index, actor, ping):
+            return None
+        return self._install(index, actor, global_vars)
+
+    def _started(self, index: int, actor: Any, ping: Any) -> bool:
+        # Nobody waits for a start while other workers can sample: the run goes on without it.
+        timeout = 0.0 if self.healthy_workers() else self.start_timeout_s
+        ready, _ = flow.wait([ping], num_returns=1, timeout=timeout)
+        if not ready:
+            self._starting[index] = (actor, ping)
+            logger.info("rollout worker %d: its replacement has not started yet", index)
+            return False
+        try:
+            flow.get(ping)
+        except WorkerError:
+            logger.warning("rollout worker %d: its replacement died while starting", index)
+            return False
+        return True
+
+    def on_recreate(self, fn: Callable[[Any], Any]) -> None:
+        """Call ``fn(handle)`` for each recreated worker, after its weights were sent and before
+        its handle is handed out: for state a plan keeps on its workers (e.g. MAML's tasks)."""
+        self._on_recreate.append(check_callable(fn, "WorkerSet.on_recreate(fn)"))
+
+    def _check_may_recreate(self, index: int, error: BaseException | None) -> None:
+        config = self.config
+        if not config.recreate_failed_workers:
+            rule = "recreate_failed_workers=False"
+        elif self.num_restarts >= config.max_worker_restarts:
+            rule = f"max_worker_restarts={config.max_worker_restarts} restarts were made"
+        else:
+            return
+        err = WorkerError(
+            f"rollout worker(s) [{index}] of {len(self._remote)} died or are unreachable (index "
+            f"0 is the local learner) and {rule}: {error}. Check the workers' logs (out of "
+            "memory, an env that crashed the process) and restart the run."
+        )
+        for note in getattr(error, "__notes__", ()):
+            err.add_note(note)
+        raise err
+
+    def _begin_start(self, index: int, dead: Any) -> tuple[Any, Any]:
+        try:
+            flow.kill(dead)  # unreachable is not always gone: make sure two never sample
+        except Exception:  # a dead actor may refuse even this
+            logger.debug("could not kill %r", dead, exc_info=True)
+        actor = self._start(index)
+        return actor, actor.ping.remote()
+
+    def _install(self, index: int, actor: Any, global_vars: Mapping[str, Any] | None) -> Any:
+        actor.set_weights.remote(flow.put(self._local.get_weights()), global_vars)
+        for fn in self._on_recreate:
+            fn(actor)
+        self._remote[index - 1] = actor
+        self._dead.discard(index)
+        self.num_restarts += 1
+        logger.warning("rollout worker %d recreated (restart %d)", index, self.num_restarts)
+        return actor
+
     def worker_failure(self, err: WorkerError) -> WorkerError:
         """A :class:`WorkerError` naming the dead workers' indexes, for ``err`` raised by an
         actor call; ``err`` itself when no worker is found dead."""
@@ -127,12 +250,12 @@ class WorkerSet:
     def stop(self) -> None:
         """Close the local worker's envs and kill the remote actors."""
         self._local.stop()
-        for handle in self._remote:
+        for handle in [*self._remote, *(actor for actor, _ in self._starting.values())]:
             try:
                 flow.kill(handle)
             except Exception:
                 logger.debug("could not kill %r", handle, exc_info=True)
-        self._remote = []
+        self._remote, self._starting, self._dead = [], {}, set()
 
     def __repr__(self) -> str:
         return f"WorkerSet(local=1, remote={len(self._remote)})"

@@ -36,7 +36,7 @@ from rlflow.ops import (
     replay,
     standard_metrics_reporting,
 )
-from rlflow.replay import create_replay_actors
+from rlflow.replay import ReplayShards, create_replay_actors, register_replay_buffer
 from rlflow.workers import WorkerSet
 
 __all__ = ["UpdateWorkerWeights", "apex_plan"]
@@ -57,6 +57,7 @@ def apex_plan(workers: WorkerSet, config: ApexConfig) -> LocalIterator[dict[str,
         num_items=config.train_batch_size,
         seed=config.seed,
     )
+    register_replay_buffer(workers, "replay_shards", ReplayShards(shards))
     learner = LearnerThread(
         workers.local_worker(),
         inqueue_size=config.learner_queue_size,

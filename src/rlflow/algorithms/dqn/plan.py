@@ -26,7 +26,12 @@ from rlflow.ops import (
     replay,
     standard_metrics_reporting,
 )
-from rlflow.replay import beta_schedule, make_replay_buffer, training_intensity_weights
+from rlflow.replay import (
+    beta_schedule,
+    make_replay_buffer,
+    register_replay_buffer,
+    training_intensity_weights,
+)
 from rlflow.workers import WorkerSet
 
 __all__ = ["dqn_plan"]
@@ -35,6 +40,7 @@ __all__ = ["dqn_plan"]
 def dqn_plan(workers: WorkerSet, config: DQNConfig) -> LocalIterator[dict[str, Any]]:
     """Build the DQN plan over ``workers``; each item is one iteration's result dict."""
     buffer = make_replay_buffer(config, multi_agent=workers.local_worker().multi_agent)
+    register_replay_buffer(workers, "replay_buffer", buffer)  # checkpoint_replay_buffers
     # (1) Every worker samples a fragment (n-step transitions); (2) into the buffer.
     store_op = parallel_rollouts(workers, mode="bulk_sync").for_each(
         StoreToReplayBuffer(local_buffer=buffer)

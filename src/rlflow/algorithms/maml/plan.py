@@ -33,9 +33,9 @@ from rlflow.algorithms.maml.policy import MAMLPolicy, episode_returns
 from rlflow.checks import check_int
 from rlflow.data import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from rlflow.envs import make_env_creator
-from rlflow.errors import ConfigError
+from rlflow.errors import ActorDiedError, ConfigError
 from rlflow.flow import LocalIterator
-from rlflow.ops import TrainResult, keys, standard_metrics_reporting
+from rlflow.ops import TrainResult, keys, parallel_rollouts, standard_metrics_reporting
 from rlflow.workers import WorkerSet, current_worker
 
 __all__ = [
@@ -54,17 +54,15 @@ MAML_INFO: Final = "maml"
 
 def maml_plan(workers: WorkerSet, config: MAMLConfig) -> LocalIterator[dict[str, Any]]:
     """Build the MAML plan over ``workers``; each item is one iteration's result dict."""
-    remote = workers.remote_workers()
     tasks = TaskSampler(config)
-    # (1) Meta-parameters to every worker, and a task of its own.
-    workers.sync_weights()
-    tasks.assign(remote)
+    # (1) Meta-parameters to every worker (a recreated worker too), and a task of its own.
+    shards = parallel_rollouts(workers, mode="raw")
+    tasks.assign(workers.remote_workers())
+    workers.on_recreate(lambda worker: tasks.assign([worker]))
     # (2) Each worker samples, takes K inner steps and samples again; one round per meta-batch.
-    adaptations = (
-        flow.from_actors(remote, name=f"rollout_workers[1..{len(remote)}]")
-        .for_each(InnerAdaptation(config.inner_adaptation_steps))
-        .batch_across_shards()
-    )
+    adaptations = shards.for_each(
+        InnerAdaptation(config.inner_adaptation_steps)
+    ).batch_across_shards()
     train_op = (
         # (3) Count the samples; returns before and after each inner step.
         adaptations.for_each(RecordAdaptation())
@@ -185,7 +183,7 @@ class MetaUpdate:
         with ctx.timers[keys.UPDATE_TIMER].timing():
             sampled = ctx.counters[keys.NUM_ENV_STEPS_SAMPLED]
             self.workers.sync_weights({"timestep": sampled})
-            self.tasks.assign(self.workers.remote_workers())
+            self.tasks.assign(self.workers.healthy_workers())
         ctx.counters[keys.NUM_WEIGHT_SYNCS] += 1
         return TrainResult(steps, {DEFAULT_POLICY_ID: stats})
 
@@ -214,9 +212,13 @@ class TaskSampler:
         return list(getattr(self.env, "unwrapped", self.env).sample_tasks(n))
 
     def assign(self, remote_workers: Sequence[Any]) -> list[Any]:
-        """Draw one task per remote worker and set it there (waits, so errors surface here)."""
+        """Draw one task per remote worker and set it there (waits, so errors surface here;
+        a worker found dead is skipped: its replacement is given a task when it starts)."""
         tasks = self.sample(len(remote_workers))
         refs = [w.set_task.remote(t) for w, t in zip(remote_workers, tasks, strict=True)]
         for ref in refs:
-            flow.get(ref)
+            try:
+                flow.get(ref)
+            except ActorDiedError:
+                continue
         return tasks

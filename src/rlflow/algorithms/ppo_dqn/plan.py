@@ -36,7 +36,7 @@ from rlflow.ops import (
     replay,
     standard_metrics_reporting,
 )
-from rlflow.replay import make_replay_buffer, training_intensity_weights
+from rlflow.replay import make_replay_buffer, register_replay_buffer, training_intensity_weights
 from rlflow.workers import WorkerSet
 
 __all__ = ["ppo_dqn_plan"]
@@ -46,6 +46,7 @@ def ppo_dqn_plan(workers: WorkerSet, config: PPODQNConfig) -> LocalIterator[dict
     """Build the composed plan; each item is one iteration's result dict."""
     ppo, dqn = config.ppo_config(), config.dqn_config()
     buffer = make_replay_buffer(dqn, multi_agent=True)
+    register_replay_buffer(workers, "dqn_replay_buffer", buffer)  # checkpoint_replay_buffers
     # (1) One sampling round of every worker; (2) both learners see all of it.
     rollouts = parallel_rollouts(workers, mode="bulk_sync")
     r1, r2 = rollouts.duplicate(n=2)

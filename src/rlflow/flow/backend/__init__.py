@@ -176,7 +176,7 @@ def get(refs: Any, timeout: float | None = None) -> Any:
     """The value of a future (or the list of values of a list of futures).
 
     An error raised by the remote call is re-raised with its original type and its notes; a dead
-    actor raises :class:`~rlflow.errors.WorkerError`.
+    actor raises :class:`~rlflow.errors.ActorDiedError` (a ``WorkerError``).
     """
     if backend_name() == "local":
         return _local.get(refs, timeout)
@@ -200,7 +200,7 @@ def put(value: Any) -> Any:
 
 
 def kill(handle: Any) -> None:
-    """Kill an actor; later calls on it fail with :class:`~rlflow.errors.WorkerError`."""
+    """Kill an actor; later calls on it fail with :class:`~rlflow.errors.ActorDiedError`."""
     if backend_name() == "local":
         _local.kill(handle)
     else:

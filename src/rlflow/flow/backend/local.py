@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rlflow.errors import WorkerError
+from rlflow.errors import ActorDiedError
 
 
 class LocalFuture:
@@ -61,7 +61,9 @@ class LocalActorMethod:
         handle = self._handle
         if handle._dead:
             return LocalFuture(
-                error=WorkerError(f"actor {handle!r} is dead (killed); cannot call .{self._name}()")
+                error=ActorDiedError(
+                    f"actor {handle!r} is dead (killed); cannot call .{self._name}()"
+                )
             )
         return call_now(getattr(handle._obj, self._name), args, kwargs)
 
@@ -109,7 +111,7 @@ def create_actor(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Lo
 
 
 def kill(handle: LocalActorHandle) -> None:
-    """Mark the actor dead: later calls on it fail with :class:`WorkerError`."""
+    """Mark the actor dead: later calls on it fail with :class:`ActorDiedError`."""
     handle._dead = True
 
 

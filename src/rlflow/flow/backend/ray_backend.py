@@ -1,7 +1,8 @@
 """The Ray backend: thin wrappers over Ray core that translate its errors.
 
 A task error reaches the caller as the original exception (its type, its notes from the actor)
-with the remote traceback added as a note; a dead actor becomes :class:`WorkerError`.
+with the remote traceback added as a note; a dead actor becomes :class:`ActorDiedError` (a
+:class:`WorkerError`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from rlflow.errors import WorkerError
+from rlflow.errors import ActorDiedError
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -32,7 +33,7 @@ def translate(err: BaseException) -> BaseException:
             return cause
         return err
     if isinstance(err, RayActorError):
-        worker_err = WorkerError(f"actor died or is unreachable: {err}")
+        worker_err = ActorDiedError(f"actor died or is unreachable: {err}")
         worker_err.__cause__ = err
         return worker_err
     return err

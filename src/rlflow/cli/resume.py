@@ -1,0 +1,137 @@
+"""What ``rlflow train --restore CHECKPOINT_OR_RUN_DIR`` continues: the checkpoint, its run dir,
+its config with the flags on top, and the stop criteria over the whole run.
+
+A run dir resolves to its latest ``checkpoint_N``. The config is the checkpoint's, overridden by
+``--config FILE`` fields, ``--num-workers``/``--seed``/``--env`` and ``--set`` (tuned configs are
+not applied again); ``--env`` and ALGO, if given, must be the checkpoint's. The stop criteria are
+the ``--stop-*`` flags (and ``--config``'s), or without any the run's ``config.yaml`` ones; since
+the trainer's iteration, env-step and time counters come back from the checkpoint, they count
+over the whole run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from rlflow.cli.output import make_run_dir
+from rlflow.cli.resolve import parse_sets, stop_criteria
+from rlflow.errors import ConfigError
+from rlflow.tuned import coerce_field, load_config_file
+
+__all__ = ["PROGRESS_FILE", "ResumeSpec", "prepare_progress", "resolve_resume"]
+
+PROGRESS_FILE = "progress.jsonl"
+"""One JSON result per line, per iteration, in a run dir."""
+
+
+class ResumeSpec(NamedTuple):
+    """A resumed run: where it continues from and what it runs."""
+
+    checkpoint: Path
+    """The checkpoint directory restored."""
+    state: dict[str, Any]
+    """Its trainer state (`rlflow.checkpoint.load_checkpoint`)."""
+    run_dir: Path
+    """Where progress is appended and checkpoints go (the checkpoint's run dir)."""
+    algo: str
+    """Registry name of the algorithm (the checkpoint's)."""
+    config: Any
+    """The validated config: the checkpoint's with the flags on top."""
+    stop: dict[str, float]
+    """Stop criteria over the whole run."""
+
+
+def _overrides(
+    args: argparse.Namespace, config_cls: Any
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """Config fields and stop criteria given on the command line (file, flags, ``--set``)."""
+    file = load_config_file(args.config) if args.config else None
+    fields: dict[str, Any] = dict(file.fields) if file else {}
+    flags = {"env": args.env, "num_workers": args.num_workers, "seed": args.seed}
+    fields.update({k: v for k, v in flags.items() if v is not None})
+    fields = {k: coerce_field(config_cls, k, v) for k, v in fields.items()}
+    fields.update(parse_sets(config_cls, args.set))
+    return fields, dict(file.stop) if file else {}
+
+
+def _run_dir(args: argparse.Namespace, checkpoint: Path, algo: str, env: Any) -> Path:
+    """``--out``, else the checkpoint's run dir, else (a checkpoint saved elsewhere) a new one."""
+    parent = checkpoint.resolve().parent
+    if not args.out and ((parent / PROGRESS_FILE).is_file() or (parent / "config.yaml").is_file()):
+        return parent
+    return make_run_dir(args.out, algo, env)
+
+
+def _saved_stop(run_dir: Path) -> dict[str, float]:
+    """The stop criteria in a run dir's ``config.yaml`` (none if absent or unreadable)."""
+    path = run_dir / "config.yaml"
+    if not path.is_file():
+        return {}
+    try:
+        return load_config_file(path).stop
+    except ConfigError:
+        return {}
+
+
+def resolve_resume(args: argparse.Namespace) -> ResumeSpec:
+    """Checkpoint, run dir, config and stop criteria of ``--restore``; ConfigError if bad."""
+    from rlflow.algorithms import get_algorithm
+    from rlflow.checkpoint import latest_checkpoint, load_checkpoint
+    from rlflow.trainer import check_env
+    from rlflow.trainer_state import restore_arguments
+
+    checkpoint = latest_checkpoint(args.restore)
+    state = load_checkpoint(checkpoint)
+    spec = get_algorithm(state["algorithm"])
+    if args.algo and get_algorithm(args.algo).name != spec.name:
+        raise ConfigError(
+            f"--restore {args.restore!r}: the checkpoint is a {spec.name!r} run, not "
+            f"{args.algo!r}; drop ALGO or start a new run"
+        )
+    fields, file_stop = _overrides(args, spec.config_cls)
+    kwargs = restore_arguments(state, fields)
+    kwargs.pop("plan", None)
+    config = spec.config_cls.from_dict(kwargs)
+    check_env(config)
+    run_dir = _run_dir(args, checkpoint, spec.name, config.env)
+    stop = stop_criteria(args, file_stop) or _saved_stop(run_dir)
+    return ResumeSpec(checkpoint, state, run_dir, spec.name, config, stop)
+
+
+def _iteration(line: str) -> int | None:
+    try:
+        value = json.loads(line).get("iteration")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) else None
+
+
+def prepare_progress(run_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
+    """Make ``progress.jsonl`` end at the checkpoint's iteration; return the run's last result.
+
+    Lines after the checkpoint (iterations a crash lost) are dropped, so the resumed run's
+    lines follow on; the file is rewritten only then. The last result is that line at the
+    checkpoint's iteration, or (no such line) the checkpoint's counters.
+    """
+    iteration = int(state["iteration"])
+    counters = state.get("metrics", {}).get("counters", {})
+    last: dict[str, Any] = {
+        "iteration": iteration,
+        "time_total_s": float(state["time_total_s"]),
+        "num_env_steps_sampled": int(counters.get("num_env_steps_sampled", 0)),
+    }
+    path = run_dir / PROGRESS_FILE
+    if not path.is_file():
+        return last
+    lines = path.read_text().splitlines()
+    kept = [line for line in lines if (i := _iteration(line)) is not None and i <= iteration]
+    if len(kept) != len(lines):
+        tmp = path.with_name(PROGRESS_FILE + ".tmp")
+        tmp.write_text("".join(line + "\n" for line in kept))
+        tmp.replace(path)
+    if kept and _iteration(kept[-1]) == iteration:
+        last = dict(json.loads(kept[-1]))
+    return last

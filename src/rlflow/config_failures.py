@@ -1,0 +1,41 @@
+"""`FailureConfig`: how a run meets failures — the fields every algorithm config inherits.
+
+Kept apart from `rlflow.config.AlgorithmConfig` (which extends it) so the failure model reads in
+one place; RLlib's names where they exist. DESIGN.md "Failures are normal" says what each
+failure does to a run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlflow.checks import check_bool, check_int
+
+__all__ = ["FailureConfig"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class FailureConfig:
+    """Worker recreation, env restarts and what a checkpoint holds."""
+
+    recreate_failed_workers: bool = True
+    """Recreate a rollout worker that died (same index and config, the learner's weights and
+    global vars pushed before it samples) and go on; False: its death ends the run with a
+    `WorkerError` naming it."""
+    max_worker_restarts: int = 100
+    """Worker recreations allowed over the whole run, >= 0; one more death is an error."""
+    restart_failed_sub_environments: bool = False
+    """An env that raises in ``reset``/``step`` is closed and rebuilt in place, its partial
+    episode dropped (not reported), and the worker keeps sampling; False: the error ends the
+    sample call."""
+    checkpoint_replay_buffers: bool = False
+    """Put replay buffers (DQN's and ppo_dqn's, Ape-X shards, IMPALA's and APPO's mix-in
+    replay) in checkpoints, so a restored run replays what it stored; False: a restored run
+    starts with empty buffers."""
+
+    def __post_init__(self) -> None:
+        name = type(self).__name__
+        check_bool(self.recreate_failed_workers, f"{name}.recreate_failed_workers")
+        check_int(self.max_worker_restarts, f"{name}.max_worker_restarts", low=0)
+        check_bool(self.restart_failed_sub_environments, f"{name}.restart_failed_sub_environments")
+        check_bool(self.checkpoint_replay_buffers, f"{name}.checkpoint_replay_buffers")

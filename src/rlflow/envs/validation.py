@@ -1,0 +1,124 @@
+"""Checks of what an env gives back, and the names and seeds of sub-env restarts.
+
+An env's observations are checked against its observation space on the first steps after the
+env is built or rebuilt (`OBS_CHECK_STEPS`), never on every step: the samplers call
+`check_observation` only while their check window is open, so a wrong shape, dtype or bound
+is a `ConfigError` naming the env and what was expected, instead of a numpy broadcast error
+deep inside a rollout buffer.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from rlflow.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "MAX_RESTART_ATTEMPTS",
+    "OBS_CHECK_STEPS",
+    "check_observation",
+    "close_quietly",
+    "env_failure_note",
+    "env_name",
+    "restart_seed",
+]
+
+OBS_CHECK_STEPS = 3
+"""Steps after an env is (re)built whose observations (and those of resets in them) are checked."""
+MAX_RESTART_ATTEMPTS = 10
+"""Rebuilds of one env in a row (each one's reset raised too) before the error is given up on."""
+
+
+def env_name(env: Any) -> str:
+    """A short name of an env, env spec or creator for messages: the Gymnasium id (of the env,
+    or the one a `make_env_creator` creator builds), else the creator's or class's name."""
+    if isinstance(env, str):
+        return env
+    spec = getattr(env, "spec", None)
+    if spec is not None and getattr(spec, "id", None):
+        return str(spec.id)
+    args = getattr(env, "args", None)  # make_env_creator's functools.partial(make, env_id)
+    if isinstance(args, tuple) and args and isinstance(args[0], str):
+        return args[0]
+    target = getattr(env, "func", env)
+    name = getattr(target, "__name__", None) or type(target).__name__
+    return str(name)
+
+
+def env_failure_note(env_id: str, worker_index: int | None, index: int, method: str) -> str:
+    """The note an env error gets: which env, worker and sub-env raised, in which call."""
+    worker = "" if worker_index is None else f", rollout worker {worker_index}"
+    return f"raised by env {env_id!r}{worker}, sub-env {index}, in {method}()"
+
+
+def restart_seed(seed: int | None, index: int, restarts: int) -> int | None:
+    """The first-reset seed of sub-env ``index`` after its ``restarts``-th rebuild (>= 1).
+
+    Derived from the sampler's ``seed`` (sub-env ``index`` first resets with ``seed + index``)
+    and the restart count, so a run with restarts is still reproducible from its seed and a
+    rebuilt env never replays the episode that failed; None when the envs are unseeded.
+
+    >>> restart_seed(0, 1, 1) == restart_seed(0, 1, 1) != restart_seed(0, 1, 2)
+    True
+    """
+    if seed is None:
+        return None
+    return int(np.random.SeedSequence([seed + index, restarts]).generate_state(1)[0])
+
+
+def _problem(space: Any, ob: Any) -> str | None:
+    """What is wrong with ``ob`` for ``space`` (None: nothing)."""
+    if isinstance(space, spaces.Discrete):
+        return None if space.contains(ob) else f"value {ob!r}"
+    arr = np.asarray(ob)
+    shape = getattr(space, "shape", None)
+    if shape is not None and arr.shape != shape:
+        return f"shape {arr.shape}"
+    dtype = getattr(space, "dtype", None)
+    if dtype is not None and not np.can_cast(arr.dtype, dtype, casting="same_kind"):
+        return f"dtype {arr.dtype}"
+    if isinstance(space, spaces.Box):
+        if not (np.all(arr >= space.low) and np.all(arr <= space.high)):
+            return f"values outside the bounds (min {arr.min()}, max {arr.max()})"
+        return None
+    if not space.contains(arr.astype(dtype, copy=False) if dtype is not None else arr):
+        return f"value {arr.tolist()!r}"
+    return None
+
+
+def check_observation(space: Any, ob: Any, *, where: str) -> None:
+    """Raise `ConfigError` unless observation ``ob`` fits ``space``: shape, dtype (castable to
+    the space's within its kind: float64 for float32 is fine, float for uint8 is not) and
+    bounds (NaN is out of bounds). ``where`` names the env, worker and call for the message.
+
+    >>> check_observation(spaces.Box(0.0, 1.0, (2,)), np.zeros(3), where="env 'X' reset()")
+    Traceback (most recent call last):
+    ...
+    rlflow.errors.ConfigError: env 'X' reset(): observation has shape (3,), expected shape (2,) \
+of Box(0.0, 1.0, (2,), float32); fix the env or its observation_space
+    """
+    problem = _problem(space, ob)
+    if problem is None:
+        return
+    shape = getattr(space, "shape", None)
+    expected = f"shape {shape}" if problem.startswith("shape") else "a value"
+    if problem.startswith("dtype"):
+        expected = f"dtype {getattr(space, 'dtype', None)}"
+    raise ConfigError(
+        f"{where}: observation has {problem}, expected {expected} of {space}; fix the env or "
+        "its observation_space"
+    )
+
+
+def close_quietly(env: Any) -> None:
+    """Close a failed env that is being replaced; an error in its close is logged, not raised."""
+    try:
+        env.close()
+    except Exception as err:  # noqa: BLE001 - a broken env may fail to close too
+        logger.warning("closing a failed env raised %r", err)

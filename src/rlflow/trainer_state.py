@@ -1,0 +1,104 @@
+"""What a `rlflow.Trainer` checkpoint holds besides the trainer's own counters: the workers'
+states, the driver's RNG states, the replay buffers (``checkpoint_replay_buffers``), and the
+rules for restoring them (`restore_arguments`).
+
+`rlflow.trainer` uses these; the files themselves are `rlflow.checkpoint`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from rlflow import flow
+from rlflow.errors import ConfigError
+from rlflow.replay import replay_buffer_states, restore_replay_buffers
+
+__all__ = ["env_name", "restore_arguments", "run_state", "set_run_state"]
+
+logger = logging.getLogger(__name__)
+
+
+def env_name(env: str | Callable[[], Any]) -> str:
+    """A Gymnasium id as is; a creator as its qualified name (for metadata and messages)."""
+    return env if isinstance(env, str) else str(getattr(env, "__qualname__", repr(env)))
+
+
+def run_state(workers: Any, *, replay: bool) -> dict[str, Any]:
+    """The workers' states (learner and remotes), the driver's RNG states and, with ``replay``,
+    every replay buffer the plan registered (`rlflow.replay.register_replay_buffer`)."""
+    import torch
+
+    state: dict[str, Any] = {
+        "local_worker": workers.local_worker().get_state(),
+        "remote_workers": _remote_states(workers),
+        "rng": {
+            "python": random.getstate(),
+            "numpy": np.random.get_state(),
+            "torch": torch.get_rng_state(),
+        },
+    }
+    if replay:
+        state["replay_buffers"] = replay_buffer_states(workers)
+    return state
+
+
+def _remote_states(workers: Any) -> list[Any]:
+    """Each remote worker's state, in index order; None for one known to be dead (on restore
+    it gets the learner's weights)."""
+    healthy = workers.healthy_workers()
+    states = iter(flow.get([w.get_state.remote() for w in healthy]))
+    alive = {id(w) for w in healthy}
+    return [next(states) if id(w) in alive else None for w in workers.remote_workers()]
+
+
+def set_run_state(workers: Any, state: Mapping[str, Any]) -> None:
+    """Load `run_state` output into ``workers`` and the driver's RNGs.
+
+    Remote workers without a saved state (more than were saved, or dead at save time) get the
+    learner's weights; saved replay buffers are restored whatever this run's
+    ``checkpoint_replay_buffers`` (it decides what is saved).
+    """
+    import torch
+
+    workers.local_worker().set_state(state["local_worker"])
+    remotes, saved = workers.remote_workers(), state["remote_workers"]
+    pairs = [(w, s) for w, s in zip(remotes, saved, strict=False) if s is not None]
+    flow.get([w.set_state.remote(s) for w, s in pairs])
+    if len(pairs) != len(remotes):
+        logger.warning(
+            "checkpoint has %d remote worker states, this run %d workers; workers without a "
+            "saved state get the learner's weights",
+            len(pairs),
+            len(remotes),
+        )
+        workers.sync_weights()
+    restore_replay_buffers(workers, state.get("replay_buffers", {}))
+    random.setstate(state["rng"]["python"])
+    np.random.set_state(state["rng"]["numpy"])
+    torch.set_rng_state(state["rng"]["torch"])
+
+
+def restore_arguments(state: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Constructor arguments of a restored trainer: the saved config (and custom plan), with
+    ``overrides`` on top.
+
+    An ``env`` override that is a Gymnasium id must be the saved env (the policies' spaces come
+    from it): `ConfigError` otherwise. A creator may replace a saved creator.
+    """
+    kwargs: dict[str, Any] = dict(state["config"])
+    if state.get("plan") is not None:
+        kwargs["plan"] = state["plan"]
+    saved, env = kwargs.get("env"), overrides.get("env")
+    if isinstance(env, str) and env != saved:
+        raise ConfigError(
+            f"restore: env={env!r} differs from the checkpoint's env "
+            f"{env_name(saved) if saved is not None else None!r}; a restored run keeps its env "
+            "(its policies were built for it): drop the env override or start a new run"
+        )
+    kwargs.update(overrides)
+    return kwargs
