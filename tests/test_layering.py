@@ -47,6 +47,7 @@ RANKS = {
     "checks": 1,
     "flow": 2,
     "config_failures": 2.5,
+    "config_resources": 2.6,
     "config": 3,
     "tuned": 4,
     "checkpoint": 3,

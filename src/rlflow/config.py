@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from rlflow.checks import check_int, check_number
-from rlflow.config_failures import FailureConfig
+from rlflow.config_resources import ResourceConfig
 from rlflow.errors import ConfigError
 
 C = TypeVar("C", bound="AlgorithmConfig")
@@ -125,7 +125,7 @@ class PolicySpec:
 
 
 @dataclass(frozen=True, kw_only=True)
-class AlgorithmConfig(FailureConfig):
+class AlgorithmConfig(ResourceConfig):
     """Fields shared by every algorithm; subclasses add theirs and call super's post-init.
 
     The failure fields (``recreate_failed_workers``, ...) come from `FailureConfig`.

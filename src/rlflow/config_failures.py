@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlflow.checks import check_bool, check_int
+from rlflow.checks import check_bool, check_int, check_number
 
 __all__ = ["FailureConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class FailureConfig:
-    """Worker recreation, env restarts and what a checkpoint holds."""
+    """Worker recreation, env restarts, stragglers and what a checkpoint holds."""
 
     recreate_failed_workers: bool = True
     """Recreate a rollout worker that died (same index and config, the learner's weights and
@@ -28,6 +28,12 @@ class FailureConfig:
     """An env that raises in ``reset``/``step`` is closed and rebuilt in place, its partial
     episode dropped (not reported), and the worker keeps sampling; False: the error ends the
     sample call."""
+    sample_timeout_s: float | None = None
+    """Seconds (> 0) a bulk-sync sampling round waits for the rollout workers: at the deadline
+    it takes the batches that arrived (at least one); a late worker's batch is neither dropped
+    nor asked for again, it joins the first later round it is ready for (its steps counted
+    then, once; it was sampled with older weights). Counter ``num_late_samples``. None: every
+    round waits for every worker (deterministic)."""
     checkpoint_replay_buffers: bool = False
     """Put replay buffers (DQN's and ppo_dqn's, Ape-X shards, IMPALA's and APPO's mix-in
     replay) in checkpoints, so a restored run replays what it stored; False: a restored run
@@ -38,4 +44,6 @@ class FailureConfig:
         check_bool(self.recreate_failed_workers, f"{name}.recreate_failed_workers")
         check_int(self.max_worker_restarts, f"{name}.max_worker_restarts", low=0)
         check_bool(self.restart_failed_sub_environments, f"{name}.restart_failed_sub_environments")
+        if self.sample_timeout_s is not None:
+            check_number(self.sample_timeout_s, f"{name}.sample_timeout_s", low=0, low_open=True)
         check_bool(self.checkpoint_replay_buffers, f"{name}.checkpoint_replay_buffers")

@@ -6,6 +6,7 @@ exact; on Ray the actor is killed for real and only what does not depend on timi
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -31,6 +32,22 @@ class Spares:
         return actor
 
 
+def kill(actor: Any) -> None:
+    """Kill ``actor`` and return once it is dead: Ray's kill is asynchronous, and a call sent
+    right after it could still be served, which would make the sequences below timing-bound."""
+    flow.kill(actor)
+    deadline = time.monotonic() + 60.0
+    while time.monotonic() < deadline:
+        try:
+            flow.get(actor.par_iter_open_reads.remote(), timeout=5.0)
+        except ActorDiedError:
+            return
+        except (WorkerError, TimeoutError):  # busy or unreachable for a moment: ask again
+            continue
+        time.sleep(0.01)  # still alive: the kill has not landed yet
+    raise AssertionError(f"{actor!r} still answers 60 s after flow.kill")
+
+
 def spare_actor(value: int) -> Any:
     """An actor whose shard repeats ``value`` forever."""
     return flow.from_items([value], num_shards=1, repeat=True).actors()[0]
@@ -43,7 +60,7 @@ def test_sync_gather_replaces_a_dead_shard_with_the_same_transforms(backend: str
     it = pit.for_each(lambda x: x + 1000).gather_sync()
     assert it.take(4) == [1000, 1005, 1001, 1006]
     dead = source.actors()[1]
-    flow.kill(dead)
+    kill(dead)
     # The round that met the dead actor gives shard 0's item only; the spare joins the next.
     assert it.take(5) == [1002, 1003, 1100, 1004, 1100]
     assert spares.asked == [(1, dead, ActorDiedError)]
@@ -58,7 +75,7 @@ def test_async_gather_drops_the_dead_shards_requests_and_reads_the_replacement(
     pit = flow.from_actors(source.actors(), recovery=flow.ShardRecovery(spares))
     it = pit.for_each(lambda x: x + 1000).gather_async(num_async=2)
     assert it.take(4) == [1000, 1005, 1001, 1006]
-    flow.kill(source.actors()[1])
+    kill(source.actors()[1])
     # Locally a request runs when it is sent: shard 1's two requests in flight (7, 8) were
     # answered before the kill; its next one fails and the spare's requests queue up behind
     # shard 0's.
@@ -73,7 +90,7 @@ def test_a_shard_left_out_is_asked_again_and_comes_back(local_backend: None) -> 
     pit = flow.from_actors(source.actors(), recovery=flow.ShardRecovery(spares, retry_every=2))
     rounds = pit.batch_across_shards()
     assert rounds.take(1) == [[0, 5]]
-    flow.kill(source.actors()[1])
+    kill(source.actors()[1])
     # Left out for two rounds (the round it died in counts), then asked again: back.
     assert rounds.take(4) == [[1], [2], [3, 100], [4, 100]]
     assert [a[0] for a in spares.asked] == [1, 1]
@@ -85,7 +102,7 @@ def test_async_gather_goes_on_without_a_shard_nobody_replaces(local_backend: Non
     pit = flow.from_actors(source.actors(), recovery=flow.ShardRecovery(spares, retry_every=3))
     it = pit.gather_async()
     assert it.take(2) == [0, 5]
-    flow.kill(source.actors()[1])
+    kill(source.actors()[1])
     assert it.take(7) == [1, 6, 2, 3, 4, 0, 1]
     assert len(spares.asked) == 2  # when it died (4 items read), and 3 items later
 
@@ -95,7 +112,7 @@ def test_when_every_shard_is_gone_the_read_ends_with_the_error(backend: str) -> 
     spares = Spares(None, None)
     it = flow.from_actors(source.actors(), recovery=flow.ShardRecovery(spares)).gather_sync()
     assert it.take(1) == [0]
-    flow.kill(source.actors()[0])
+    kill(source.actors()[0])
     with pytest.raises(ActorDiedError, match="all 1 shards still to read died"):
         it.take(1)
     assert len(spares.asked) == 2  # when it died, and once more before giving up
@@ -107,7 +124,7 @@ def test_an_error_of_the_hook_names_the_stage_and_the_shard(local_backend: None)
 
     source = flow.from_range(4, num_shards=2, repeat=True)
     it = flow.from_actors(source.actors(), recovery=flow.ShardRecovery(refuse)).gather_async()
-    flow.kill(source.actors()[1])
+    kill(source.actors()[1])
     with pytest.raises(WorkerError, match="worker 1 may not be replaced") as info:
         it.take(4)
     notes = "\n".join(getattr(info.value, "__notes__", []))
@@ -117,7 +134,7 @@ def test_an_error_of_the_hook_names_the_stage_and_the_shard(local_backend: None)
 def test_without_recovery_a_dead_actor_ends_the_read(local_backend: None) -> None:
     source = flow.from_range(4, num_shards=2, repeat=True)
     it = flow.from_actors(source.actors()).gather_async()
-    flow.kill(source.actors()[0])
+    kill(source.actors()[0])
     with pytest.raises(ActorDiedError, match="is dead"):
         it.take(4)
 
@@ -128,7 +145,7 @@ def test_a_later_read_of_the_gather_starts_on_the_replacement(local_backend: Non
     spares = Spares(spare)
     gathered = flow.from_actors(source.actors(), recovery=flow.ShardRecovery(spares))
     it = gathered.gather_sync()
-    flow.kill(source.actors()[0])
+    kill(source.actors()[0])
     assert it.take(2) == [100, 100]
     again = it.for_each(lambda x: x)  # a second chain over the same gather opens a new read
     assert again.take(1) == [100]
@@ -158,7 +175,7 @@ def test_ray_async_gather_survives_a_killed_actor(ray_backend: None) -> None:
     pit = flow.from_actors(source.actors(), recovery=flow.ShardRecovery(spares))
     it = pit.gather_async(num_async=2)
     assert set(it.take(10)) == {1, 2}
-    flow.kill(source.actors()[0])
+    kill(source.actors()[0])
     for _ in range(100_000):  # shard 1 goes on meanwhile; the first failed reply asks the hook
         next(it)
         if spares.asked:

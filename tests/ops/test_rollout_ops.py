@@ -54,6 +54,22 @@ def test_bulk_sync_concatenates_one_fragment_per_worker_in_index_order() -> None
     assert rollouts.metrics.counters[keys.NUM_AGENT_STEPS_SAMPLED] == 16
 
 
+def test_sample_timeout_on_the_local_backend_changes_nothing() -> None:
+    # Local calls finish at once, so every round is whole: the same batches, no late ones.
+    plain = parallel_rollouts(make_workers(seed=3), mode="bulk_sync")
+    timed = parallel_rollouts(make_workers(seed=3, sample_timeout_s=0.001), mode="bulk_sync")
+    for a, b in zip(plain.take(3), timed.take(3), strict=True):
+        assert sorted(a) == sorted(b) and all(np.array_equal(a[k], b[k]) for k in a)
+    assert timed.metrics.counters[keys.NUM_LATE_SAMPLES] == 0
+    assert timed.metrics.counters[keys.NUM_ENV_STEPS_SAMPLED] == 24
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0, float("nan")])
+def test_sample_timeout_must_be_positive(timeout: float) -> None:
+    with pytest.raises(ConfigError, match=r"PGConfig\.sample_timeout_s="):
+        PGConfig(sample_timeout_s=timeout)
+
+
 def test_async_yields_one_worker_batch_per_item_and_sets_current_actor() -> None:
     workers = make_workers()
     seen: list[object] = []

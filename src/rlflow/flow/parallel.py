@@ -16,7 +16,14 @@ from typing import IO, Any, Generic, TypeVar
 from rlflow.checks import check_callable, check_int, check_number, check_type
 from rlflow.errors import ConfigError, PlanError
 from rlflow.flow import backend
-from rlflow.flow.gather import AsyncGather, Shard, SliceSource, SyncGather, new_read_key
+from rlflow.flow.gather import (
+    AsyncGather,
+    DeadlineGather,
+    Shard,
+    SliceSource,
+    SyncGather,
+    new_read_key,
+)
 from rlflow.flow.graph import PlanGraph, PlanNode
 from rlflow.flow.local import LocalIterator
 from rlflow.flow.metrics import SharedMetrics
@@ -231,18 +238,28 @@ class ParallelIterator(Generic[T]):
         return LocalIterator(base, SharedMetrics(), name=name, node=node)
 
     # ----------------------------------------------------------------- gathering
-    def batch_across_shards(self) -> LocalIterator[list[T]]:
+    def batch_across_shards(
+        self, *, timeout_s: float | None = None, on_late: Callable[[int], Any] | None = None
+    ) -> LocalIterator[list[T]]:
         """The synchronous barrier: each round asks every active shard for one item and yields
         the replies as one list, in shard order. At most one request per shard in flight; the
         next round starts when the reader pulls again. Ended shards drop out (a round can be
         shorter); ends when all shards have ended.
+
+        With ``timeout_s`` (seconds, > 0) a round closes once that long has passed with at
+        least one reply: a shard still out keeps its request in flight, its reply goes into a
+        later round (never dropped, never asked twice), and ``on_late(n)`` is called with the
+        number of requests the round closed without (see ``gather.DeadlineGather``).
 
         Each read builds the shards' chains afresh on the actors; ``close()`` on the returned
         iterator (or dropping it) frees them there. The same holds for every gather below.
         """
         node = PlanNode("batch_across_shards", "batch_across_shards()", "gather", (self._node,))
         name = f"{self.name}.batch_across_shards()"
-        base = SyncGather(self._shards, node.key, name)
+        base: SyncGather | DeadlineGather = SyncGather(self._shards, node.key, name)
+        if timeout_s is not None:
+            check_number(timeout_s, "batch_across_shards(timeout_s)", low=0, low_open=True)
+            base = DeadlineGather(self._shards, timeout_s, on_late, node.key, name)
         return LocalIterator(base, SharedMetrics(), name=name, node=node)
 
     def gather_sync(self) -> LocalIterator[T]:

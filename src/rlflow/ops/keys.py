@@ -33,8 +33,13 @@ NUM_ENV_STEPS_REPLAYED: Final = "num_env_steps_replayed"
 """Env steps read back from replay buffers (written by the replay source)."""
 NUM_WORKER_RESTARTS: Final = "num_worker_restarts"
 """Rollout workers recreated after they died (written by the rollout sources' recovery)."""
+NUM_REPLAY_SHARD_RESTARTS: Final = "num_replay_shard_restarts"
+"""Replay shards started again (empty) after they died (written by the replay ops)."""
 NUM_ENV_RESTARTS: Final = "num_env_restarts"
 """Sub-envs rebuilt after they raised (``restart_failed_sub_environments``; CollectMetrics)."""
+NUM_LATE_SAMPLES: Final = "num_late_samples"
+"""Sample requests that missed their round's ``sample_timeout_s`` (parallel_rollouts bulk_sync);
+each is counted once, and its batch joins a later round."""
 
 # ----------------------------------------------------------------------------- timers
 SAMPLE_TIMER: Final = "sample"

@@ -134,8 +134,8 @@ class CollectMetrics:
     ``episodes_total``, ``num_env_steps_sampled``, ``num_env_steps_trained``,
     ``num_agent_steps_sampled``, ``num_agent_steps_trained``, ``num_env_steps_sampled_this_iter``,
     ``num_env_steps_trained_this_iter``, ``num_healthy_workers`` (remote workers not known to be
-    dead), ``num_worker_restarts``, ``num_env_restarts`` (sub-envs rebuilt, see
-    ``restart_failed_sub_environments``), ``info`` (``learner`` stats
+    dead), ``num_worker_restarts``, ``num_replay_shard_restarts``, ``num_env_restarts``
+    (sub-envs rebuilt, see ``restart_failed_sub_environments``), ``info`` (``learner`` stats
     and the other info values), ``counters``, ``timers`` (``<name>_time_ms``,
     ``<name>_throughput``).
     """
@@ -208,6 +208,8 @@ class CollectMetrics:
             keys.NUM_HEALTHY_WORKERS: self.workers.num_healthy_workers(),
             keys.NUM_WORKER_RESTARTS: counters[keys.NUM_WORKER_RESTARTS],
             keys.NUM_ENV_RESTARTS: counters[keys.NUM_ENV_RESTARTS],
+            keys.NUM_LATE_SAMPLES: counters[keys.NUM_LATE_SAMPLES],
+            keys.NUM_REPLAY_SHARD_RESTARTS: counters[keys.NUM_REPLAY_SHARD_RESTARTS],
             "info": {keys.LEARNER_INFO: {}, **public_info},
             "counters": dict(counters),
             "timers": self._timers(ctx),

@@ -21,10 +21,11 @@ import numpy as np
 from rlflow import flow
 from rlflow.checks import check_int, check_number
 from rlflow.data.sample_batch import MultiAgentBatch, SampleBatch, from_multi_agent_if_single
-from rlflow.errors import ConfigError, PlanError
+from rlflow.errors import ActorDiedError, ConfigError, PlanError
 from rlflow.flow import NOT_READY, ActorItem, LocalIterator
 from rlflow.ops import keys
 from rlflow.ops.concurrency import _Forever
+from rlflow.ops.replay_recovery import replace_shard_in_plan, replay_shard_recovery
 from rlflow.ops.rollout import _check_batch, _policy_id_list
 from rlflow.ops.train import TrainResult
 from rlflow.replay import (
@@ -34,6 +35,7 @@ from rlflow.replay import (
     PrioritizedReplayBuffer,
     ReplayBuffer,
 )
+from rlflow.replay.shards import ReplayShardTable, as_shard_table
 from rlflow.workers import WorkerSet
 
 AnyBuffer = ReplayBuffer | MultiAgentReplayBuffer
@@ -49,13 +51,15 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 Batch = SampleBatch | MultiAgentBatch
+Shards = ReplayShardTable | Sequence[Any]
+"""Replay shards: a table (a dead shard is started again) or a plain list of actors (not)."""
 
 _MAX_ADDS_IN_FLIGHT = 16
 """Unanswered ``add_batch`` calls to replay shards before StoreToReplayBuffer waits."""
 
 
-def _one_target(local_buffer: Any, actors: Any, where: str) -> list[Any] | None:
-    """Check that exactly one of ``local_buffer`` / ``actors`` is given; return the actors."""
+def _one_target(local_buffer: Any, actors: Any, where: str) -> ReplayShardTable | None:
+    """Check that exactly one of ``local_buffer`` / ``actors`` is given; return the shards."""
     if (local_buffer is None) == (actors is None):
         raise ConfigError(
             f"{where}: give exactly one of local_buffer= (a ReplayBuffer in this process) or "
@@ -69,10 +73,9 @@ def _one_target(local_buffer: Any, actors: Any, where: str) -> list[Any] | None:
                 "PrioritizedReplayBuffer or MultiAgentReplayBuffer"
             )
         return None
-    handles = list(actors)
-    if not handles:
+    if not isinstance(actors, ReplayShardTable) and not list(actors):
         raise ConfigError(f"{where}(actors=[]) needs at least one replay shard")
-    return handles
+    return as_shard_table(actors)
 
 
 def _as_single(batch: Batch, where: str) -> SampleBatch:
@@ -93,7 +96,10 @@ class StoreToReplayBuffer:
     (replay shards with ``add_batch``; one shard per batch, drawn by a RNG seeded with
     ``seed``; the call does not wait for the shard) must be given. At most 16 ``add_batch``
     calls are unanswered at a time (the 17th waits for the oldest), and a shard's error is
-    raised here on a later batch. Side effect: counter ``num_env_steps_stored``.
+    raised here on a later batch. When an add finds its shard dead, its rows are lost and a
+    `ReplayShardTable` starts the shard again (counter ``num_replay_shard_restarts``); with a
+    plain list of actors the death is raised, naming "replay shard k of N". Side effect:
+    counter ``num_env_steps_stored``.
 
     >>> from rlflow import flow
     >>> from rlflow.replay import ReplayBuffer
@@ -109,24 +115,38 @@ class StoreToReplayBuffer:
         self,
         *,
         local_buffer: AnyBuffer | None = None,
-        actors: Sequence[Any] | None = None,
+        actors: Shards | None = None,
         seed: int | None = 0,
     ) -> None:
         """Validate the target (exactly one of ``local_buffer`` / ``actors``)."""
-        self.actors = _one_target(local_buffer, actors, "StoreToReplayBuffer")
+        self.shards = _one_target(local_buffer, actors, "StoreToReplayBuffer")
+        self.actors = None if self.shards is None else self.shards.actors
         self.local_buffer = local_buffer
         self._rng = np.random.default_rng(seed)
-        self._pending: list[Any] = []
+        self._pending: list[tuple[Any, int, Any, int]] = []  # (ref, shard index, actor, rows)
 
     def _check_pending(self) -> None:
         """Raise a shard's error, if one came back; wait while too many adds are unanswered."""
         if not self._pending:
             return
-        ready, self._pending = flow.wait(self._pending, num_returns=len(self._pending), timeout=0)
-        for ref in ready:
-            flow.get(ref)
+        refs = [p[0] for p in self._pending]
+        _, waiting = flow.wait(refs, num_returns=len(refs), timeout=0)
+        still = {id(ref) for ref in waiting}
+        ready = [p for p in self._pending if id(p[0]) not in still]
+        self._pending = [p for p in self._pending if id(p[0]) in still]
+        for pending in ready:
+            self._settle(*pending)
         while len(self._pending) >= _MAX_ADDS_IN_FLIGHT:
-            flow.get(self._pending.pop(0))
+            self._settle(*self._pending.pop(0))
+
+    def _settle(self, ref: Any, index: int, actor: Any, rows: int) -> None:
+        """Wait for one add; a dead shard is started again (its rows are lost)."""
+        assert self.shards is not None
+        try:
+            flow.get(ref)
+        except ActorDiedError as err:
+            replace_shard_in_plan(self.shards, index, dead=actor, error=err)
+            logger.warning("%s died: %d rows stored to it lost", self.shards.label(index), rows)
 
     def __call__(self, batch: Batch) -> Batch:
         _check_batch(batch, "StoreToReplayBuffer")
@@ -135,10 +155,11 @@ class StoreToReplayBuffer:
         elif self.local_buffer is not None:
             self.local_buffer.add(_as_single(batch, "StoreToReplayBuffer"))
         else:
-            assert self.actors is not None
+            assert self.shards is not None
             self._check_pending()
-            actor = self.actors[int(self._rng.integers(len(self.actors)))]
-            self._pending.append(actor.add_batch.remote(batch))
+            index = int(self._rng.integers(len(self.shards)))
+            actor = self.shards.actors[index]
+            self._pending.append((actor.add_batch.remote(batch), index, actor, batch.count))
         flow.current_metrics().counters[keys.NUM_ENV_STEPS_STORED] += batch.env_steps()
         return batch
 
@@ -188,7 +209,7 @@ def _count_replayed(batch: SampleBatch) -> SampleBatch:
 def replay(
     *,
     local_buffer: AnyBuffer | None = None,
-    actors: Sequence[Any] | None = None,
+    actors: Shards | None = None,
     num_async: int = 4,
     num_items: int = 32,
     learning_starts: int = 0,
@@ -209,7 +230,9 @@ def replay(
     - ``actors``: replay shards (``ReplayActor``; batch size and ``learning_starts`` are theirs),
       read with ``gather_async(num_async)``; a shard's None (below its ``learning_starts``)
       becomes ``NOT_READY``, so a concurrent union runs its other ops meanwhile;
-      ``current_actor`` is the shard each batch came from.
+      ``current_actor`` is the shard each batch came from. A shard of a `ReplayShardTable`
+      that dies is started again empty and read in its place (counter
+      ``num_replay_shard_restarts``); of a plain list, its death ends the read.
 
     Side effect: counter ``num_env_steps_replayed``.
 
@@ -230,7 +253,9 @@ def replay(
         ticks = flow.from_iterable(_Forever(), name="replay(local_buffer)")
         return ticks.for_each(_ReplayLocal(local_buffer, num_items, learning_starts, beta))
     assert handles is not None
-    shards = flow.from_actors(handles, name=f"replay_shards[{len(handles)}]")
+    recovery = replay_shard_recovery(handles)
+    name = f"replay_shards[{len(handles)}]"
+    shards = flow.from_actors(list(handles.actors), name=name, recovery=recovery)
     replies = shards.gather_async(num_async=num_async).transform(_none_to_not_ready)
     return replies.for_each(_count_replayed)
 
@@ -245,10 +270,18 @@ class UpdateReplayPriorities:
     both are *removed* from the stats (arrays do not belong in results). The priorities go to
     ``local_buffer`` when given (ignored unless it is prioritized), else to the replay shard
     the batch came from: the item's actor, or ``current_actor`` (set by ``replay(actors=...)``),
-    fire-and-forget. Stats without TD errors are left alone.
+    fire-and-forget. With ``actors`` (the shards given to ``replay``), updates for a shard
+    replaced since it replayed the batch are dropped: its rows are gone (those of a dead shard
+    not yet replaced are lost with it). Stats without TD errors are left alone.
     """
 
-    def __init__(self, *, local_buffer: AnyBuffer | None = None, epsilon: float = 1e-6) -> None:
+    def __init__(
+        self,
+        *,
+        local_buffer: AnyBuffer | None = None,
+        actors: Shards | None = None,
+        epsilon: float = 1e-6,
+    ) -> None:
         """Validate ``epsilon`` (> 0) and the buffer."""
         if local_buffer is not None and not isinstance(
             local_buffer, ReplayBuffer | MultiAgentReplayBuffer
@@ -257,6 +290,7 @@ class UpdateReplayPriorities:
                 f"UpdateReplayPriorities(local_buffer={local_buffer!r}) must be a ReplayBuffer"
             )
         self.local_buffer = local_buffer
+        self.shards = None if actors is None else as_shard_table(actors)
         self.epsilon = check_number(
             epsilon, "UpdateReplayPriorities: epsilon", low=0, low_open=True
         )
@@ -288,7 +322,8 @@ class UpdateReplayPriorities:
                     "UpdateReplayPriorities: no replay shard is known for this result; give "
                     "local_buffer=, or use it after replay(actors=...) or with ActorItem items"
                 )
-            target.update_priorities.remote(indexes, priorities)
+            if self.shards is None or self.shards.index_of(target) is not None:
+                target.update_priorities.remote(indexes, priorities)
         return item
 
 

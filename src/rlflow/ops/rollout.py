@@ -51,6 +51,11 @@ def _count_sampled(batch: Batch) -> Batch:
     return batch
 
 
+def _count_late(num_late: int) -> None:
+    """A bulk-sync round closed at ``sample_timeout_s`` without ``num_late`` workers' batches."""
+    flow.current_metrics().counters[keys.NUM_LATE_SAMPLES] += num_late
+
+
 def _concat_round(batches: list[Batch]) -> Batch:
     """One bulk-sync round (a list, one batch per worker) as one batch."""
     return SampleBatch.concat_samples(batches)
@@ -95,7 +100,9 @@ def parallel_rollouts(
     Items: ``SampleBatch`` (or ``MultiAgentBatch``). Modes:
 
     - ``"bulk_sync"``: each item concatenates one ``sample()`` of every remote worker (a
-      barrier: all workers sample, then the next round starts when the item is pulled).
+      barrier: all workers sample, then the next round starts when the item is pulled). With
+      the config's ``sample_timeout_s`` a round takes the batches that arrived by then; a late
+      one joins a later round (counter ``num_late_samples``).
     - ``"async"``: one worker's batch per item, as they arrive, ``num_async`` requests in
       flight per worker; ``current_actor`` is the worker that sampled it.
     - ``"raw"``: the ``ParallelIterator`` over the remote workers, for custom gathering; the
@@ -137,7 +144,9 @@ def parallel_rollouts(
         return shards
     rounds: flow.LocalIterator[Any]
     if mode == "bulk_sync":
-        rounds = shards.batch_across_shards().for_each(_concat_round)
+        timeout_s = workers.config.sample_timeout_s
+        rounds = shards.batch_across_shards(timeout_s=timeout_s, on_late=_count_late)
+        rounds = rounds.for_each(_concat_round)
     else:
         rounds = shards.gather_async(num_async=num_async)
     return rounds.for_each(_count_sampled)

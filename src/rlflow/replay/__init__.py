@@ -3,7 +3,8 @@
 - `ReplayBuffer`, `PrioritizedReplayBuffer`: columnar ring storage of transitions;
   `replay_forever` turns one into a stream that yields None until ``learning_starts``.
 - `n_step_transitions`: rollout fragment -> n-step transitions; `LinearSchedule` for beta.
-- `ReplayActor`, `create_replay_actors`: a sharded buffer as parallel-iterator actors.
+- `ReplayActor`, `create_replay_actors`: a sharded buffer as parallel-iterator actors;
+  `create_replay_shards` gives a `ReplayShardTable`, whose dead shards are recreated empty.
 - `MultiAgentReplayBuffer`: one buffer per policy, for multi-agent runs.
 - `make_replay_buffer`, `beta_schedule`, `training_intensity_weights`: a replay-based
   algorithm's buffer, beta schedule and round-robin weights, from its config.
@@ -37,6 +38,7 @@ from rlflow.replay.n_step import DISCOUNTS, n_step_transitions
 from rlflow.replay.ring import BATCH_INDEXES, WEIGHTS
 from rlflow.replay.schedule import LinearSchedule
 from rlflow.replay.segment_tree import MinSegmentTree, SumSegmentTree, next_power_of_two
+from rlflow.replay.shards import ReplayShardTable, create_replay_shards
 
 __all__ = [
     "BATCH_INDEXES",
@@ -50,10 +52,12 @@ __all__ = [
     "ReplayConfig",
     "ReplayActor",
     "ReplayBuffer",
+    "ReplayShardTable",
     "ReplayShards",
     "SumSegmentTree",
     "beta_schedule",
     "create_replay_actors",
+    "create_replay_shards",
     "make_replay_buffer",
     "n_step_transitions",
     "next_power_of_two",

@@ -27,7 +27,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -200,6 +200,32 @@ def create_replay_actors(
     rounded up; shard i is seeded ``seed + i``. Every argument is checked before any actor
     starts (`ConfigError`). Returns the actor handles, in shard order.
     """
+    start = replay_actor_starter(
+        num_shards,
+        capacity,
+        prioritized=prioritized,
+        alpha=alpha,
+        beta=beta,
+        learning_starts=learning_starts,
+        num_items=num_items,
+        seed=seed,
+    )
+    return [start(i) for i in range(num_shards)]
+
+
+def replay_actor_starter(
+    num_shards: int,
+    capacity: int,
+    *,
+    prioritized: bool = False,
+    alpha: float = 0.6,
+    beta: float = 0.4,
+    learning_starts: int = 0,
+    num_items: int = 32,
+    seed: int | None = None,
+) -> Callable[[int], Any]:
+    """Check the arguments of `create_replay_actors` (`ConfigError`); return the function that
+    starts shard i (of ``num_shards``) empty, as `create_replay_actors` describes it."""
     where = "create_replay_actors"
     shards = check_int(num_shards, f"{where}: num_shards", low=1)
     total = check_int(capacity, f"{where}: capacity", low=1)
@@ -209,21 +235,17 @@ def create_replay_actors(
             "per shard at least)"
         )
     starts = -(-check_int(learning_starts, f"{where}: learning_starts", low=0) // shards)
-    kwargs: dict[str, Any] = dict(
-        prioritized=prioritized,
-        alpha=alpha,
-        beta=beta,
-        learning_starts=starts,
-        num_items=num_items,
-    )
+    kwargs: dict[str, Any] = {"prioritized": prioritized, "alpha": alpha, "beta": beta}
+    kwargs.update(learning_starts=starts, num_items=num_items)
     _make_buffer(where, 1, seed=None, **kwargs)  # rejects bad values here, not in an actor
     remote_cls = flow.remote(ReplayActor).options(num_cpus=0)
-    return [
-        remote_cls.remote(
+
+    def start(i: int) -> Any:
+        return remote_cls.remote(
             total // shards + (i < total % shards),
             shard_index=i,
             seed=None if seed is None else seed + i,
             **kwargs,
         )
-        for i in range(shards)
-    ]
+
+    return start

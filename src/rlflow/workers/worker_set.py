@@ -8,6 +8,7 @@ rollout sources ask for it (see ``rlflow.ops.recovery``).
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -29,10 +30,15 @@ _START_TIMEOUT_S = 60.0
 class WorkerSet:
     """One local :class:`RolloutWorker` (index 0, the learner) and N remote ones (1..N).
 
-    Remote workers are actors created with ``num_cpus=1``: a rollout worker steps envs and runs
-    inference in a tight loop, so it keeps one core busy; reserving the core stops Ray from
-    packing more busy workers than there are cores (which slows every one of them, see
-    DESIGN.md "Speed habits"), while zero-CPU helpers (replay shards, iterator actors) still fit.
+    Remote workers are actors that reserve ``num_cpus_per_worker`` (default 1) and
+    ``custom_resources_per_worker``: a rollout worker steps envs and runs inference in a tight
+    loop, so it keeps one core busy; reserving the core stops Ray from packing more busy workers
+    than there are cores (which slows every one of them, see DESIGN.md "Speed habits"), while
+    zero-CPU helpers (replay shards, iterator actors) still fit. On Ray the reservations are one
+    placement group (``placement_strategy``), bundle i - 1 for worker i, a recreated worker
+    going back into its bundle; it waits up to ``start_timeout_s`` to be placed (else
+    ``ConfigError``) and is removed by :meth:`stop` (or when the set is garbage collected).
+    Workers that reserve nothing get no group. The local backend ignores all of this.
 
     Args:
         config: the algorithm config; ``num_workers`` remote workers are started.
@@ -55,7 +61,8 @@ class WorkerSet:
             start_timeout_s, "WorkerSet: start_timeout_s", low=0, low_open=True
         )
         self._local = RolloutWorker(config, policy_cls, worker_index=0)
-        self._actor_cls = flow.remote(RolloutWorker).options(num_cpus=1)
+        self._actor_cls = flow.remote(RolloutWorker).options(**self._actor_options(config))
+        self._group = self._placement_group(config)
         self._remote: list[Any] = [self._start(i) for i in range(1, config.num_workers + 1)]
         self._dead: set[int] = set()
         self._starting: dict[int, tuple[Any, Any]] = {}  # index -> (actor, its ping)
@@ -63,8 +70,33 @@ class WorkerSet:
         """Workers recreated so far in this run (a restored run continues the count)."""
         self._on_recreate: list[Callable[[Any], Any]] = []
 
+    @staticmethod
+    def _actor_options(config: AlgorithmConfig) -> dict[str, Any]:
+        options: dict[str, Any] = {"num_cpus": config.num_cpus_per_worker}
+        if config.custom_resources_per_worker:
+            options["resources"] = dict(config.custom_resources_per_worker)
+        return options
+
+    def _placement_group(self, config: AlgorithmConfig) -> Any:
+        bundle = config.worker_bundle()
+        if not config.num_workers or not bundle:
+            return None
+        bundles = [dict(bundle) for _ in range(config.num_workers)]
+        group = flow.placement_group(
+            bundles, config.placement_strategy, timeout_s=self.start_timeout_s
+        )
+        self._release = weakref.finalize(self, flow.remove_placement_group, group)
+        self._release.atexit = False  # at exit Ray frees it with the job
+        return group
+
     def _start(self, index: int) -> Any:
-        return self._actor_cls.remote(self.config, self.policy_cls, worker_index=index)
+        actor_cls = self._actor_cls.options(**flow.bundle_options(self._group, index - 1))
+        return actor_cls.remote(self.config, self.policy_cls, worker_index=index)
+
+    def placement_group(self) -> Any:
+        """The placement group of the remote workers (worker i in bundle i - 1); None on the
+        local backend, with no remote workers, or when they reserve nothing."""
+        return self._group
 
     def local_worker(self) -> RolloutWorker:
         """The learner: a plain object in this process."""
@@ -256,6 +288,8 @@ class WorkerSet:
             except Exception:
                 logger.debug("could not kill %r", handle, exc_info=True)
         self._remote, self._starting, self._dead = [], {}, set()
+        if self._group is not None:
+            self._release()  # frees the reservation, once
 
     def __repr__(self) -> str:
         return f"WorkerSet(local=1, remote={len(self._remote)})"

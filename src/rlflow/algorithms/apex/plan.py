@@ -36,7 +36,8 @@ from rlflow.ops import (
     replay,
     standard_metrics_reporting,
 )
-from rlflow.replay import ReplayShards, create_replay_actors, register_replay_buffer
+from rlflow.replay import ReplayShards, register_replay_buffer
+from rlflow.replay.shards import create_replay_shards
 from rlflow.workers import WorkerSet
 
 __all__ = ["UpdateWorkerWeights", "apex_plan"]
@@ -45,9 +46,10 @@ __all__ = ["UpdateWorkerWeights", "apex_plan"]
 def apex_plan(workers: WorkerSet, config: ApexConfig) -> LocalIterator[dict[str, Any]]:
     """Build the Ape-X plan over ``workers``; each item is one iteration's result dict.
 
-    Starts the replay shards and the learner thread (a daemon) now.
+    Starts the replay shards and the learner thread (a daemon) now. A replay shard that dies
+    is started again empty and the plan goes on (counter ``num_replay_shard_restarts``).
     """
-    shards = create_replay_actors(
+    shards = create_replay_shards(
         config.num_replay_buffer_shards,
         config.buffer_size,
         prioritized=config.prioritized_replay,
@@ -57,7 +59,7 @@ def apex_plan(workers: WorkerSet, config: ApexConfig) -> LocalIterator[dict[str,
         num_items=config.train_batch_size,
         seed=config.seed,
     )
-    register_replay_buffer(workers, "replay_shards", ReplayShards(shards))
+    register_replay_buffer(workers, "replay_shards", ReplayShards(shards.actors))
     learner = LearnerThread(
         workers.local_worker(),
         inqueue_size=config.learner_queue_size,
@@ -84,7 +86,7 @@ def apex_plan(workers: WorkerSet, config: ApexConfig) -> LocalIterator[dict[str,
         dequeue(learner.outqueue, check=learner.check)
         # (7) Count trained steps; (8) |TD error| priorities back to the batch's shard.
         .for_each(RecordStepsTrained(learner=learner))
-        .for_each(UpdateReplayPriorities(epsilon=config.prioritized_replay_eps))
+        .for_each(UpdateReplayPriorities(actors=shards, epsilon=config.prioritized_replay_eps))
         # (9) Target network every target_network_update_freq trained steps.
         .for_each(
             UpdateTargetNetwork(workers, config.target_network_update_freq, by_steps_trained=True)

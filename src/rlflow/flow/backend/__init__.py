@@ -207,6 +207,41 @@ def kill(handle: Any) -> None:
         _ray_impl().kill(handle)
 
 
+def placement_group(bundles: Sequence[dict[str, float]], strategy: str, *, timeout_s: float) -> Any:
+    """Reserve ``bundles`` (one resource dict each) placed by ``strategy`` (Ray's PACK, SPREAD,
+    STRICT_PACK, STRICT_SPREAD); the group, for :func:`bundle_options`.
+
+    Waits up to ``timeout_s`` seconds for the reservation and raises :class:`ConfigError` naming
+    the bundles, the strategy and the cluster's resources when it cannot be placed by then. The
+    local backend reserves nothing and returns None.
+    """
+    if backend_name() == "local":
+        return None
+    group = _ray_impl().placement_group(list(bundles), strategy, timeout_s)
+    if group is None:
+        raise ConfigError(
+            f"a placement group of {len(bundles)} bundles {list(bundles)[:1]}... with strategy "
+            f"{strategy} could not be placed in {timeout_s:g} s; the cluster has "
+            f"{_ray_impl().cluster_resources()}: ask for less (e.g. num_cpus_per_worker, "
+            "num_workers) or add nodes"
+        )
+    return group
+
+
+def bundle_options(group: Any, index: int) -> dict[str, Any]:
+    """Options for ``RemoteClass.options(**...)`` placing an actor in bundle ``index`` of
+    ``group`` (from :func:`placement_group`); empty for None (the local backend)."""
+    if group is None:
+        return {}
+    return _ray_impl().bundle_options(group, index)  # type: ignore[no-any-return]
+
+
+def remove_placement_group(group: Any) -> None:
+    """Free a group's reservation (its actors are killed); None (local) is a no-op."""
+    if group is not None:
+        _ray_impl().remove_placement_group(group)
+
+
 def send_and_forget(handle: Any, method: str, *args: Any) -> None:
     """Call ``handle.<method>(*args)`` and drop its future: best effort, for clean-up messages.
 

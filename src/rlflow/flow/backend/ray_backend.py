@@ -64,3 +64,37 @@ def put(value: Any) -> Any:
 def kill(handle: Any) -> None:
     """``ray.kill`` without restart."""
     ray.kill(handle, no_restart=True)
+
+
+def placement_group(bundles: list[dict[str, float]], strategy: str, timeout_s: float) -> Any:
+    """``ray.util.placement_group``, waited for up to ``timeout_s``; None when it is not
+    placed by then (it is removed)."""
+    from ray.util import placement_group as make_group
+    from ray.util import remove_placement_group
+
+    group = make_group(bundles, strategy=strategy)
+    if group.wait(timeout_seconds=timeout_s):
+        return group
+    remove_placement_group(group)
+    return None
+
+
+def bundle_options(group: Any, index: int) -> dict[str, Any]:
+    """Actor options that place an actor in bundle ``index`` of ``group``."""
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    strategy = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index)
+    return {"scheduling_strategy": strategy}
+
+
+def remove_placement_group(group: Any) -> None:
+    """``ray.util.remove_placement_group`` (a no-op once Ray is down)."""
+    from ray.util import remove_placement_group as remove
+
+    if ray.is_initialized():
+        remove(group)
+
+
+def cluster_resources() -> dict[str, float]:
+    """``ray.cluster_resources()``."""
+    return dict(ray.cluster_resources())  # type: ignore[no-untyped-call]
