@@ -61,10 +61,12 @@ class _FakeActor:
 
     def __init__(self) -> None:
         self.received: list[Any] = []
+        self.versions: list[Any] = []
         self.set_weights = self
 
     def remote(self, weights: Any, global_vars: Any) -> None:
         self.received.append(flow.get(weights))
+        self.versions.append(global_vars["num_grad_updates_per_policy"]["p"])
 
 
 class _FakeWorker:
@@ -73,6 +75,9 @@ class _FakeWorker:
 
     def get_weights(self) -> dict[str, int]:
         return {"version": self.version}
+
+    def num_grad_updates_per_policy(self) -> dict[str, int]:
+        return {"p": self.version}
 
 
 class _FakeWorkers:
@@ -107,6 +112,7 @@ def test_broadcast_puts_again_only_when_updated_and_due(local_backend: None) -> 
     # Item 0: first put (v0). Item 1: updated but only 1 item since the put. Item 2: due and
     # updated -> v2. Items 3-5: flag cleared by the put at item 2 (item 4 sets it False).
     assert [w["version"] for w in actor.received] == [0, 0, 2, 2, 2, 2]
+    assert actor.versions == [0, 0, 2, 2, 2, 2]  # each sent with the version read with it
     assert stream.metrics.counters[keys.NUM_WEIGHT_SYNCS] == 2
     assert learner.weights_updated is False
 

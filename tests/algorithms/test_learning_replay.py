@@ -38,7 +38,8 @@ pytestmark = pytest.mark.timeout(300)
         (DQNConfig, {"target_network_update_freq": -1}, "target_network_update_freq"),
         (ApexConfig, {"num_workers": 0}, "num_workers=0 must be an integer >= 1"),
         (ApexConfig, {"buffer_size": 600, "learning_starts": 0}, "per shard"),
-        (ApexConfig, {"training_intensity": 2.0}, "not supported"),
+        (ApexConfig, {"training_intensity": 0.0}, "training_intensity=0.0 must be a number > 0"),
+        (ApexConfig, {"intensity_slack": -1}, "intensity_slack=-1 must be an integer >= 0"),
         (ApexConfig, {"worker_epsilon": 2.0}, "worker_epsilon"),
     ],
 )
@@ -92,6 +93,30 @@ def test_dqn_plan_runs_with_the_training_intensity(local_backend: None) -> None:
     assert counters[keys.NUM_TARGET_UPDATES] >= 2
     assert results[-1]["episode_return_mean"] == 5.0
     assert "td_error" not in results[-1]["info"]["learner"]["default_policy"]
+    workers.stop()
+
+
+@pytest.mark.parametrize("intensity", [0.5, 4.0])
+def test_apex_holds_its_training_intensity(local_backend: None, intensity: float) -> None:
+    config = ApexConfig(
+        **SMALL,
+        num_workers=2,
+        num_replay_buffer_shards=2,
+        training_intensity=intensity,
+        intensity_slack=16,
+    )
+    workers = WorkerSet(config, get_algorithm("apex").policy_cls)
+    plan = get_algorithm("apex").plan(workers, config)
+    ratios = []
+    for _ in range(4):
+        next(plan)
+        counters = plan.metrics.counters
+        since = counters[keys.NUM_ENV_STEPS_SAMPLED] - counters["replay_start_env_steps_sampled"]
+        ratios.append(counters[keys.NUM_ENV_STEPS_REPLAYED] - intensity * since)
+    # Within the slack plus one held item of either side (a sample of 8, a batch of 8), at
+    # intensity 0.5 (sampling runs ahead on its own) and 4 (the learner would fall behind).
+    assert all(-16 - 8 * intensity <= r <= 16 + 8 for r in ratios), ratios
+    assert counters["replay_start_env_steps_sampled"] >= config.learning_starts
     workers.stop()
 
 

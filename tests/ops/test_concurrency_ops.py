@@ -184,6 +184,9 @@ class FakeLearner:
     def get_weights(self) -> dict[str, int]:
         return {"default_policy": self.version}
 
+    def num_grad_updates_per_policy(self) -> dict[str, int]:
+        return {"default_policy": self.version}
+
 
 @pytest.fixture
 def learner_factory() -> Any:
@@ -274,7 +277,8 @@ def test_update_worker_weights_counts_steps_per_actor() -> None:
     stream = [ActorItem(a, batch), ActorItem(b, batch), ActorItem(a, batch)]
     out = flow.from_iterable(stream).for_each(op)
     assert out.take(3) == stream
-    assert flow.get(a.get_received.remote()) == [({"default_policy": 0}, {"timestep": 0})]
+    pushed = {"timestep": 0, "num_grad_updates_per_policy": {"default_policy": 0}}
+    assert flow.get(a.get_received.remote()) == [({"default_policy": 0}, pushed)]
     assert flow.get(b.get_received.remote()) == []  # b delivered 2 of 4 steps
     assert out.metrics.counters[keys.NUM_WEIGHT_SYNCS] == 1
 

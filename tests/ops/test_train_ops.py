@@ -71,7 +71,9 @@ def test_train_one_step_learns_broadcasts_and_counts() -> None:
     remote_vars = [
         flow.get(w.apply.remote(lambda w: w.global_vars)) for w in workers.remote_workers()
     ]
-    assert remote_vars == [{"timestep": 0}, {"timestep": 0}]
+    # The weights' version (learner updates) travels with them.
+    pushed = {"timestep": 0, "num_grad_updates_per_policy": {DEFAULT_POLICY_ID: 2}}
+    assert remote_vars == [pushed, pushed]
 
 
 def test_train_one_step_runs_epochs_of_minibatches() -> None:

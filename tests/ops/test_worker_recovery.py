@@ -61,7 +61,8 @@ def test_bulk_sync_recreates_a_dead_worker_with_the_learners_weights() -> None:
     new = workers.remote_workers()[1]
     assert new is not dead and flow.get(new.ping.remote()) == "ok"
     assert all(np.array_equal(v, learner_weights[k]) for k, v in weights_of(new).items())
-    assert flow.get(new.apply.remote(lambda w: w.global_vars)) == {"timestep": 2 * STEPS}
+    pushed = flow.get(new.apply.remote(lambda w: w.global_vars))
+    assert pushed == {"timestep": 2 * STEPS, "num_grad_updates_per_policy": {DEFAULT_POLICY_ID: 0}}
     counters = rollouts.metrics.counters
     assert counters[keys.NUM_WORKER_RESTARTS] == workers.num_restarts == 1
     assert counters[keys.NUM_ENV_STEPS_SAMPLED] == 5 * STEPS  # nothing lost counted

@@ -12,7 +12,15 @@ import torch
 
 from rlflow import replay as replay_pkg
 from rlflow.algorithms import DQNConfig
-from rlflow.data import ACTIONS, NEXT_OBS, OBS, REWARDS, TERMINATEDS, SampleBatch
+from rlflow.data import (
+    ACTIONS,
+    NEXT_OBS,
+    NUM_GRAD_UPDATES,
+    OBS,
+    REWARDS,
+    TERMINATEDS,
+    SampleBatch,
+)
 from rlflow.errors import ConfigError
 from rlflow.ops import keys
 from rlflow.policy import dqn
@@ -240,7 +248,7 @@ def test_rollout_worker_gives_next_obs_and_forwards_global_vars(local_backend: N
     )
     worker = RolloutWorker(config, DQNPolicy, worker_index=1)
     batch = worker.sample()
-    assert set(batch) == {OBS, ACTIONS, REWARDS, NEXT_OBS, TERMINATEDS, DISCOUNTS}
+    assert set(batch) == {OBS, ACTIONS, REWARDS, NEXT_OBS, TERMINATEDS, DISCOUNTS, NUM_GRAD_UPDATES}
     assert batch.count == 8
     # Each env: obs 0,1,2 (episode of 3) then 0; next obs 1,2,3 then 1.
     assert batch[NEXT_OBS][:4].ravel().tolist() == [2.0, 3.0, 3.0, 1.0]

@@ -16,6 +16,7 @@ from rlflow.data import (
     DEFAULT_POLICY_ID,
     EPS_ID,
     LOGP,
+    NUM_GRAD_UPDATES,
     OBS,
     REWARDS,
     TERMINATEDS,
@@ -55,8 +56,9 @@ def test_sample_shape_columns_and_env_major_order() -> None:
     batch = worker.sample()
     assert batch.count == 10
     expected = {OBS, ACTIONS, REWARDS, TERMINATEDS, TRUNCATEDS, LOGP, VF_PREDS}
-    expected |= {ACTION_DIST_INPUTS, ADVANTAGES, VALUE_TARGETS, EPS_ID}
+    expected |= {ACTION_DIST_INPUTS, ADVANTAGES, VALUE_TARGETS, EPS_ID, NUM_GRAD_UPDATES}
     assert set(batch) == expected
+    assert batch[NUM_GRAD_UPDATES].tolist() == [0] * 10  # the weights' version: no update yet
     # Rows are sub-env 0's 5 steps, then sub-env 1's; obs count steps within episodes of 3.
     assert batch[OBS][:, 0].tolist() == [0, 1, 2, 0, 1] * 2
     assert batch[TERMINATEDS].tolist() == [False, False, True, False, False] * 2

@@ -58,6 +58,9 @@ ACTION_DIST_INPUTS = "action_dist_inputs"
 
 AGENT_INDEX = "agent_index"
 """Index of the agent (in the env's ``possible_agents``) that produced the row (multi-agent)."""
+NUM_GRAD_UPDATES = "num_grad_updates"
+"""The acting policy's ``num_grad_updates`` (learner updates in the weights it sampled with),
+int64; the learner's count when it trains on the row minus this is the row's policy lag."""
 
 
 def _as_column(name: str, value: npt.ArrayLike) -> Array:

@@ -14,6 +14,7 @@ See ARCHITECTURE.md for the map of operators.
 from rlflow.flow.backend import (
     backend_name,
     bundle_options,
+    cluster_resources,
     get,
     init,
     is_initialized,
@@ -56,6 +57,7 @@ __all__ = [
     "StageStats",
     "TimerStat",
     "backend_name",
+    "cluster_resources",
     "bundle_options",
     "current_metrics",
     "duplicate",

@@ -16,7 +16,11 @@ Sources (snake_case functions that build a stream) and stages (PascalCase callab
 - learner thread (:mod:`rlflow.ops.learner_thread`): :class:`LearnerThread`,
   :class:`RecordStepsTrained`;
 - learner (:mod:`rlflow.ops.learner`): :func:`impala_train_op`, :class:`MixInReplay`,
-  :class:`BroadcastUpdateLearnerWeights`, :class:`UpdateKL`.
+  :class:`BroadcastUpdateLearnerWeights`, :class:`UpdateKL`;
+- intensity (:mod:`rlflow.ops.intensity`): :class:`KeepTrainingIntensity` (replayed per
+  sampled env steps held in an asynchronous plan);
+- learner info (:mod:`rlflow.ops.learner_info`): :func:`record_learner_info` (what every update
+  operator calls with its stats) and :func:`pop_policy_lag` (the result's policy lag).
 
 Operators talk through the plan's context (``flow.current_metrics()``), under the keys in
 :mod:`rlflow.ops.keys`; they read it inside each call, never when the plan is built.
@@ -31,12 +35,14 @@ from rlflow.ops.concurrency import (
     concurrently,
     dequeue,
 )
+from rlflow.ops.intensity import KeepTrainingIntensity
 from rlflow.ops.learner import (
     BroadcastUpdateLearnerWeights,
     MixInReplay,
     UpdateKL,
     impala_train_op,
 )
+from rlflow.ops.learner_info import pop_policy_lag, record_learner_info
 from rlflow.ops.learner_thread import LearnerThread, RecordStepsTrained
 from rlflow.ops.metrics import (
     CollectMetrics,
@@ -85,6 +91,7 @@ __all__ = [
     "ComputeGradients",
     "ConcatBatches",
     "Enqueue",
+    "KeepTrainingIntensity",
     "Gradients",
     "LearnerThread",
     "MixInReplay",
@@ -107,6 +114,8 @@ __all__ = [
     "impala_train_op",
     "keys",
     "parallel_rollouts",
+    "pop_policy_lag",
+    "record_learner_info",
     "replay",
     "standard_metrics_reporting",
 ]

@@ -113,7 +113,8 @@ class BroadcastUpdateLearnerWeights:
 
     Items: ``ActorItem(worker, batch) -> the same item`` (use with ``.for_each`` after
     ``zip_with_source_actor()``). Every item pushes the cached weights to its worker
-    (fire-and-forget ``set_weights`` with ``{"timestep": env steps sampled}``). The cache is
+    (fire-and-forget ``set_weights`` with ``{"timestep": env steps sampled,
+    "num_grad_updates_per_policy": the weights' versions}``). The cache is
     refreshed (``get_weights`` under the learner's lock, then ``put``) on the first item and
     afterwards only when the learner updated since the last refresh and at least
     ``broadcast_interval`` items passed. Side effects: counter ``num_weight_syncs`` (one per
@@ -135,6 +136,7 @@ class BroadcastUpdateLearnerWeights:
         )
         self._since_put = 0
         self._weights_ref: Any = None
+        self._versions: dict[str, int] = {}  # num_grad_updates of the weights put
 
     def __call__(self, item: ActorItem) -> ActorItem:
         if not isinstance(item, ActorItem):
@@ -148,12 +150,17 @@ class BroadcastUpdateLearnerWeights:
             due = self._since_put >= self.broadcast_interval and self.learner.weights_updated
             if self._weights_ref is None or due:
                 with self.learner.lock:
-                    weights = self.workers.local_worker().get_weights()
+                    local = self.workers.local_worker()
+                    weights = local.get_weights()
+                    self._versions = local.num_grad_updates_per_policy()
                     self.learner.weights_updated = False
                 self._weights_ref = flow.put(weights)
                 self._since_put = 0
                 ctx.counters[keys.NUM_WEIGHT_SYNCS] += 1
-            global_vars = {"timestep": ctx.counters[keys.NUM_ENV_STEPS_SAMPLED]}
+            global_vars = {
+                "timestep": ctx.counters[keys.NUM_ENV_STEPS_SAMPLED],
+                "num_grad_updates_per_policy": self._versions,
+            }
             item.actor.set_weights.remote(self._weights_ref, global_vars)
         return item
 

@@ -28,6 +28,7 @@ from rlflow.data.sample_batch import MultiAgentBatch, SampleBatch
 from rlflow.errors import ConfigError, PlanError
 from rlflow.flow import ActorItem, TimerStat
 from rlflow.ops import keys
+from rlflow.ops.learner_info import record_learner_info
 from rlflow.ops.train import TrainResult
 from rlflow.workers import RolloutWorker
 
@@ -258,7 +259,7 @@ class RecordStepsTrained:
         ctx.counters[keys.NUM_ENV_STEPS_TRAINED] += result.env_steps
         ctx.counters[keys.NUM_AGENT_STEPS_TRAINED] += result.env_steps
         ctx.counters[keys.NUM_TRAIN_STEPS] += 1
-        ctx.info[keys.LEARNER_INFO] = result.stats
+        record_learner_info(result.stats)
         if self.learner is not None:
             ctx.info[keys.LEARNER_THREAD_INFO] = self.learner.stats()
         return item

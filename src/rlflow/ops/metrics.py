@@ -18,6 +18,7 @@ from rlflow.config import AlgorithmConfig
 from rlflow.envs import EpisodeStat
 from rlflow.errors import ActorDiedError, WorkerError
 from rlflow.ops import keys
+from rlflow.ops.learner_info import pop_policy_lag
 from rlflow.ops.recovery import recreate_in_plan
 from rlflow.workers import WorkerMetrics, WorkerSet
 
@@ -135,8 +136,10 @@ class CollectMetrics:
     ``num_agent_steps_sampled``, ``num_agent_steps_trained``, ``num_env_steps_sampled_this_iter``,
     ``num_env_steps_trained_this_iter``, ``num_healthy_workers`` (remote workers not known to be
     dead), ``num_worker_restarts``, ``num_replay_shard_restarts``, ``num_env_restarts``
-    (sub-envs rebuilt, see ``restart_failed_sub_environments``), ``info`` (``learner`` stats
-    and the other info values), ``counters``, ``timers`` (``<name>_time_ms``,
+    (sub-envs rebuilt, see ``restart_failed_sub_environments``), ``policy_lag_mean`` /
+    ``policy_lag_max`` (learner updates between the weights that sampled a batch and those that
+    trained on it, over the iteration's updates; None when none reported it), ``info``
+    (``learner`` stats and the other info values), ``counters``, ``timers`` (``<name>_time_ms``,
     ``<name>_throughput``).
     """
 
@@ -210,6 +213,7 @@ class CollectMetrics:
             keys.NUM_ENV_RESTARTS: counters[keys.NUM_ENV_RESTARTS],
             keys.NUM_LATE_SAMPLES: counters[keys.NUM_LATE_SAMPLES],
             keys.NUM_REPLAY_SHARD_RESTARTS: counters[keys.NUM_REPLAY_SHARD_RESTARTS],
+            **pop_policy_lag(),
             "info": {keys.LEARNER_INFO: {}, **public_info},
             "counters": dict(counters),
             "timers": self._timers(ctx),

@@ -17,7 +17,9 @@ from rlflow.checks import check_int
 from rlflow.data.sample_batch import MultiAgentBatch, SampleBatch
 from rlflow.errors import ConfigError, PlanError
 from rlflow.ops import keys
+from rlflow.ops.learner_info import record_learner_info
 from rlflow.ops.rollout import _check_batch, _policy_id_list
+from rlflow.policy import POLICY_LAG
 from rlflow.workers import Gradients, WorkerSet
 
 __all__ = [
@@ -102,7 +104,7 @@ class TrainOneStep:
                 policies=self.policies,
             )
         # Merged per policy: plans that train policies in separate branches report them all.
-        ctx.info[keys.LEARNER_INFO] = {**ctx.info.get(keys.LEARNER_INFO, {}), **stats}
+        record_learner_info(stats, merge=True)
         ctx.counters[keys.NUM_ENV_STEPS_TRAINED] += batch.env_steps()
         ctx.counters[keys.NUM_AGENT_STEPS_TRAINED] += batch.agent_steps()
         ctx.counters[keys.NUM_TRAIN_STEPS] += 1
@@ -170,7 +172,11 @@ class AverageGradients:
             stats[pid] = {
                 k: sum(g.env_steps * g.stats[pid][k] for g in parts) / weight for k in keys_
             }
-        return Gradients(grads, total, stats)
+        versions = {  # the oldest weights among the parts
+            pid: min(g.num_grad_updates[pid] for g in items if pid in g.num_grad_updates)
+            for pid in items[0].num_grad_updates
+        }
+        return Gradients(grads, total, stats, versions)
 
 
 def _as_gradients(item: Any) -> Gradients:
@@ -215,8 +221,15 @@ class ApplyGradients:
             for pid, g in grads.grads.items()
             if self.policies is None or pid in self.policies
         }
+        local = self.workers.local_worker()
+        stats = {pid: dict(grads.stats.get(pid, {})) for pid in grads.stats}
+        for pid in selected:
+            if pid in grads.num_grad_updates:
+                lag = local.get_policy(pid).num_grad_updates - grads.num_grad_updates[pid]
+                stats.setdefault(pid, {})[POLICY_LAG] = float(lag)
         with ctx.timers[keys.APPLY_GRAD_TIMER].timing(units=grads.env_steps):
-            self.workers.local_worker().apply_gradients(selected)
+            local.apply_gradients(selected)
+        record_learner_info(stats)
         ctx.counters[keys.NUM_ENV_STEPS_TRAINED] += grads.env_steps
         ctx.counters[keys.NUM_AGENT_STEPS_TRAINED] += grads.env_steps
         ctx.counters[keys.NUM_TRAIN_STEPS] += 1
@@ -230,4 +243,4 @@ class ApplyGradients:
                     "use it after async_gradients() (or gather_async)"
                 )
             _push_weights(self.workers, self.policies, to=[actor])
-        return TrainResult(grads.env_steps, grads.stats)
+        return TrainResult(grads.env_steps, stats)

@@ -13,13 +13,20 @@ APPO).
 
 from typing import TYPE_CHECKING, Any
 
-from rlflow.policy.policy import ActorCriticPolicy, TorchPolicy, adaptive_kl_coeff
+from rlflow.policy.policy import POLICY_LAG, ActorCriticPolicy, TorchPolicy, adaptive_kl_coeff
 
 if TYPE_CHECKING:  # the layer above: imported lazily at run time, by __getattr__
     from rlflow.algorithms.pg.policy import PGPolicy
     from rlflow.algorithms.ppo.policy import PPOPolicy
 
-__all__ = ["ActorCriticPolicy", "PGPolicy", "PPOPolicy", "TorchPolicy", "adaptive_kl_coeff"]
+__all__ = [
+    "POLICY_LAG",
+    "ActorCriticPolicy",
+    "PGPolicy",
+    "PPOPolicy",
+    "TorchPolicy",
+    "adaptive_kl_coeff",
+]
 
 _MOVED = {
     "PGPolicy": "rlflow.algorithms.pg.policy",

@@ -11,7 +11,14 @@ learner calls is here:
   :meth:`~TorchPolicy.learn_on_minibatches`;
 - state: :meth:`~TorchPolicy.get_weights` / :meth:`~TorchPolicy.set_weights` (model only, plain
   numpy) and :meth:`~TorchPolicy.get_state` / :meth:`~TorchPolicy.set_state` (weights,
-  optimizer and RNG, for checkpoints).
+  optimizer, RNG and ``num_grad_updates``, for checkpoints).
+
+Policy lag: ``num_grad_updates`` counts the optimizer steps a policy's weights went through
+(on the learner; a worker's copy is told the learner's count with the weights, through the
+global var ``num_grad_updates_per_policy``). Sampled rows carry it (column
+``NUM_GRAD_UPDATES``); every learner update reports ``diff_num_grad_updates_vs_sampler_policy``
+(RLlib's name): the learner's count minus the rows' mean, i.e. how many updates the weights that
+trained on a batch are ahead of the weights that sampled it.
 
 A policy takes its algorithm's typed config (an instance of its ``config_class``) and reads
 attributes: every default and every rule is in the config class, none here. The base reads
@@ -39,12 +46,22 @@ import torch
 
 from rlflow.checks import check_int, check_type
 from rlflow.config import ActorCriticConfig, AlgorithmConfig
-from rlflow.data.sample_batch import ACTION_DIST_INPUTS, LOGP, VF_PREDS, SampleBatch
+from rlflow.config_resources import resolve_device
+from rlflow.data.sample_batch import (
+    ACTION_DIST_INPUTS,
+    LOGP,
+    NUM_GRAD_UPDATES,
+    VF_PREDS,
+    SampleBatch,
+)
 from rlflow.errors import ConfigError
 from rlflow.models import ActionDistribution, ActorCritic, build_model, dist_class_for
 from rlflow.returns import compute_advantages
 
-__all__ = ["ActorCriticPolicy", "TorchPolicy", "adaptive_kl_coeff"]
+__all__ = ["POLICY_LAG", "ActorCriticPolicy", "TorchPolicy", "adaptive_kl_coeff"]
+
+POLICY_LAG = "diff_num_grad_updates_vs_sampler_policy"
+"""Learner stat: updates between the weights that sampled a batch and those training on it."""
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +110,9 @@ class TorchPolicy(abc.ABC):
         """The typed config this policy was built with."""
         self.worker_index = check_int(worker_index, f"{name}(worker_index)", low=0)
         """The index of the rollout worker holding this policy (0: the learner)."""
+        self.num_grad_updates = 0
+        """Optimizer steps the weights went through (a worker's copy: the learner's count at
+        the last weight sync); sampled rows record it in ``NUM_GRAD_UPDATES``."""
         self.lr = config.lr
         self.gamma = config.gamma
         self.grad_clip = config.grad_clip
@@ -105,8 +125,12 @@ class TorchPolicy(abc.ABC):
         self.dist_class: type[ActionDistribution] = dist_class_for(action_space)
         """The action distribution class that reads the model's ``dist_inputs``."""
         self.generator = torch.Generator()
-        """Private RNG for action sampling (seeded from ``seed``)."""
-        self.model: ActorCritic = self._build_model(config, seed)
+        """Private RNG for action sampling (seeded from ``seed``; on CPU: actions are drawn on
+        CPU from the model's outputs, wherever the model runs)."""
+        self.device: torch.device = resolve_device(config, self.worker_index)
+        """Where the model runs and learns: ``cuda`` for the learner with ``num_gpus > 0`` (a
+        worker with ``num_gpus_per_worker > 0``), else ``cpu``."""
+        self.model: ActorCritic = self._build_model(config, seed).to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.lr)
         self._params = [p for p in self.model.parameters() if p.requires_grad]
 
@@ -130,11 +154,18 @@ class TorchPolicy(abc.ABC):
     # -- acting -----------------------------------------------------------------------------
 
     def obs_to_tensor(self, obs: npt.ArrayLike) -> torch.Tensor:
-        """Convert a batch of observations to a tensor (float64 becomes float32, uint8 stays)."""
+        """Convert a batch of observations to a tensor on the policy's device (float64 becomes
+        float32, uint8 stays)."""
         array = np.ascontiguousarray(obs)
         if array.dtype == np.float64:
             array = array.astype(np.float32)
-        return torch.from_numpy(array)
+        return self._to_device(torch.from_numpy(array))
+
+    def _to_device(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` (on CPU) on the policy's device: through pinned memory, non-blocking."""
+        if self.device.type == "cpu":
+            return tensor
+        return tensor.pin_memory().to(self.device, non_blocking=True)
 
     def compute_actions(
         self, obs: npt.ArrayLike, *, explore: bool = True
@@ -148,6 +179,7 @@ class TorchPolicy(abc.ABC):
         """
         with torch.no_grad():
             dist_inputs, values = self.model(self.obs_to_tensor(obs))
+            dist_inputs, values = dist_inputs.cpu(), values.cpu()
             dist = self.dist_class(dist_inputs, generator=self.generator)
             actions = dist.sample() if explore else dist.deterministic()
             logp = dist.logp(actions)
@@ -162,7 +194,7 @@ class TorchPolicy(abc.ABC):
         """Return the value estimates ``[B]`` for a batch of observations, without gradients."""
         with torch.no_grad():
             values: torch.Tensor = self.model.value(self.obs_to_tensor(obs))
-        return values.numpy()
+        return values.cpu().numpy()
 
     def postprocess_trajectory(self, batch: SampleBatch, *, last_value: float) -> SampleBatch:
         """Return a copy of one episode fragment with advantages added.
@@ -182,11 +214,12 @@ class TorchPolicy(abc.ABC):
         """Return the scalar loss to minimise on a batch, and float stats to report."""
 
     def batch_to_tensors(self, batch: Mapping[str, Array]) -> dict[str, torch.Tensor]:
-        """Convert the numeric columns of ``batch`` to tensors (float64 becomes float32)."""
+        """Convert the numeric columns of ``batch`` to tensors (float64 becomes float32);
+        ``NUM_GRAD_UPDATES`` (bookkeeping, never in a loss) is left out."""
         out: dict[str, torch.Tensor] = {}
         for name, column in batch.items():
             array = np.asarray(column)
-            if array.dtype.kind not in "biuf":
+            if array.dtype.kind not in "biuf" or name == NUM_GRAD_UPDATES:
                 continue
             if array.dtype == np.float64:
                 array = array.astype(np.float32)
@@ -194,7 +227,7 @@ class TorchPolicy(abc.ABC):
             if not array.flags.writeable:
                 # Ray hands out read-only zero-copy arrays; torch needs memory it may write.
                 array = array.copy()
-            out[name] = torch.from_numpy(array)
+            out[name] = self._to_device(torch.from_numpy(array))
         return out
 
     def _backward(self, batch: Mapping[str, Array]) -> dict[str, float]:
@@ -218,7 +251,7 @@ class TorchPolicy(abc.ABC):
         the optimizer are not changed.
         """
         stats = self._backward(batch)
-        grads = [p.grad.detach().numpy().copy() for p in self._params if p.grad is not None]
+        grads = [p.grad.detach().cpu().numpy().copy() for p in self._params if p.grad is not None]
         return grads, stats
 
     def apply_gradients(self, grads: Sequence[npt.ArrayLike]) -> None:
@@ -229,7 +262,7 @@ class TorchPolicy(abc.ABC):
                 f"{len(self._params)} parameters; pass the list compute_gradients returned."
             )
         for p, g in zip(self._params, grads, strict=True):
-            grad = torch.as_tensor(np.asarray(g), dtype=p.dtype)
+            grad = torch.as_tensor(np.asarray(g), dtype=p.dtype, device=p.device)
             if grad.shape != p.shape:
                 raise ConfigError(
                     f"{type(self).__name__}.apply_gradients: gradient shape {tuple(grad.shape)} "
@@ -237,12 +270,24 @@ class TorchPolicy(abc.ABC):
                 )
             p.grad = grad.clone()
         self.optimizer.step()
+        self.num_grad_updates += 1
 
     def learn_on_batch(self, batch: Mapping[str, Array]) -> dict[str, float]:
-        """Take one optimizer step on the whole batch; return the loss stats."""
+        """Take one optimizer step on the whole batch; return the loss stats (with the policy
+        lag, see :meth:`lag_stats`)."""
+        lag = self.lag_stats(batch)
         stats = self._backward(batch)
         self.optimizer.step()
-        return stats
+        self.num_grad_updates += 1
+        return {**stats, **lag}
+
+    def lag_stats(self, batch: Mapping[str, Array]) -> dict[str, float]:
+        """``{POLICY_LAG: this policy's num_grad_updates minus the mean of the batch's
+        NUM_GRAD_UPDATES}``; empty when the batch has no such column (built by hand)."""
+        versions = batch.get(NUM_GRAD_UPDATES)
+        if versions is None or len(versions) == 0:
+            return {}
+        return {POLICY_LAG: float(self.num_grad_updates - np.mean(versions))}
 
     def learn_on_minibatches(
         self,
@@ -259,6 +304,7 @@ class TorchPolicy(abc.ABC):
         averaged over all steps, plus ``"num_steps"``.
         """
         check_int(num_sgd_iter, f"{type(self).__name__}.learn_on_minibatches: num_sgd_iter", low=1)
+        lag = self.lag_stats(batch)  # before the first step: later minibatches add the epochs
         totals: dict[str, float] = {}
         steps = 0
         for _ in range(num_sgd_iter):
@@ -268,7 +314,7 @@ class TorchPolicy(abc.ABC):
                 steps += 1
         stats = {key: total / max(steps, 1) for key, total in totals.items()}
         stats["num_steps"] = float(steps)
-        return stats
+        return {**stats, **lag}
 
     # -- state ------------------------------------------------------------------------------
 
@@ -298,8 +344,9 @@ class TorchPolicy(abc.ABC):
         """
         return {
             "weights": self.get_weights(),
-            "optimizer": copy.deepcopy(self.optimizer.state_dict()),
+            "optimizer": _to_cpu(copy.deepcopy(self.optimizer.state_dict())),
             "generator": self.generator.get_state().numpy().copy(),
+            "num_grad_updates": self.num_grad_updates,
         }
 
     def set_state(self, state: Mapping[str, Any]) -> None:
@@ -307,6 +354,7 @@ class TorchPolicy(abc.ABC):
         self.set_weights(state["weights"])
         self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
         self.generator.set_state(torch.from_numpy(np.array(state["generator"], dtype=np.uint8)))
+        self.num_grad_updates = int(state.get("num_grad_updates", 0))
 
     def num_params(self) -> int:
         """Return the number of trainable parameters."""
@@ -353,6 +401,18 @@ class ActorCriticPolicy(TorchPolicy):
             use_gae=self.use_gae and self.use_critic,
             use_critic=self.use_critic,
         )
+
+
+def _to_cpu(value: Any) -> Any:
+    """``value`` (an optimizer state: nested dicts and lists) with every tensor on CPU, so a
+    checkpoint of a GPU learner loads anywhere (``load_state_dict`` moves it back)."""
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    if isinstance(value, dict):
+        return {k: _to_cpu(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_to_cpu(v) for v in value]
+    return value
 
 
 def adaptive_kl_coeff(coeff: float, sampled_kl: float, target: float) -> float:

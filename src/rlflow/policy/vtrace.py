@@ -76,6 +76,14 @@ def sequence_ends(
     return ends
 
 
+def host_array(value: Any) -> Array:
+    """``value`` as a numpy array in host memory (a tensor on any device is detached and
+    copied to CPU first)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
 class VTracePolicyBase(TorchPolicy):
     """A policy that learns on V-trace targets: sequences, V-trace, contiguous minibatches.
 
@@ -102,28 +110,29 @@ class VTracePolicyBase(TorchPolicy):
     def compute_vtrace(
         self,
         batch: Mapping[str, Any],
-        target_logp: npt.ArrayLike,
-        values: npt.ArrayLike,
+        target_logp: npt.ArrayLike | torch.Tensor,
+        values: npt.ArrayLike | torch.Tensor,
     ) -> VTraceReturns:
         """V-trace over every sequence of ``batch``; flat ``[N]`` arrays in row order.
 
         ``target_logp`` and ``values`` are pi's log-probabilities of the batch's actions and the
-        learner's V(`OBS`), one per row. Bootstrap values are the learner's V(`NEXT_OBS`) at
-        each sequence's last row, 0 after a terminal step.
+        learner's V(`OBS`), one per row (arrays, or tensors on any device). Bootstrap values
+        are the learner's V(`NEXT_OBS`) at each sequence's last row, 0 after a terminal step.
         """
-        obs, next_obs = np.asarray(batch[OBS]), np.asarray(batch[NEXT_OBS])
-        terminated = np.asarray(batch[TERMINATEDS]).astype(bool)
-        ends = sequence_ends(obs, next_obs, batch[EPS_ID], terminated, batch[TRUNCATEDS])
+        obs, next_obs = host_array(batch[OBS]), host_array(batch[NEXT_OBS])
+        terminated = host_array(batch[TERMINATEDS]).astype(bool)
+        eps_id, truncated = host_array(batch[EPS_ID]), host_array(batch[TRUNCATEDS])
+        ends = sequence_ends(obs, next_obs, eps_id, terminated, truncated)
         end_rows = np.flatnonzero(ends)
         bootstrap = np.zeros(obs.shape[0], dtype=np.float64)
         live = end_rows[~terminated[end_rows]]
         if live.size:
             bootstrap[live] = self.value(next_obs[live])
         discounts = self.gamma * (1.0 - terminated.astype(np.float64))
-        behaviour = np.asarray(batch[LOGP], dtype=np.float64)
-        target = np.asarray(target_logp, dtype=np.float64)
-        rewards = np.asarray(batch[REWARDS], dtype=np.float64)
-        vals = np.asarray(values, dtype=np.float64)
+        behaviour = host_array(batch[LOGP]).astype(np.float64)
+        target = host_array(target_logp).astype(np.float64)
+        rewards = host_array(batch[REWARDS]).astype(np.float64)
+        vals = host_array(values).astype(np.float64)
         parts: list[VTraceReturns] = []
         start = 0
         for end in end_rows.tolist():
@@ -174,6 +183,7 @@ class VTracePolicyBase(TorchPolicy):
         check_int(sgd_minibatch_size, f"{where}: sgd_minibatch_size")
         size = max(1, sgd_minibatch_size)
         starts = list(range(0, batch.count, size))
+        lag = self.lag_stats(batch)  # before the first step, as the base class
         totals: dict[str, float] = {}
         for _ in range(num_sgd_iter):
             for start in rng.permutation(starts).tolist():
@@ -182,4 +192,4 @@ class VTracePolicyBase(TorchPolicy):
         steps = num_sgd_iter * len(starts)
         stats = {key: total / max(steps, 1) for key, total in totals.items()}
         stats["num_steps"] = float(steps)
-        return stats
+        return {**stats, **lag}

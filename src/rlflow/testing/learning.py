@@ -12,6 +12,16 @@ from rlflow.workers import WorkerSet
 
 logger = logging.getLogger(__name__)
 
+ASYNC_TARGETS: dict[str, tuple[float, int]] = {
+    "impala": (400.0, 500_000),
+    "appo": (400.0, 500_000),
+    "apex": (300.0, 300_000),
+    "a3c": (300.0, 500_000),
+}
+"""The asynchronous algorithms' learning-test settings on CartPole-v1: ``algo -> (target mean
+return, budget in sampled env steps)``; ``benchmarks/async_learning.py`` measures them over
+seeds, quiet and loaded."""
+
 
 class LearningOutcome(NamedTuple):
     """What a run to a target did.
@@ -25,6 +35,9 @@ class LearningOutcome(NamedTuple):
         seconds: wall-clock seconds of the run (plan construction included).
         learner_queue_mean: mean learner-thread inqueue size in the last result (0.0 for
             plans without a learner thread).
+        policy_lag_mean: the mean of the results' ``policy_lag_mean`` (learner updates between
+            sampling and training a batch; None when no result reported one).
+        policy_lag_max: the largest ``policy_lag_max`` of the run (None likewise).
     """
 
     algo: str
@@ -33,6 +46,8 @@ class LearningOutcome(NamedTuple):
     trained: int
     seconds: float
     learner_queue_mean: float
+    policy_lag_mean: float | None = None
+    policy_lag_max: float | None = None
 
 
 def train_to_target(
@@ -43,6 +58,8 @@ def train_to_target(
     env: str = "CartPole-v1",
     steps_per_iteration: int = 2000,
     per_policy: bool = False,
+    seed: int | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> LearningOutcome:
     """Run ``algo``'s plan with its tuned config for ``env`` on the active backend until the
     mean return reaches ``target`` or ``budget`` env steps were sampled.
@@ -50,15 +67,24 @@ def train_to_target(
     The plan is driven directly, as the trainer does; results come every
     ``steps_per_iteration`` sampled env steps, so that is how often the target is checked.
     With ``per_policy`` (multi-agent runs) the score is the lowest ``policy_reward_mean`` over
-    the policies: every policy must reach ``target``.
+    the policies: every policy must reach ``target``. ``seed`` and ``overrides`` (config
+    fields) replace the tuned config's.
     """
     spec = get_algorithm(algo)
-    config = tuned_config(algo, env, min_steps_per_iteration=steps_per_iteration)
+    fields: dict[str, Any] = {"min_steps_per_iteration": steps_per_iteration}
+    if seed is not None:
+        fields["seed"] = seed
+    config = tuned_config(algo, env, **fields, **(overrides or {}))
     workers = WorkerSet(config, spec.policy_cls)
     start = time.perf_counter()
     best, steps, trained, queue_mean = float("-inf"), 0, 0, 0.0
+    lag_means: list[float] = []
+    lag_max: float | None = None
     try:
         for result in spec.plan(workers, config):
+            if result.get("policy_lag_mean") is not None:
+                lag_means.append(result["policy_lag_mean"])
+                lag_max = max(lag_max or 0.0, result["policy_lag_max"])
             ret = _score(result, per_policy=per_policy)
             if ret is not None:
                 best = max(best, ret)
@@ -69,9 +95,9 @@ def train_to_target(
                 break
     finally:
         workers.stop()
-    outcome = LearningOutcome(
-        algo, best, steps, trained, round(time.perf_counter() - start, 1), queue_mean
-    )
+    seconds = round(time.perf_counter() - start, 1)
+    lag_mean = sum(lag_means) / len(lag_means) if lag_means else None
+    outcome = LearningOutcome(algo, best, steps, trained, seconds, queue_mean, lag_mean, lag_max)
     logger.info("%s on %s: %s", algo, flow.backend_name(), outcome)
     return outcome
 

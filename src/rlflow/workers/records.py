@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy.typing as npt
@@ -32,3 +33,7 @@ class Gradients(NamedTuple):
     """Env steps in the batch the gradients were computed on (the "count")."""
     stats: dict[PolicyID, dict[str, float]]
     """Per policy, the loss stats (``policy_loss``, ``vf_loss``, ...)."""
+    num_grad_updates: Mapping[PolicyID, int] = {}
+    """Per policy, the ``num_grad_updates`` of the weights the gradients were computed with
+    (on a rollout worker: those it sampled with); the learner applying them reports its own
+    count minus this as the policy lag. Empty: unknown (no lag reported)."""

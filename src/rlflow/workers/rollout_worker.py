@@ -15,8 +15,6 @@ fresh envs.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import itertools
 import logging
 import pickle
@@ -28,11 +26,11 @@ import numpy.typing as npt
 
 from rlflow.checks import check_bool, check_int
 from rlflow.config import AlgorithmConfig, resolve_policies
-from rlflow.data import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from rlflow.data import DEFAULT_POLICY_ID, NUM_GRAD_UPDATES, MultiAgentBatch, SampleBatch
 from rlflow.envs import EpisodeStat, make_env_creator
 from rlflow.errors import ConfigError
-from rlflow.flow import ParallelIteratorWorker, ShardReply
 from rlflow.policy import TorchPolicy
+from rlflow.workers.current import CurrentWorkerReads, current_worker
 from rlflow.workers.records import Gradients, WorkerMetrics
 from rlflow.workers.sampler import Sampler, is_multi_agent_env, make_sampler, policy_spaces
 from rlflow.workers.vector_sampler import VectorSampler
@@ -51,29 +49,8 @@ _ENV_SEED_STRIDE = 10_000
 _POLICY_SEED_STRIDE = 100_003
 """Policy p (in the order of ``config.policies``) of worker k is seeded ``seed + k + p * this``."""
 
-_CURRENT: contextvars.ContextVar[RolloutWorker | None] = contextvars.ContextVar(
-    "rlflow_current_worker", default=None
-)
 
-
-def current_worker() -> RolloutWorker:
-    """The rollout worker whose shard stream is being read right now.
-
-    For functions shipped to rollout actors with ``ParallelIterator.for_each`` (e.g. "compute
-    gradients on the batch this worker just sampled"). Set only while a worker serves a read of
-    its stream, so it never leaks between workers, even when several share a process (local
-    backend).
-    """
-    worker = _CURRENT.get()
-    if worker is None:
-        raise ConfigError(
-            "current_worker() was called outside a rollout worker's stream: call it only in a "
-            "function shipped to rollout workers (ParallelIterator.for_each on from_actors(...))"
-        )
-    return worker
-
-
-class RolloutWorker(ParallelIteratorWorker):
+class RolloutWorker(CurrentWorkerReads):
     """Vector env + policy map: samples postprocessed batches, computes and applies gradients.
 
     Args:
@@ -173,9 +150,19 @@ class RolloutWorker(ParallelIteratorWorker):
         differently), and NEXT_OBS when the policy has a true ``requires_next_obs``.
 
         A multi-agent env gives a `MultiAgentBatch` (see `MultiAgentSampler`: rows per policy,
-        env steps ``rollout_fragment_length * num_envs_per_worker``).
+        env steps ``rollout_fragment_length * num_envs_per_worker``). Every row records its
+        policy's ``num_grad_updates`` in ``NUM_GRAD_UPDATES`` (for the learner's policy lag).
         """
-        return self._ensure_sampler().sample(self.config.rollout_fragment_length)
+        batch = self._ensure_sampler().sample(self.config.rollout_fragment_length)
+        parts = (
+            batch.policy_batches
+            if isinstance(batch, MultiAgentBatch)
+            else {DEFAULT_POLICY_ID: batch}
+        )
+        for pid, part in parts.items():
+            version = self.get_policy(pid).num_grad_updates
+            part[NUM_GRAD_UPDATES] = np.full(part.count, version, dtype=np.int64)
+        return batch
 
     def evaluate(
         self, num_episodes: int, *, seed: int | None = None, explore: bool = False
@@ -262,7 +249,7 @@ class RolloutWorker(ParallelIteratorWorker):
         stats: dict[PolicyID, dict[str, float]] = {}
         for pid, b in self._policy_batches(batch, None).items():
             grads[pid], stats[pid] = self.get_policy(pid).compute_gradients(b)
-        return Gradients(grads, batch.count, stats)
+        return Gradients(grads, batch.count, stats, self.num_grad_updates_per_policy(list(grads)))
 
     def apply_gradients(self, grads: Mapping[PolicyID, Sequence[Array]]) -> None:
         """One optimizer step per policy with gradients from :meth:`compute_gradients`."""
@@ -314,11 +301,20 @@ class RolloutWorker(ParallelIteratorWorker):
         if global_vars is not None:
             self.set_global_vars(global_vars)
 
+    def num_grad_updates_per_policy(self, policies: Sequence[PolicyID] | None = None) -> Any:
+        """``{policy_id: num_grad_updates}`` of all policies (or ``policies``): the global var
+        ``num_grad_updates_per_policy`` that goes with :meth:`get_weights` to the workers."""
+        ids = list(self.policy_map) if policies is None else list(policies)
+        return {pid: self.get_policy(pid).num_grad_updates for pid in ids}
+
     def set_global_vars(self, global_vars: Mapping[str, Any]) -> None:
-        """Keep ``global_vars`` and hand them to every policy that has an
-        ``on_global_var_update(global_vars)`` method (e.g. an epsilon schedule on the timestep).
+        """Update ``global_vars`` with these and hand them to every policy that has an
+        ``on_global_var_update(global_vars)`` method (e.g. an epsilon schedule on the timestep);
+        ``num_grad_updates_per_policy`` sets the policies' ``num_grad_updates``.
         """
-        self.global_vars = dict(global_vars)
+        self.global_vars = {**self.global_vars, **global_vars}
+        for pid, count in global_vars.get("num_grad_updates_per_policy", {}).items():
+            self.get_policy(pid).num_grad_updates = count
         for policy in self.policy_map.values():
             hook = getattr(policy, "on_global_var_update", None)
             if hook is not None:
@@ -362,30 +358,6 @@ class RolloutWorker(ParallelIteratorWorker):
         """Close the envs."""
         if self._sampler is not None:
             self._sampler.close()
-
-    # ----------------------------------------------- shard reads run with this worker current
-    @contextlib.contextmanager
-    def _as_current(self) -> Iterator[None]:
-        token = _CURRENT.set(self)
-        try:
-            yield
-        finally:
-            _CURRENT.reset(token)
-
-    def par_iter_next(self, key: int) -> Any:
-        """As :meth:`ParallelIteratorWorker.par_iter_next`, with :func:`current_worker` set."""
-        with self._as_current():
-            return super().par_iter_next(key)
-
-    def par_iter_next_batch(self, key: int, batch_ms: float) -> ShardReply:
-        """As :meth:`ParallelIteratorWorker.par_iter_next_batch`, with the worker current."""
-        with self._as_current():
-            return super().par_iter_next_batch(key, batch_ms)
-
-    def par_iter_slice(self, key: int, step: int, start: int) -> Any:
-        """As :meth:`ParallelIteratorWorker.par_iter_slice`, with the worker current."""
-        with self._as_current():
-            return super().par_iter_slice(key, step, start)
 
     def __repr__(self) -> str:
         return f"RolloutWorker(index={self.worker_index})"

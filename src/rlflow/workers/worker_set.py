@@ -15,6 +15,7 @@ from typing import Any
 from rlflow import flow
 from rlflow.checks import check_callable, check_int, check_number
 from rlflow.config import AlgorithmConfig
+from rlflow.config_resources import check_gpus
 from rlflow.errors import WorkerError
 from rlflow.policy import TorchPolicy
 from rlflow.workers.rollout_worker import RolloutWorker
@@ -60,6 +61,8 @@ class WorkerSet:
         self.start_timeout_s = check_number(
             start_timeout_s, "WorkerSet: start_timeout_s", low=0, low_open=True
         )
+        resources = flow.cluster_resources()
+        check_gpus(config, cluster_gpus=None if resources is None else resources.get("GPU", 0.0))
         self._local = RolloutWorker(config, policy_cls, worker_index=0)
         self._actor_cls = flow.remote(RolloutWorker).options(**self._actor_options(config))
         self._group = self._placement_group(config)
@@ -72,7 +75,10 @@ class WorkerSet:
 
     @staticmethod
     def _actor_options(config: AlgorithmConfig) -> dict[str, Any]:
-        options: dict[str, Any] = {"num_cpus": config.num_cpus_per_worker}
+        options: dict[str, Any] = {
+            "num_cpus": config.num_cpus_per_worker,
+            "num_gpus": config.num_gpus_per_worker,
+        }
         if config.custom_resources_per_worker:
             options["resources"] = dict(config.custom_resources_per_worker)
         return options
@@ -135,18 +141,27 @@ class WorkerSet:
         handles in ``to``).
 
         The weights are stored once (``flow.put``) and the reference is passed to every
-        ``set_weights`` call. Non-blocking by default: each actor runs the call before any
-        later call from this process, so the next sample uses the new weights. With
+        ``set_weights`` call, with ``global_vars`` and the learner's
+        ``num_grad_updates_per_policy`` (so the workers' rows record the weights' version).
+        Non-blocking by default: each actor runs the call before any later call from this
+        process, so the next sample uses the new weights. With
         ``blocking=True`` it waits, and a dead worker raises :class:`WorkerError` naming it.
         """
         targets = self.healthy_workers() if to is None else list(to)
         if not targets:
             return
         ref = flow.put(self._local.get_weights(policies))
+        global_vars = self._with_versions(global_vars, policies)
         refs = [w.set_weights.remote(ref, global_vars) for w in targets]
         if blocking:
             for handle, r in zip(targets, refs, strict=True):
                 self._get(r, handle)
+
+    def _with_versions(
+        self, global_vars: Mapping[str, Any] | None, policies: Sequence[str] | None = None
+    ) -> dict[str, Any]:
+        versions = self._local.num_grad_updates_per_policy(policies)
+        return {**(global_vars or {}), "num_grad_updates_per_policy": versions}
 
     def foreach_worker(self, fn: Callable[[RolloutWorker], Any]) -> list[Any]:
         """``fn(worker)`` on every worker, local first, then remote in index order."""
@@ -247,7 +262,8 @@ class WorkerSet:
         return actor, actor.ping.remote()
 
     def _install(self, index: int, actor: Any, global_vars: Mapping[str, Any] | None) -> Any:
-        actor.set_weights.remote(flow.put(self._local.get_weights()), global_vars)
+        weights = flow.put(self._local.get_weights())
+        actor.set_weights.remote(weights, self._with_versions(global_vars))
         for fn in self._on_recreate:
             fn(actor)
         self._remote[index - 1] = actor

@@ -49,6 +49,14 @@ class ApexConfig(DQNConfig):
     """Workers compute their transitions' |TD error| as initial priorities."""
     prioritized_replay: bool = True
     """Sample by priority (the point of Ape-X)."""
+    training_intensity: float | None = None
+    """Replayed env steps per sampled env step, > 0, held by holding sampling or replay
+    (`rlflow.ops.KeepTrainingIntensity`, slack ``intensity_slack``), so a run learns the same
+    per env step on a quiet or a busy machine; None: both run free (the ratio is whatever the
+    machine gives)."""
+    intensity_slack: int = 0
+    """How far (replayed env steps) the ratio may drift before a side is held, >= 0; 0: two
+    train batches or two sampling rounds' worth at ``training_intensity``, whichever is larger."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -65,5 +73,4 @@ class ApexConfig(DQNConfig):
                 f"must hold train_batch_size={self.train_batch_size} transitions per shard "
                 f"({self.num_replay_buffer_shards} shards get {per_shard} each)",
             )
-        if self.training_intensity is not None:
-            raise self._bad("training_intensity", "is not supported by Ape-X (it runs async)")
+        self._check_int("intensity_slack", 0)

@@ -5,7 +5,9 @@ Liang et al., "RLlib Flow: Distributed Reinforcement Learning is a Dataflow Prob
 
     store_op:  (1) parallel_rollouts(async) -> (2) StoreToReplayBuffer(random shard)
                -> (3) UpdateWorkerWeights(max_weight_sync_delay)   [that worker only]
-    replay_op: (4) replay(shards) -> (5) Enqueue(learner.inqueue)  [LearnerThread trains]
+               -> (3b) hold_sampling                    [training_intensity, if set]
+    replay_op: (4) replay(shards) -> hold_replay -> (5) Enqueue(learner.inqueue)
+                                                    [LearnerThread trains]
     update_op: (6) dequeue(learner.outqueue) -> (7) RecordStepsTrained
                -> (8) UpdateReplayPriorities [to the source shard] -> (9) UpdateTargetNetwork
     (10) concurrently(store_op, replay_op, update_op; async, output of update_op)
@@ -24,6 +26,7 @@ from rlflow.errors import ConfigError, PlanError
 from rlflow.flow import ActorItem, LocalIterator
 from rlflow.ops import (
     Enqueue,
+    KeepTrainingIntensity,
     LearnerThread,
     RecordStepsTrained,
     StoreToReplayBuffer,
@@ -66,6 +69,7 @@ def apex_plan(workers: WorkerSet, config: ApexConfig) -> LocalIterator[dict[str,
         policies=config.policies_to_train,
     )
     learner.start()
+    intensity = _intensity(config)
     store_op = (
         # (1) Batches from each worker as they come (initial priorities computed there).
         parallel_rollouts(workers, mode="async", num_async=config.num_async_rollout_requests)
@@ -74,11 +78,15 @@ def apex_plan(workers: WorkerSet, config: ApexConfig) -> LocalIterator[dict[str,
         # (3) New weights to the worker that sampled, every max_weight_sync_delay of its steps.
         .zip_with_source_actor()
         .for_each(UpdateWorkerWeights(workers, config.max_weight_sync_delay, learner=learner))
+        # (3b) Held while the learner is behind training_intensity (if set).
+        .for_each(intensity.hold_sampling)
     )
-    # (4) Prioritized batches from the shards; (5) to the learner thread (backpressure).
+    # (4) Prioritized batches from the shards, held while ahead of training_intensity;
+    # (5) to the learner thread (backpressure).
     replay_op = (
         replay(actors=shards, num_async=config.num_async_replay_requests)
         .zip_with_source_actor()
+        .for_each(intensity.hold_replay)
         .for_each(Enqueue(learner.inqueue))
     )
     update_op = (
@@ -98,6 +106,25 @@ def apex_plan(workers: WorkerSet, config: ApexConfig) -> LocalIterator[dict[str,
     return standard_metrics_reporting(train_op, workers, config)
 
 
+class _RunFree:
+    """Both holds of :class:`KeepTrainingIntensity` when no ``training_intensity`` is set."""
+
+    @staticmethod
+    def hold_sampling(item: Any) -> Any:
+        return item
+
+    hold_replay = hold_sampling
+
+
+def _intensity(config: ApexConfig) -> KeepTrainingIntensity | _RunFree:
+    if config.training_intensity is None:
+        return _RunFree()
+    sampling_round = config.rollout_fragment_length * config.num_envs_per_worker
+    default = 2 * max(config.train_batch_size, config.training_intensity * sampling_round)
+    slack = config.intensity_slack or int(default)
+    return KeepTrainingIntensity(config.training_intensity, slack=slack)
+
+
 class UpdateWorkerWeights:
     """Send the learner's weights to a worker once it delivered ``max_weight_sync_delay`` steps.
 
@@ -105,10 +132,10 @@ class UpdateWorkerWeights:
     "async")...zip_with_source_actor()``, with ``.for_each``). Each worker has its own step
     counter; when it reaches ``max_weight_sync_delay`` the counter restarts and the weights go
     to that worker only (fire-and-forget ``set_weights`` with ``{"timestep": env steps
-    sampled}``). The weights are ``put`` again only when they changed since the last ``put``:
-    with a ``learner`` thread, when its ``weights_updated`` flag is set (read under its lock and
-    cleared); without, on every send. Side effects: counter ``num_weight_syncs`` (one per
-    send); timer ``update``.
+    sampled, "num_grad_updates_per_policy": the weights' versions}``). The weights are ``put``
+    again only when they changed since the last ``put``: with a ``learner`` thread, when its
+    ``weights_updated`` flag is set (read under its lock and cleared); without, on every send.
+    Side effects: counter ``num_weight_syncs`` (one per send); timer ``update``.
     """
 
     def __init__(
@@ -128,14 +155,17 @@ class UpdateWorkerWeights:
         self.learner = learner
         self._steps: collections.defaultdict[Any, int] = collections.defaultdict(int)
         self._weights_ref: Any = None
+        self._versions: dict[str, int] = {}  # num_grad_updates of the weights put
 
     def _weights(self) -> Any:
         local = self.workers.local_worker()
         if self.learner is None:
+            self._versions = local.num_grad_updates_per_policy()
             return flow.put(local.get_weights())
         if self._weights_ref is None or self.learner.weights_updated:
             with self.learner.lock:
                 weights = local.get_weights()
+                self._versions = local.num_grad_updates_per_policy()
                 self.learner.weights_updated = False
             self._weights_ref = flow.put(weights)
         return self._weights_ref
@@ -152,7 +182,11 @@ class UpdateWorkerWeights:
             self._steps[actor] = 0
             ctx = flow.current_metrics()
             with ctx.timers[keys.UPDATE_TIMER].timing():
-                global_vars = {"timestep": ctx.counters[keys.NUM_ENV_STEPS_SAMPLED]}
-                actor.set_weights.remote(self._weights(), global_vars)
+                weights = self._weights()
+                global_vars = {
+                    "timestep": ctx.counters[keys.NUM_ENV_STEPS_SAMPLED],
+                    "num_grad_updates_per_policy": self._versions,
+                }
+                actor.set_weights.remote(weights, global_vars)
             ctx.counters[keys.NUM_WEIGHT_SYNCS] += 1
         return item

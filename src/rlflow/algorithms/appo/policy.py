@@ -79,18 +79,19 @@ class APPOPolicy(VTracePolicyBase):
         with torch.no_grad():
             target_inputs, _ = self.target_model(obs)
             target_logp = self.dist_class(target_inputs).logp(actions)
-        vt = self.compute_vtrace(batch_tensors, target_logp.numpy(), values.detach().numpy())
-        adv = torch.as_tensor(vt.pg_advantages, dtype=logp.dtype)
+        vt = self.compute_vtrace(batch_tensors, target_logp, values)
+        adv = torch.as_tensor(vt.pg_advantages, dtype=logp.dtype, device=logp.device)
         behaviour_logp = batch_tensors[LOGP]
         # pi / pi_target, computed through mu as RLlib does, with mu / pi_target clipped.
         is_ratio = torch.exp(behaviour_logp - target_logp).clamp(0.0, 2.0)
         ratio = is_ratio * torch.exp(logp - behaviour_logp)
         clipped = ratio.clamp(1.0 - self.clip_param, 1.0 + self.clip_param)
         policy_loss = -torch.min(ratio * adv, clipped * adv).mean()
-        vf_loss = 0.5 * (values - torch.as_tensor(vt.vs, dtype=values.dtype)).pow(2).mean()
+        vs = torch.as_tensor(vt.vs, dtype=values.dtype, device=values.device)
+        vf_loss = 0.5 * (values - vs).pow(2).mean()
         entropy = dist.entropy().mean()
         total = policy_loss + self.vf_loss_coeff * vf_loss - self.entropy_coeff * entropy
-        kl = torch.zeros(())
+        kl = torch.zeros((), device=self.device)
         if self.use_kl_loss:
             kl = self.dist_class(batch_tensors[ACTION_DIST_INPUTS]).kl(dist).mean()
             total = total + self.kl_coeff * kl
@@ -107,7 +108,7 @@ class APPOPolicy(VTracePolicyBase):
 
     def get_state(self) -> dict[str, Any]:
         """Return the base snapshot plus the target network's weights."""
-        target = {k: v.numpy().copy() for k, v in self.target_model.state_dict().items()}
+        target = {k: v.cpu().numpy().copy() for k, v in self.target_model.state_dict().items()}
         return {**super().get_state(), "target_weights": target}
 
     def set_state(self, state: Mapping[str, Any]) -> None:

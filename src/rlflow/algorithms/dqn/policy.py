@@ -155,7 +155,7 @@ class DQNPolicy(TorchPolicy):
         self.worker_side_prioritization = config.worker_side_prioritization
         self.fixed_epsilon = self._per_worker_epsilon(config)
         """Ape-X's fixed epsilon of this worker, or None to follow the schedule."""
-        self.q_model = self._build_q_network(config, seed)
+        self.q_model = self._build_q_network(config, seed).to(self.device)
         """The online Q network (also ``self.model``)."""
         # The base built an actor-critic; DQN replaces it with the Q network (same attribute,
         # so weights, gradients and checkpoints of the base work unchanged).
@@ -220,7 +220,7 @@ class DQNPolicy(TorchPolicy):
         = 0. Exploring counts the ``B`` env steps towards :attr:`timestep`.
         """
         with torch.no_grad():
-            q = self.q_model(self.obs_to_tensor(obs))
+            q = self.q_model(self.obs_to_tensor(obs)).cpu()
         actions = q.argmax(dim=1)
         if explore:
             size = actions.shape[0]
@@ -242,7 +242,7 @@ class DQNPolicy(TorchPolicy):
         """Return max_a Q(s, a) ``[B]``, without gradients."""
         with torch.no_grad():
             q: torch.Tensor = self.q_model(self.obs_to_tensor(obs))
-        return q.max(dim=1).values.numpy()
+        return q.max(dim=1).values.cpu().numpy()
 
     # -- experience -------------------------------------------------------------------------
 
@@ -277,7 +277,7 @@ class DQNPolicy(TorchPolicy):
         if self.worker_side_prioritization and out.count:
             with torch.no_grad():
                 td = self._td_error(self.batch_to_tensors(out), target_net=self.q_model)
-            out[WEIGHTS] = (np.abs(td.numpy()) + self.priority_eps).astype(np.float32)
+            out[WEIGHTS] = (np.abs(td.cpu().numpy()) + self.priority_eps).astype(np.float32)
         return out
 
     # -- learning ---------------------------------------------------------------------------
@@ -306,7 +306,7 @@ class DQNPolicy(TorchPolicy):
         if weights is not None:
             per_row = per_row * weights.float()
         total = per_row.mean()
-        self._last_td_error = td.detach().numpy().copy()
+        self._last_td_error = td.detach().cpu().numpy().copy()
         stats = {"mean_td_error": float(td.detach().abs().mean())}
         return total, stats
 
@@ -329,7 +329,7 @@ class DQNPolicy(TorchPolicy):
 
     def get_state(self) -> dict[str, Any]:
         """The base snapshot plus the target network and the timestep."""
-        target = {k: v.numpy().copy() for k, v in self.target_model.state_dict().items()}
+        target = {k: v.cpu().numpy().copy() for k, v in self.target_model.state_dict().items()}
         return {
             **super().get_state(),
             "target_weights": target,

@@ -35,7 +35,13 @@ from rlflow.data import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from rlflow.envs import make_env_creator
 from rlflow.errors import ActorDiedError, ConfigError
 from rlflow.flow import LocalIterator
-from rlflow.ops import TrainResult, keys, parallel_rollouts, standard_metrics_reporting
+from rlflow.ops import (
+    TrainResult,
+    keys,
+    parallel_rollouts,
+    record_learner_info,
+    standard_metrics_reporting,
+)
 from rlflow.workers import WorkerSet, current_worker
 
 __all__ = [
@@ -176,7 +182,7 @@ class MetaUpdate:
             stats = policy.meta_update([r.batches for r in results], num_steps=self.num_steps)
         if policy.kl_coeff > 0.0:
             stats["kl_coeff"] = policy.update_kl(stats["kl"])
-        ctx.info[keys.LEARNER_INFO] = {DEFAULT_POLICY_ID: stats}
+        record_learner_info({DEFAULT_POLICY_ID: stats})
         ctx.counters[keys.NUM_ENV_STEPS_TRAINED] += steps
         ctx.counters[keys.NUM_AGENT_STEPS_TRAINED] += steps
         ctx.counters[keys.NUM_TRAIN_STEPS] += 1

@@ -272,7 +272,7 @@ class MAMLPolicy(TorchPolicy):
                 f"{type(self).__name__}.meta_loss: needs >= 1 task, each with >= 1 batch; got "
                 f"{[len(t) for t in tasks]} batches per task"
             )
-        total = torch.zeros(())
+        total = torch.zeros((), device=self.device)
         sums: dict[str, float] = {"policy_loss": 0.0, "kl": 0.0, "clip_frac": 0.0}
         inner = 0.0
         for batches in tasks:
@@ -301,13 +301,14 @@ class MAMLPolicy(TorchPolicy):
         max_norm = float("inf") if self.grad_clip is None else self.grad_clip
         start = 0.0
         stats: dict[str, float] = {}
-        norm = torch.zeros(())
+        norm = torch.zeros((), device=self.device)
         for step in range(num_steps):
             self.optimizer.zero_grad(set_to_none=True)
             loss, stats = self.meta_loss(tensors)
             torch.autograd.backward(loss)
             norm = torch.nn.utils.clip_grad_norm_(self._params, max_norm)
             self.optimizer.step()
+            self.num_grad_updates += 1
             if step == 0:
                 start = float(loss.detach())
             stats["meta_loss"] = float(loss.detach())

@@ -60,7 +60,7 @@ class PGPolicy(ActorCriticPolicy):
         policy_loss = -(logp * batch_tensors[ADVANTAGES]).mean()
         entropy = dist.entropy().mean()
         total = policy_loss - self.entropy_coeff * entropy
-        vf_loss = torch.zeros(())
+        vf_loss = torch.zeros((), device=self.device)
         if self.use_critic:
             vf_loss = (values - batch_tensors[VALUE_TARGETS]).pow(2).mean()
             total = total + self.vf_loss_coeff * vf_loss

@@ -102,7 +102,7 @@ class PPOPolicy(ActorCriticPolicy):
         total = policy_loss - self.entropy_coeff * entropy
         if self.kl_coeff > 0.0:
             total = total + self.kl_coeff * kl
-        vf_loss = torch.zeros(())
+        vf_loss = torch.zeros((), device=self.device)
         if self.use_critic:
             vf_loss = self._vf_loss(values, batch_tensors)
             total = total + self.vf_loss_coeff * vf_loss

@@ -236,6 +236,14 @@ def bundle_options(group: Any, index: int) -> dict[str, Any]:
     return _ray_impl().bundle_options(group, index)  # type: ignore[no-any-return]
 
 
+def cluster_resources() -> dict[str, float] | None:
+    """The Ray cluster's total resources (``{"CPU": 4.0, "GPU": 1.0, ...}``); None on the local
+    backend, where everything runs in this process."""
+    if backend_name() == "local":
+        return None
+    return _ray_impl().cluster_resources()  # type: ignore[no-any-return]
+
+
 def remove_placement_group(group: Any) -> None:
     """Free a group's reservation (its actors are killed); None (local) is a no-op."""
     if group is not None:

@@ -1,0 +1,110 @@
+"""GPU learner settings: ``num_gpus`` / ``num_gpus_per_worker``, the policy's device, and clear
+errors when a GPU is asked for that is not there. The CUDA tests skip without a GPU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from rlflow.algorithms import APPOConfig, DQNConfig, IMPALAConfig, PPOConfig, get_algorithm
+from rlflow.config_resources import check_gpus, resolve_device
+from rlflow.data import DEFAULT_POLICY_ID
+from rlflow.errors import ConfigError
+from rlflow.testing.envs import CountingEnv
+from rlflow.workers import RolloutWorker, WorkerSet
+
+pytestmark = pytest.mark.timeout(120)
+
+CUDA = torch.cuda.is_available()
+needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+no_cuda = pytest.mark.skipif(CUDA, reason="checks the error given without a GPU")
+
+COUNTING: dict[str, Any] = {
+    "env": CountingEnv,
+    "env_config": {"episode_len": 3},
+    "num_workers": 0,
+    "rollout_fragment_length": 8,
+    "num_envs_per_worker": 2,
+    "model": {"hidden": (8,)},
+}
+
+
+def test_the_fields_are_checked() -> None:
+    with pytest.raises(ConfigError, match=r"num_gpus=-1 must be a number >= 0"):
+        PPOConfig(num_gpus=-1)
+    with pytest.raises(ConfigError, match=r"num_gpus_per_worker=-0.5 must be a number >= 0"):
+        PPOConfig(num_gpus_per_worker=-0.5)
+    assert PPOConfig(num_gpus_per_worker=0.25).worker_bundle() == {"CPU": 1.0, "GPU": 0.25}
+
+
+def test_the_learner_and_the_workers_pick_their_devices() -> None:
+    config = PPOConfig(num_gpus=0.5)
+    assert resolve_device(config, 0) == torch.device("cuda")
+    assert resolve_device(config, 1) == torch.device("cpu")  # workers act on CPU by default
+    config = PPOConfig(num_gpus_per_worker=1)
+    assert resolve_device(config, 0) == torch.device("cpu")
+    assert resolve_device(config, 2) == torch.device("cuda")
+    assert resolve_device(PPOConfig(), 0) == torch.device("cpu")
+
+
+@no_cuda
+def test_a_gpu_that_is_not_there_is_refused_before_any_worker_starts(local_backend: None) -> None:
+    with pytest.raises(ConfigError, match=r"PPOConfig: num_gpus=1 but no GPU is visible"):
+        WorkerSet(PPOConfig(**COUNTING, num_gpus=1), get_algorithm("ppo").policy_cls)
+    config = PPOConfig(**{**COUNTING, "num_workers": 2}, num_gpus_per_worker=0.5)
+    with pytest.raises(ConfigError, match=r"num_gpus_per_worker=0.5 x num_workers=2 needs 1"):
+        WorkerSet(config, get_algorithm("ppo").policy_cls)
+
+
+def test_on_ray_the_cluster_must_hold_the_workers_gpus() -> None:
+    config = PPOConfig(num_workers=4, num_gpus_per_worker=0.5)
+    with pytest.raises(ConfigError, match=r"needs 2 GPUs but the Ray cluster has 1"):
+        check_gpus(config, cluster_gpus=1.0)
+    check_gpus(config, cluster_gpus=2.0)  # enough
+
+
+def test_cpu_policies_keep_cpu_checkpoints() -> None:
+    worker = RolloutWorker(PPOConfig(**COUNTING), get_algorithm("ppo").policy_cls, worker_index=0)
+    policy = worker.get_policy()
+    assert policy.device == torch.device("cpu")
+    worker.learn_on_batch(worker.sample())
+    state = policy.get_state()
+    tensors = [v for s in state["optimizer"]["state"].values() for v in s.values()]
+    assert tensors and all(t.device.type == "cpu" for t in tensors if torch.is_tensor(t))
+
+
+@needs_cuda
+@pytest.mark.parametrize(
+    ("algo", "config_cls", "extra"),
+    [
+        ("ppo", PPOConfig, {"sgd_minibatch_size": 8, "train_batch_size": 16}),
+        ("dqn", DQNConfig, {}),
+        ("impala", IMPALAConfig, {"num_workers": 1}),
+        ("appo", APPOConfig, {"num_workers": 1}),
+    ],
+)
+def test_a_gpu_learner_trains_and_sends_cpu_weights(
+    local_backend: None, algo: str, config_cls: type, extra: dict[str, Any]
+) -> None:
+    config = config_cls(**{**COUNTING, **extra}, num_gpus=1)
+    spec = get_algorithm(algo)
+    sampler = RolloutWorker(config_cls(**{**COUNTING, **extra}), spec.policy_cls, worker_index=1)
+    learner = RolloutWorker(config, spec.policy_cls, worker_index=0)
+    policy = learner.get_policy()
+    assert policy.device.type == "cuda"
+    assert all(p.device.type == "cuda" for p in policy.model.parameters())
+    before = learner.get_weights()[DEFAULT_POLICY_ID]
+    stats = learner.learn_on_batch(sampler.sample())[DEFAULT_POLICY_ID]
+    assert all(np.isfinite(v) for v in stats.values() if isinstance(v, float)), stats
+    after = learner.get_weights()[DEFAULT_POLICY_ID]
+    assert all(isinstance(v, np.ndarray) for v in after.values())
+    assert any(not np.array_equal(after[k], before[k]) for k in after)
+    sampler.set_weights({DEFAULT_POLICY_ID: after})  # a CPU worker takes the GPU's weights
+    grads, _ = policy.compute_gradients(sampler.sample())
+    policy.apply_gradients(grads)
+    restored = RolloutWorker(config, spec.policy_cls, worker_index=0).get_policy()
+    restored.set_state(policy.get_state())
+    assert restored.num_grad_updates == policy.num_grad_updates
