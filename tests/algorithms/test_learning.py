@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlflow.testing.learning import train_to_target
+from rlflow.testing.learning import ASYNC_TARGETS, train_to_target
 
 pytestmark = [pytest.mark.learning, pytest.mark.timeout(300)]
 
@@ -36,7 +36,10 @@ def test_learns_on_local_backend(
 @pytest.mark.ray
 @pytest.mark.parametrize(
     ("algo", "target", "budget"),
-    [pytest.param("a3c", 300.0, 500_000, id="a3c"), pytest.param("ppo", 475.0, 100_000, id="ppo")],
+    [
+        pytest.param("a3c", *ASYNC_TARGETS["a3c"], id="a3c"),
+        pytest.param("ppo", 475.0, 100_000, id="ppo"),
+    ],
 )
 def test_learns_on_ray(ray_backend: None, algo: str, target: float, budget: int) -> None:
     outcome = train_to_target(algo, target, budget)

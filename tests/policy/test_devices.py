@@ -13,7 +13,7 @@ from rlflow.algorithms import APPOConfig, DQNConfig, IMPALAConfig, PPOConfig, ge
 from rlflow.config_resources import check_gpus, resolve_device
 from rlflow.data import DEFAULT_POLICY_ID
 from rlflow.errors import ConfigError
-from rlflow.testing.envs import CountingEnv
+from rlflow.testing.workers import COUNTING_DEFAULTS
 from rlflow.workers import RolloutWorker, WorkerSet
 
 pytestmark = pytest.mark.timeout(120)
@@ -23,12 +23,10 @@ needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
 no_cuda = pytest.mark.skipif(CUDA, reason="checks the error given without a GPU")
 
 COUNTING: dict[str, Any] = {
-    "env": CountingEnv,
-    "env_config": {"episode_len": 3},
+    **COUNTING_DEFAULTS,
     "num_workers": 0,
     "rollout_fragment_length": 8,
     "num_envs_per_worker": 2,
-    "model": {"hidden": (8,)},
 }
 
 
