@@ -15,12 +15,13 @@ logger = logging.getLogger(__name__)
 ASYNC_TARGETS: dict[str, tuple[float, int]] = {
     "impala": (400.0, 500_000),
     "appo": (400.0, 500_000),
-    "apex": (300.0, 300_000),
+    "apex": (300.0, 400_000),
     "a3c": (300.0, 500_000),
 }
 """The asynchronous algorithms' learning-test settings on CartPole-v1: ``algo -> (target mean
 return, budget in sampled env steps)``; ``benchmarks/async_learning.py`` measures them over
-seeds, quiet and loaded."""
+seeds, quiet and loaded. Each budget is at least 1.6x the most steps any of seeds 0-4 took quiet
+or with a CPU hog (Ape-X: 195k loaded, so 400k; the tests run seed 0)."""
 
 
 class LearningOutcome(NamedTuple):
