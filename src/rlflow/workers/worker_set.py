@@ -61,7 +61,9 @@ class WorkerSet:
         self.start_timeout_s = check_number(
             start_timeout_s, "WorkerSet: start_timeout_s", low=0, low_open=True
         )
-        resources = flow.cluster_resources()
+        # Before the local worker builds a policy on cuda; without a backend yet (the error for
+        # that comes when remote workers start) the GPUs are checked as in-process ones.
+        resources = flow.cluster_resources() if flow.is_initialized() else None
         check_gpus(config, cluster_gpus=None if resources is None else resources.get("GPU", 0.0))
         self._local = RolloutWorker(config, policy_cls, worker_index=0)
         self._actor_cls = flow.remote(RolloutWorker).options(**self._actor_options(config))
