@@ -56,16 +56,20 @@ class KeepTrainingIntensity:
     'srrsrrsrrsrrsrr'
     """
 
-    def __init__(self, intensity: float, *, slack: int) -> None:
-        """Validate ``intensity`` (replayed per sampled env step, > 0) and ``slack`` (env
-        steps replayed, >= 0)."""
-        self.intensity = check_number(
-            intensity, "KeepTrainingIntensity: intensity", low=0, low_open=True
-        )
+    def __init__(self, intensity: float | None, *, slack: int) -> None:
+        """Validate ``intensity`` (replayed per sampled env step, > 0; None: neither side ever
+        holds, both run free) and ``slack`` (env steps replayed, >= 0)."""
+        self.intensity = None
+        if intensity is not None:
+            label = "KeepTrainingIntensity: intensity"
+            self.intensity = check_number(intensity, label, low=0, low_open=True)
         self.slack = check_int(slack, "KeepTrainingIntensity: slack", low=0)
 
     def _ahead(self) -> float:
-        """``R - intensity * S``: > 0 when replay is ahead; 0 before replay began."""
+        """``R - intensity * S``: > 0 when replay is ahead; 0 before replay began or without
+        an intensity."""
+        if self.intensity is None:
+            return 0.0
         counters = flow.current_metrics().counters
         replayed = counters[keys.NUM_ENV_STEPS_REPLAYED]
         if not replayed:

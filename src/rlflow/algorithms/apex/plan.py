@@ -106,19 +106,9 @@ def apex_plan(workers: WorkerSet, config: ApexConfig) -> LocalIterator[dict[str,
     return standard_metrics_reporting(train_op, workers, config)
 
 
-class _RunFree:
-    """Both holds of :class:`KeepTrainingIntensity` when no ``training_intensity`` is set."""
-
-    @staticmethod
-    def hold_sampling(item: Any) -> Any:
-        return item
-
-    hold_replay = hold_sampling
-
-
-def _intensity(config: ApexConfig) -> KeepTrainingIntensity | _RunFree:
+def _intensity(config: ApexConfig) -> KeepTrainingIntensity:
     if config.training_intensity is None:
-        return _RunFree()
+        return KeepTrainingIntensity(None, slack=0)  # both run free
     sampling_round = config.rollout_fragment_length * config.num_envs_per_worker
     default = 2 * max(config.train_batch_size, config.training_intensity * sampling_round)
     slack = config.intensity_slack or int(default)
