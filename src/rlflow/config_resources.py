@@ -101,9 +101,11 @@ def check_gpus(config: ResourceConfig, *, cluster_gpus: float | None) -> None:
     if wanted <= 0:
         return
     # Local backend: the workers share this process's GPUs; on Ray the cluster must hold them.
-    have = (1.0 if visible else 0.0) if cluster_gpus is None else cluster_gpus
-    if (cluster_gpus is None and not visible) or (cluster_gpus is not None and have < wanted):
-        where = "this process" if cluster_gpus is None else "the Ray cluster"
+    if cluster_gpus is None:
+        have, enough, where = float(visible), visible, "this process"
+    else:
+        have, enough, where = cluster_gpus, cluster_gpus >= wanted, "the Ray cluster"
+    if not enough:
         raise ConfigError(
             f"{name}: num_gpus_per_worker={config.num_gpus_per_worker} x num_workers="
             f"{getattr(config, 'num_workers', 0)} needs {wanted:g} GPUs but {where} has "
