@@ -45,6 +45,7 @@ def test_nothing_imports_the_deprecated_ray_apis() -> None:
 RANKS = {
     "errors": 0,
     "checks": 1,
+    "schedules": 1.5,
     "flow": 2,
     "config_failures": 2.5,
     "config_resources": 2.6,

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from rlflow.checks import check_int, check_number
 from rlflow.config_resources import ResourceConfig
 from rlflow.errors import ConfigError
+from rlflow.schedules import PiecewiseSchedule
 
 C = TypeVar("C", bound="AlgorithmConfig")
 
@@ -147,6 +148,9 @@ class AlgorithmConfig(ResourceConfig):
     """Discount factor, in [0, 1]."""
     lr: float = 5e-4
     """Learning rate (Adam), > 0."""
+    lr_schedule: list[list[float]] | None = None
+    """``[[timestep, lr], ...]`` (timesteps from 0, nondecreasing; env steps sampled): the
+    learner's lr, linear in between and flat after the last point; overrides ``lr``."""
     grad_clip: float | None = None
     """Clip gradients by this global norm (> 0), or None for no clipping."""
     model: dict[str, Any] = field(default_factory=dict)
@@ -181,6 +185,8 @@ class AlgorithmConfig(ResourceConfig):
         self._check_int("train_batch_size", 1)
         self._check_range("gamma", 0.0, 1.0)
         self._check_positive("lr")
+        if self.lr_schedule is not None:
+            PiecewiseSchedule.from_points(self.lr_schedule, self._label("lr_schedule"))
         if self.grad_clip is not None:
             self._check_positive("grad_clip")
         if self.seed is not None:

@@ -117,6 +117,22 @@ class _IterationDone:
         return True
 
 
+class _LearnerTimestep:
+    """``for_each``: give the learner (the local worker) the global ``timestep`` (env steps
+    sampled) on every train item, so its policies' schedules (``lr_schedule``) follow the run
+    as the workers' exploration does. Items pass through unchanged."""
+
+    def __init__(self, workers: WorkerSet) -> None:
+        self.workers = workers
+
+    def __call__(self, item: Any) -> Any:
+        counters = flow.current_metrics().counters
+        self.workers.local_worker().set_global_vars(
+            {"timestep": counters[keys.NUM_ENV_STEPS_SAMPLED]}
+        )
+        return item
+
+
 class CollectMetrics:
     """Build the result dict of one iteration from the workers' finished episodes.
 
@@ -291,8 +307,9 @@ def standard_metrics_reporting(
     until at least ``config.min_steps_per_iteration`` env steps were sampled and
     ``config.min_time_s_per_iteration`` seconds passed since the last result (both 0: one
     result per train item), then collects metrics over the last
-    ``config.metrics_num_episodes_for_smoothing`` episodes.
+    ``config.metrics_num_episodes_for_smoothing`` episodes. The learner's policies are told
+    the global ``timestep`` after every train item (their ``lr_schedule`` follows it).
     """
     done = _IterationDone(config.min_steps_per_iteration, config.min_time_s_per_iteration)
     collect = CollectMetrics(workers, smoothing_episodes=config.metrics_num_episodes_for_smoothing)
-    return train_op.filter(done).for_each(collect)
+    return train_op.for_each(_LearnerTimestep(workers)).filter(done).for_each(collect)

@@ -57,6 +57,7 @@ from rlflow.data.sample_batch import (
 from rlflow.errors import ConfigError
 from rlflow.models import ActionDistribution, ActorCritic, build_model, dist_class_for
 from rlflow.returns import compute_advantages
+from rlflow.schedules import PiecewiseSchedule
 
 __all__ = ["POLICY_LAG", "ActorCriticPolicy", "TorchPolicy", "adaptive_kl_coeff"]
 
@@ -113,7 +114,13 @@ class TorchPolicy(abc.ABC):
         self.num_grad_updates = 0
         """Optimizer steps the weights went through (a worker's copy: the learner's count at
         the last weight sync); sampled rows record it in ``NUM_GRAD_UPDATES``."""
-        self.lr = config.lr
+        self.lr_schedule = (
+            None
+            if config.lr_schedule is None
+            else PiecewiseSchedule.from_points(config.lr_schedule, f"{cls.__name__}.lr_schedule")
+        )
+        """``config.lr_schedule`` (followed on the global ``timestep``), or None."""
+        self.lr = config.lr if self.lr_schedule is None else self.lr_schedule.value(0)
         self.gamma = config.gamma
         self.grad_clip = config.grad_clip
         self.use_critic = False
@@ -133,6 +140,13 @@ class TorchPolicy(abc.ABC):
         self.model: ActorCritic = self._build_model(config, seed).to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.lr)
         self._params = [p for p in self.model.parameters() if p.requires_grad]
+
+    def on_global_var_update(self, global_vars: Mapping[str, Any]) -> None:
+        """Follow ``lr_schedule`` to the global ``timestep`` (subclasses extend, calling super)."""
+        if self.lr_schedule is not None and "timestep" in global_vars:
+            self.lr = self.lr_schedule.value(int(global_vars["timestep"]))
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.lr
 
     def _build_model(self, config: AlgorithmConfig, seed: int | None) -> ActorCritic:
         """Seed the generator and build the model under ``seed`` (torch's RNG left as it was)."""

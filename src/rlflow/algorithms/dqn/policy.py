@@ -198,6 +198,7 @@ class DQNPolicy(TorchPolicy):
 
     def on_global_var_update(self, global_vars: Mapping[str, Any]) -> None:
         """Take the global ``timestep`` pushed with the weights (drives the epsilon schedule)."""
+        super().on_global_var_update(global_vars)
         if "timestep" in global_vars:
             self.global_timestep = int(global_vars["timestep"])
             self._acted_since_push = 0
