@@ -138,14 +138,26 @@ class TorchPolicy(abc.ABC):
         """Where the model runs and learns: ``cuda`` for the learner with ``num_gpus > 0`` (a
         worker with ``num_gpus_per_worker > 0``), else ``cpu``."""
         self.model: ActorCritic = self._build_model(config, seed).to(self.device)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.lr)
+        self._optimizer: torch.optim.Optimizer | None = None
         self._params = [p for p in self.model.parameters() if p.requires_grad]
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """Adam over ``model``'s parameters at ``lr``, built on first use: rollout workers
+        never step, and building one imports ``torch._dynamo`` (about a second per process)."""
+        if self._optimizer is None:
+            self._optimizer = torch.optim.Adam(self.model.parameters(), lr=self.lr)
+        return self._optimizer
+
+    @optimizer.setter
+    def optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        self._optimizer = optimizer
 
     def on_global_var_update(self, global_vars: Mapping[str, Any]) -> None:
         """Follow ``lr_schedule`` to the global ``timestep`` (subclasses extend, calling super)."""
         if self.lr_schedule is not None and "timestep" in global_vars:
             self.lr = self.lr_schedule.value(int(global_vars["timestep"]))
-            for group in self.optimizer.param_groups:
+            for group in [] if self._optimizer is None else self._optimizer.param_groups:
                 group["lr"] = self.lr
 
     def _build_model(self, config: AlgorithmConfig, seed: int | None) -> ActorCritic:
@@ -246,7 +258,8 @@ class TorchPolicy(abc.ABC):
 
     def _backward(self, batch: Mapping[str, Array]) -> dict[str, float]:
         """Fill every parameter's ``.grad`` (clipped) from the loss on ``batch``; return stats."""
-        self.optimizer.zero_grad(set_to_none=True)
+        for p in self._params:
+            p.grad = None
         loss, stats = self.loss(self.batch_to_tensors(batch))
         torch.autograd.backward(loss)
         for p in self._params:
@@ -358,7 +371,11 @@ class TorchPolicy(abc.ABC):
         """
         return {
             "weights": self.get_weights(),
-            "optimizer": _to_cpu(copy.deepcopy(self.optimizer.state_dict())),
+            "optimizer": (
+                None
+                if self._optimizer is None
+                else _to_cpu(copy.deepcopy(self._optimizer.state_dict()))
+            ),
             "generator": self.generator.get_state().numpy().copy(),
             "num_grad_updates": self.num_grad_updates,
         }
@@ -366,7 +383,10 @@ class TorchPolicy(abc.ABC):
     def set_state(self, state: Mapping[str, Any]) -> None:
         """Restore a snapshot from :meth:`get_state`; training then continues exactly."""
         self.set_weights(state["weights"])
-        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
+        if state["optimizer"] is None:
+            self._optimizer = None  # never stepped: a fresh one is built on first use
+        else:
+            self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
         self.generator.set_state(torch.from_numpy(np.array(state["generator"], dtype=np.uint8)))
         self.num_grad_updates = int(state.get("num_grad_updates", 0))
 

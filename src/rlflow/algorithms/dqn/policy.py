@@ -162,7 +162,6 @@ class DQNPolicy(TorchPolicy):
         self.model = self.q_model  # type: ignore[assignment]
         self.target_model: QNetwork = copy.deepcopy(self.q_model).requires_grad_(False)
         """The target network, updated by :meth:`update_target`."""
-        self.optimizer = torch.optim.Adam(self.q_model.parameters(), lr=self.lr)
         self._params = [p for p in self.q_model.parameters() if p.requires_grad]
         self.global_timestep = 0
         """Last timestep pushed with the weights (env steps sampled by all workers)."""
