@@ -55,7 +55,7 @@ class WorkerSet:
         *,
         start_timeout_s: float = _START_TIMEOUT_S,
     ) -> None:
-        """Build the local worker now and start the remote actors."""
+        """Start the remote actors, then build the local worker (the learner) here."""
         self.config = config
         self.policy_cls = policy_cls
         self.start_timeout_s = check_number(
@@ -65,12 +65,18 @@ class WorkerSet:
         # that comes when remote workers start) the GPUs are checked as in-process ones.
         resources = flow.cluster_resources() if flow.is_initialized() else None
         check_gpus(config, cluster_gpus=None if resources is None else resources.get("GPU", 0.0))
-        self._local = RolloutWorker(config, policy_cls, worker_index=0)
         self._actor_cls = flow.remote(RolloutWorker).options(**self._actor_options(config))
         self._group = self._placement_group(config)
+        # Remote actors start first: their processes import torch and build envs while this
+        # process builds the local worker.
         self._remote: list[Any] = [self._start(i) for i in range(1, config.num_workers + 1)]
         self._dead: set[int] = set()
         self._starting: dict[int, tuple[Any, Any]] = {}  # index -> (actor, its ping)
+        try:
+            self._local = RolloutWorker(config, policy_cls, worker_index=0)
+        except BaseException:
+            self._stop_remote()
+            raise
         self.num_restarts = 0
         """Workers recreated so far in this run (a restored run continues the count)."""
         self._on_recreate: list[Callable[[Any], Any]] = []
@@ -300,6 +306,9 @@ class WorkerSet:
     def stop(self) -> None:
         """Close the local worker's envs and kill the remote actors."""
         self._local.stop()
+        self._stop_remote()
+
+    def _stop_remote(self) -> None:
         for handle in [*self._remote, *(actor for actor, _ in self._starting.values())]:
             try:
                 flow.kill(handle)
