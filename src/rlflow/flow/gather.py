@@ -44,8 +44,7 @@ class Shard(NamedTuple):
 
 
 def new_read_key() -> int:
-    """A random id for one read of a set of shards (an int: it travels with every request, and
-    Ray serializes small ints faster than strings)."""
+    """A random id for one read of shards (an int: Ray serializes small ints fastest)."""
     return uuid.uuid4().int >> 66
 
 
@@ -345,10 +344,12 @@ class AsyncGather(GatherBase):
     def _reply(
         self, ref: Any, pos: int, pending: dict[Any, int], slots: ShardSlots, key: int
     ) -> Sequence[Any]:
-        """The items of the reply ``ref`` from the shard at ``pos``; re-issues its request
-        before they go downstream, so the actor keeps working. A dead actor's other requests
-        are dropped and its replacement (if any) gets ``num_async`` new ones."""
+        """The items of the reply ``ref`` from the shard at ``pos``; its next request goes out
+        before ``ref`` is fetched (the actor works while the reply travels). A dead actor's
+        other requests are dropped; its replacement (if any) gets ``num_async`` new ones."""
         shard = slots.live[pos]
+        ahead = self._request(shard, key)
+        pending[ahead] = pos
         try:
             reply = _fetch(ref, shard, self.label, slots.env)
         except ActorDiedError as err:
@@ -363,10 +364,10 @@ class AsyncGather(GatherBase):
             items, done = (), True
         else:
             items, done = (reply,), False
-        if not done:
-            pending[self._request(shard, key)] = pos
-        elif pos not in pending.values():
-            del slots.live[pos]  # its last request answered: the shard has ended
+        if done:
+            del pending[ahead]  # it will answer "ended" too
+            if pos not in pending.values():
+                del slots.live[pos]  # its last request answered: the shard has ended
         return items  # type: ignore[no-any-return]
 
 
