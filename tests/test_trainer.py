@@ -303,7 +303,7 @@ OP_LOCAL_FIELDS = {
     "num_env_steps_sampled_this_iter",
     "num_env_steps_trained_this_iter",
 }
-NOT_TRAINING = {"timers", "time_this_iter_s", "time_total_s", "env_steps_per_s"}
+NOT_TRAINING = {"timers", "stages", "time_this_iter_s", "time_total_s", "env_steps_per_s"}
 
 
 def _restore_run(algo: str, tmp_path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

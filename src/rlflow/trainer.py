@@ -41,6 +41,7 @@ from rlflow.checks import check_bool, check_callable, check_int
 from rlflow.config import AlgorithmConfig
 from rlflow.errors import ConfigError, PlanError, RLFlowError
 from rlflow.flow import LocalIterator, MetricsContext, PlanGraph
+from rlflow.loggers import LoggerSet
 from rlflow.ops.keys import NUM_ENV_STEPS_SAMPLED, NUM_ENV_STEPS_TRAINED
 from rlflow.trainer_state import env_name, restore_arguments, run_state, set_run_state
 
@@ -127,6 +128,8 @@ class Trainer:
         backend: ``"ray"`` or ``"local"``. ``None``: the running flow backend if there is one,
             else ``"ray"`` (a local Ray is started for you).
         address: Ray cluster address to connect to (``backend="ray"`` only).
+        logdir: run dir where the config's ``loggers`` write every result (`rlflow.loggers`);
+            None: none of them (loggers added with ``trainer.loggers.add`` still get results).
         config: the algorithm's config as an instance of its config class or a dict of fields
             (RLlib style); keyword arguments override its fields.
         **config_fields: any other field of the algorithm's config class.
@@ -145,6 +148,7 @@ class Trainer:
         plan: PlanFn | None = None,
         backend: str | None = None,
         address: str | None = None,
+        logdir: str | Path | None = None,
         config: AlgorithmConfig | Mapping[str, Any] | None = None,
         **config_fields: Any,
     ) -> None:
@@ -158,6 +162,8 @@ class Trainer:
             check_callable(plan, "Trainer(plan)")
         self._plan_fn: PlanFn = plan if plan is not None else self._spec.plan
         self._custom_plan, self._stopped = plan is not None, True
+        self.loggers = LoggerSet(self._config.loggers, logdir)
+        """Where each result goes (`rlflow.loggers.LoggerSet`); ``.add(logger)`` adds yours."""
         self._owns_backend = acquire_backend(backend, address)
         try:
             self.workers: Any = _make_workers(self._config, self._spec.policy_cls)
@@ -221,7 +227,9 @@ class Trainer:
         """Run one iteration: pull one result from the plan and add the trainer's bookkeeping.
 
         Returns the plan's result dict plus ``iteration``, ``time_this_iter_s``,
-        ``time_total_s`` and ``env_steps_per_s``; every key of :data:`RESULT_KEYS` is present.
+        ``time_total_s``, ``env_steps_per_s`` and ``stages`` (each flow stage's ``items``,
+        ``fn_time_s``, ``wait_time_s`` since this trainer started); every key of
+        :data:`RESULT_KEYS` is present. Each of :attr:`loggers` gets it first.
         """
         self._check_running("train")
         start = time.perf_counter()
@@ -232,7 +240,9 @@ class Trainer:
         elapsed = time.perf_counter() - start
         if not isinstance(result, Mapping):
             raise PlanError(f"the plan yielded {type(result).__name__}; it must yield dicts")
-        return self._bookkeep(dict(result), elapsed)
+        result = self._bookkeep(dict(result), elapsed)
+        self.loggers.on_result(result)
+        return result
 
     def _bookkeep(self, result: dict[str, Any], elapsed: float) -> dict[str, Any]:
         counters = self._context.counters
@@ -250,6 +260,7 @@ class Trainer:
         result["time_this_iter_s"] = elapsed
         result["time_total_s"] = self._time_total_s
         result["env_steps_per_s"] = steps / elapsed if elapsed > 0 else 0.0
+        result["stages"] = {label: s.as_dict() for label, s in self._context.stages.items()}
         return result
 
     def evaluate(
@@ -351,7 +362,8 @@ class Trainer:
     # ------------------------------------------------------------------------ shutdown
     def stop(self) -> None:
         """Stop the plan's learner threads, close its reads on the actors (`LocalIterator.close`),
-        stop the workers; shut the backend down if this trainer started it. Idempotent."""
+        stop the workers; shut the backend down if this trainer started it; close the loggers.
+        Idempotent."""
         if self._stopped:
             return
         self._stopped = True
@@ -365,6 +377,7 @@ class Trainer:
             if self._owns_backend:
                 self._owns_backend = False
                 release_backend()
+            self.loggers.close()
 
     def __enter__(self) -> Self:
         return self

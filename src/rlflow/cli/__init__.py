@@ -7,6 +7,7 @@
     rlflow evaluate runs/ppo_CartPole-v1_20250101-120000/checkpoint_000010 --episodes 20
     rlflow plan a3c --env CartPole-v1
     rlflow list
+    rlflow plot runs/ppo_seed0 runs/ppo_seed1 --y episode_return_mean -o curves.png
 
 The config of ``train`` is layered, later wins: the algorithm's defaults, the tuned config
 shipped for ALGO+ENV (``--tuned``, on by default), ``--config FILE.yaml``, the flags
@@ -20,8 +21,9 @@ the flags on top, progress appended in its run dir, stop criteria over the whole
 
 Modules: `rlflow.cli.parser` (flags), `rlflow.cli.resolve` (config layers, stop criteria),
 `rlflow.cli.resume` (what ``--restore`` continues), `rlflow.cli.commands` (the sub-commands),
-`rlflow.cli.output` (progress lines, run dir); files are read by `rlflow.tuned`, the loader
-`rlflow.algorithms.tuned_config` uses too.
+`rlflow.cli.output` (progress lines, run dir), `rlflow.cli.plot` (learning curves); results
+are written by the trainer's loggers (`rlflow.loggers`); files are read by `rlflow.tuned`, the
+loader `rlflow.algorithms.tuned_config` uses too.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ``rlflow`` sub-commands: ``train``, ``evaluate``, ``plan``, ``list``.
+"""The ``rlflow`` sub-commands: ``train``, ``evaluate``, ``plan``, ``list``, ``plot``.
 
 Each takes the parsed arguments and returns the exit status; bad input raises `ConfigError`
 (printed by `rlflow.cli.main` as one line, exit status 2) before any actor starts.
@@ -16,7 +16,7 @@ from typing import Any
 
 from rlflow.cli.output import jsonable, make_run_dir, progress_line, summary, write_yaml
 from rlflow.cli.resolve import resolve_run, should_stop, stop_criteria
-from rlflow.cli.resume import PROGRESS_FILE, prepare_progress, resolve_resume
+from rlflow.cli.resume import prepare_progress, resolve_resume
 from rlflow.errors import ConfigError
 from rlflow.tuned import tuned_envs
 
@@ -68,10 +68,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         run_dir / "config.yaml",
         {"algorithm": run.algo, "config": run.config.to_dict(), "stop": stop},
     )
-    (run_dir / PROGRESS_FILE).write_text("")
     started = _start_backend(args.backend, args.address, verbose=args.verbose)
     try:
-        with Trainer(run.algo, backend=args.backend, **run.config.to_dict()) as trainer:
+        config = run.config.to_dict()
+        with Trainer(run.algo, backend=args.backend, logdir=run_dir, **config) as trainer:
             header = f"training {run.algo} on {trainer.config.env} -> {run_dir}"
             return _train_loop(trainer, run_dir, stop, args.checkpoint_every, header, None)
     finally:
@@ -92,7 +92,9 @@ def _resume(args: argparse.Namespace) -> int:
     last = prepare_progress(spec.run_dir, spec.state)
     started = _start_backend(args.backend, args.address, verbose=args.verbose)
     try:
-        with Trainer.restore(spec.state, backend=args.backend, **config) as trainer:
+        with Trainer.restore(
+            spec.state, backend=args.backend, logdir=spec.run_dir, **config
+        ) as trainer:
             header = (
                 f"resuming {spec.algo} on {trainer.config.env} from {spec.checkpoint} "
                 f"(iteration {trainer.iteration}) -> {spec.run_dir}"
@@ -113,8 +115,8 @@ def _train_loop(
     header: str,
     last: dict[str, Any] | None,
 ) -> int:
-    """Train until ``stop``, appending to ``progress.jsonl``; ``last``: a resumed run's last
-    result (it may meet ``stop`` already: then nothing trains)."""
+    """Train until ``stop`` (the trainer's loggers write each result to the run dir); ``last``:
+    a resumed run's last result (it may meet ``stop`` already: then nothing trains)."""
     out = sys.stdout
     crit = ", ".join(f"{k} >= {v:g}" for k, v in stop.items()) or "none (Ctrl-C to stop)"
     out.write(f"{header}; stop: {crit}\n")
@@ -123,19 +125,16 @@ def _train_loop(
     if last is not None and (why := should_stop(last, stop)) is not None:
         return _finish(trainer, run_dir, result, f"already reached: {why}", saved_at)
     try:
-        with (run_dir / PROGRESS_FILE).open("a") as progress:
-            while True:
-                result = trainer.train()
-                progress.write(json.dumps(jsonable(result), allow_nan=False) + "\n")
-                progress.flush()
-                out.write(progress_line(result) + "\n")
-                out.flush()
-                if every and result["iteration"] % every == 0:
-                    trainer.save(run_dir / f"checkpoint_{result['iteration']:06d}")
-                    saved_at = result["iteration"]
-                if (why := should_stop(result, stop)) is not None:
-                    reason = why
-                    break
+        while True:
+            result = trainer.train()
+            out.write(progress_line(result) + "\n")
+            out.flush()
+            if every and result["iteration"] % every == 0:
+                trainer.save(run_dir / f"checkpoint_{result['iteration']:06d}")
+                saved_at = result["iteration"]
+            if (why := should_stop(result, stop)) is not None:
+                reason = why
+                break
     except KeyboardInterrupt:
         out.write("\ninterrupted: saving a checkpoint\n")
     return _finish(trainer, run_dir, result, reason, saved_at)
@@ -193,10 +192,19 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from rlflow.cli.plot import plot_runs
+
+    path = plot_runs(args.run_dirs, x=args.x, y=args.y, out=args.output, labels=args.label)
+    sys.stdout.write(f"wrote {path}\n")
+    return EXIT_OK
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "train": _cmd_train,
     "evaluate": _cmd_evaluate,
     "plan": _cmd_plan,
     "list": _cmd_list,
+    "plot": _cmd_plot,
 }
 """Sub-command name -> handler (parsed arguments -> exit status)."""

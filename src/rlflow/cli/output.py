@@ -11,23 +11,9 @@ from typing import IO, Any
 
 from rlflow.cli.resolve import is_number
 from rlflow.errors import ConfigError
+from rlflow.loggers import jsonable
 
 __all__ = ["fmt", "jsonable", "make_run_dir", "progress_line", "summary", "write_yaml"]
-
-
-def jsonable(value: Any) -> Any:
-    """A JSON-safe copy: numpy scalars/arrays to Python, NaN/inf to None, others to str."""
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    if hasattr(value, "tolist") and callable(value.tolist):
-        return jsonable(value.tolist())
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    return getattr(value, "__qualname__", None) or repr(value)
 
 
 def fmt(value: Any, spec: str) -> str:

@@ -64,10 +64,36 @@ def _add_train(sub: argparse._SubParsersAction[Parser], config_args: Parser) -> 
     train.add_argument(
         "--checkpoint-every", type=int, default=0, metavar="N", help="checkpoint every N iters"
     )
+    train.add_argument(
+        "--logger",
+        metavar="NAMES",
+        help="comma list of result loggers: jsonl, csv, tensorboard, wandb, mlflow "
+        "(default: jsonl,csv,tensorboard; sets the config field loggers)",
+    )
+
+
+def _add_plot(sub: argparse._SubParsersAction[Parser]) -> None:
+    plot = sub.add_parser(
+        "plot",
+        help="learning curves of run dirs (needs matplotlib)",
+        description="Learning curves from progress.csv (or progress.jsonl); runs with the same "
+        "label (default: algorithm and env of their config.yaml, e.g. seeds) are drawn as the "
+        "mean with a min/max band.",
+    )
+    plot.add_argument("run_dirs", metavar="RUN_DIR", nargs="+", help="run dirs to plot")
+    plot.add_argument("--x", default="num_env_steps_sampled", help="x column (nested: a/b)")
+    plot.add_argument("--y", default="episode_return_mean", help="y column (nested: a/b)")
+    plot.add_argument("-o", "--output", default="plot.png", metavar="FILE", help="image file")
+    plot.add_argument(
+        "--label",
+        action="append",
+        metavar="LABEL",
+        help="label of each RUN_DIR, in order (give one per run dir)",
+    )
 
 
 def build_parser() -> Parser:
-    """The ``rlflow`` parser: ``train``, ``evaluate``, ``plan`` and ``list``."""
+    """The ``rlflow`` parser: ``train``, ``evaluate``, ``plan``, ``list`` and ``plot``."""
     parser = Parser(prog="rlflow", description="Distributed RL as dataflow.")
     parser.add_argument("-v", "--verbose", action="store_true", help="INFO logs on stderr")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -82,4 +108,5 @@ def build_parser() -> Parser:
     plan.add_argument("algo", metavar="ALGO")
 
     sub.add_parser("list", help="list algorithms and shipped tuned configs")
+    _add_plot(sub)
     return parser

@@ -76,6 +76,7 @@ def resolve_run(args: argparse.Namespace) -> RunSpec:
     fields.update(file.fields)
     stop.update(file.stop)
     flags = {"env": args.env, "num_workers": args.num_workers, "seed": args.seed}
+    flags["loggers"] = getattr(args, "logger", None)
     fields.update({k: v for k, v in flags.items() if v is not None})
     fields.update(parse_sets(config_cls, args.set))
     config = build_config(config_cls, fields)
