@@ -100,11 +100,17 @@ class MLP(nn.Module):
         self.net = nn.Sequential(*layers)
         self.out_features = width
         """Width of the output."""
+        self._layers = tuple(layers)  # plain references: no Module lookups in forward
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Map ``[B, in_features]`` to ``[B, out_features]``."""
-        out: torch.Tensor = self.net(x)
-        return out
+        """Map ``[B, in_features]`` to ``[B, out_features]``.
+
+        The layers' own ``forward`` is called directly (the same kernels, so the same numbers,
+        without ``nn.Module.__call__``'s hook machinery: a large share of a small MLP's time).
+        """
+        for layer in self._layers:
+            x = layer.forward(x)
+        return x
 
 
 class NatureCNN(nn.Module):
@@ -225,19 +231,19 @@ class ActorCritic(nn.Module):
         """Return ``(dist_inputs, value)`` for a batch of raw observations ``[B, *obs_shape]``."""
         x = self._features(obs)
         if self.trunk is not None:
-            x = self.trunk(x)
-        logits: torch.Tensor = self.pi(x)
+            x = self.trunk.forward(x)
+        logits: torch.Tensor = self.pi.forward(x)
         if self.log_std is not None:
             logits = torch.cat([logits, self.log_std.expand_as(logits)], dim=-1)
-        value: torch.Tensor = self.vf(x)
+        value: torch.Tensor = self.vf.forward(x)
         return logits, value.squeeze(-1)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """Return the value estimate ``[B]`` only (skips the policy head when not shared)."""
         x = self._features(obs)
         if self.trunk is not None:
-            x = self.trunk(x)
-        value: torch.Tensor = self.vf(x)
+            x = self.trunk.forward(x)
+        value: torch.Tensor = self.vf.forward(x)
         return value.squeeze(-1)
 
 

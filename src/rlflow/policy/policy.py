@@ -203,7 +203,7 @@ class TorchPolicy(abc.ABC):
         `LOGP` ``[B]``, `VF_PREDS` ``[B]`` and `ACTION_DIST_INPUTS` ``[B, input_dim]``.
         ``Box`` actions are not clipped to the space; the env side clips.
         """
-        with torch.no_grad():
+        with torch.inference_mode():
             dist_inputs, values = self.model(self.obs_to_tensor(obs))
             dist_inputs, values = dist_inputs.cpu(), values.cpu()
             dist = self.dist_class(dist_inputs, generator=self.generator)
@@ -218,7 +218,7 @@ class TorchPolicy(abc.ABC):
 
     def value(self, obs: npt.ArrayLike) -> Array:
         """Return the value estimates ``[B]`` for a batch of observations, without gradients."""
-        with torch.no_grad():
+        with torch.inference_mode():
             values: torch.Tensor = self.model.value(self.obs_to_tensor(obs))
         return values.cpu().numpy()
 
