@@ -67,6 +67,7 @@ RANKS = {
     "trainer_state": 9.5,
     "loggers": 9.7,
     "trainer": 10,
+    "tune": 10.5,
     "cli": 11,
     "testing": 11,
     "__init__": 11,

@@ -12,9 +12,11 @@ See ARCHITECTURE.md for the map of operators.
 """
 
 from rlflow.flow.backend import (
+    EnclosingGroup,
     backend_name,
     bundle_options,
     cluster_resources,
+    current_placement_group,
     get,
     init,
     is_initialized,
@@ -45,6 +47,7 @@ __all__ = [
     "NOT_READY",
     "SHARD_END",
     "ActorItem",
+    "EnclosingGroup",
     "LocalIterator",
     "MetricsContext",
     "ParallelIterator",
@@ -60,6 +63,7 @@ __all__ = [
     "cluster_resources",
     "bundle_options",
     "current_metrics",
+    "current_placement_group",
     "duplicate",
     "from_actors",
     "from_items",

@@ -39,7 +39,11 @@ class WorkerSet:
     placement group (``placement_strategy``), bundle i - 1 for worker i, a recreated worker
     going back into its bundle; it waits up to ``start_timeout_s`` to be placed (else
     ``ConfigError``) and is removed by :meth:`stop` (or when the set is garbage collected).
-    Workers that reserve nothing get no group. The local backend ignores all of this.
+    Workers that reserve nothing get no group. Built inside a placement group of
+    ``num_workers + 1`` bundles (a Ray Tune trial of `rlflow.tune.trainable`, whose bundle 0
+    holds the learner), the workers take its bundles 1..N instead and no group is created (a
+    second one could never be placed on a full machine); its owner removes it. The local
+    backend ignores all of this.
 
     Args:
         config: the algorithm config; ``num_workers`` remote workers are started.
@@ -92,24 +96,34 @@ class WorkerSet:
         return options
 
     def _placement_group(self, config: AlgorithmConfig) -> Any:
+        self._first_bundle = 0
+        self._release: Any = None  # a weakref.finalize that removes the set's own group
         bundle = config.worker_bundle()
         if not config.num_workers or not bundle:
             return None
+        enclosing = flow.current_placement_group()
+        if enclosing is not None and enclosing.num_bundles == config.num_workers + 1:
+            self._first_bundle = 1  # bundle 0 is the learner's (this process)
+            return enclosing.group
         bundles = [dict(bundle) for _ in range(config.num_workers)]
         group = flow.placement_group(
             bundles, config.placement_strategy, timeout_s=self.start_timeout_s
         )
-        self._release = weakref.finalize(self, flow.remove_placement_group, group)
-        self._release.atexit = False  # at exit Ray frees it with the job
+        release = weakref.finalize(self, flow.remove_placement_group, group)
+        release.atexit = False  # at exit Ray frees it with the job
+        self._release = release
         return group
 
     def _start(self, index: int) -> Any:
-        actor_cls = self._actor_cls.options(**flow.bundle_options(self._group, index - 1))
+        actor_cls = self._actor_cls.options(
+            **flow.bundle_options(self._group, self._first_bundle + index - 1)
+        )
         return actor_cls.remote(self.config, self.policy_cls, worker_index=index)
 
     def placement_group(self) -> Any:
-        """The placement group of the remote workers (worker i in bundle i - 1); None on the
-        local backend, with no remote workers, or when they reserve nothing."""
+        """The placement group of the remote workers (worker i in bundle i - 1 of the set's own
+        group, bundle i of an enclosing trial's group); None on the local backend, with no
+        remote workers, or when they reserve nothing."""
         return self._group
 
     def local_worker(self) -> RolloutWorker:
@@ -315,8 +329,8 @@ class WorkerSet:
             except Exception:
                 logger.debug("could not kill %r", handle, exc_info=True)
         self._remote, self._starting, self._dead = [], {}, set()
-        if self._group is not None:
-            self._release()  # frees the reservation, once
+        if self._release is not None:
+            self._release()  # frees the set's own reservation, once
 
     def __repr__(self) -> str:
         return f"WorkerSet(local=1, remote={len(self._remote)})"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from rlflow.errors import ConfigError
 from rlflow.flow.backend import local as _local
@@ -234,6 +234,25 @@ def bundle_options(group: Any, index: int) -> dict[str, Any]:
     if group is None:
         return {}
     return _ray_impl().bundle_options(group, index)  # type: ignore[no-any-return]
+
+
+class EnclosingGroup(NamedTuple):
+    """The placement group a process runs in (`current_placement_group`)."""
+
+    group: Any
+    """The group, for :func:`bundle_options`; whoever created it removes it."""
+    num_bundles: int
+    """How many bundles it has."""
+
+
+def current_placement_group() -> EnclosingGroup | None:
+    """The placement group this process runs in (e.g. a Ray Tune trial's actor, which runs in
+    bundle 0 of its trial's group), or None: on the local backend, in a Ray driver, in an actor
+    placed outside any group."""
+    if backend_name() == "local":
+        return None
+    found = _ray_impl().current_placement_group()
+    return None if found is None else EnclosingGroup(*found)
 
 
 def cluster_resources() -> dict[str, float] | None:

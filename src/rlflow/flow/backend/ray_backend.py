@@ -87,6 +87,17 @@ def bundle_options(group: Any, index: int) -> dict[str, Any]:
     return {"scheduling_strategy": strategy}
 
 
+def current_placement_group() -> tuple[Any, int] | None:
+    """The placement group this process runs in and its bundle count; None outside one (the
+    driver) or when Ray is not initialized."""
+    from ray.util import get_current_placement_group
+
+    if not ray.is_initialized():
+        return None
+    group = get_current_placement_group()
+    return None if group is None else (group, int(group.bundle_count))
+
+
 def remove_placement_group(group: Any) -> None:
     """``ray.util.remove_placement_group`` (a no-op once Ray is down)."""
     from ray.util import remove_placement_group as remove

@@ -1,0 +1,137 @@
+"""Ray Tune adapter: `trainable` turns an rlflow algorithm into a ``ray.tune.Trainable``.
+
+One Tune trial is one :class:`~rlflow.trainer.Trainer`. The trial's config (Tune's
+``param_space``, after sampling) holds config fields; the base under them is the tuned config
+shipped for the algorithm and the trial's ``env`` (as ``rlflow train`` builds it), or the
+algorithm's defaults when none ships. Each ``step`` is one ``Trainer.train``; Tune checkpoints
+are ``Trainer.save`` directories and restoring one is ``Trainer.restore``. A trial reserves a
+placement group of one learner bundle (``{"CPU": 1, "GPU": num_gpus}``) and one bundle per
+remote worker; the trainer joins the Ray that Tune runs in and its `rlflow.workers.WorkerSet`
+puts worker i into bundle i of that group (it creates no group of its own)::
+
+    from ray import tune
+    from rlflow.tune import trainable
+
+    tuner = tune.Tuner(
+        trainable("ppo"),
+        param_space={"env": "CartPole-v1", "num_workers": 1, "lr": tune.grid_search([1e-3, 3e-4])},
+        run_config=tune.RunConfig(stop={"training_iteration": 5}),
+    )
+    results = tuner.fit()
+
+Ray Tune is the optional extra ``tune`` (``pip install "rl-flow[tune]"``); it is imported only
+when `trainable` is called.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+from rlflow.algorithms import get_algorithm
+from rlflow.config import AlgorithmConfig
+from rlflow.errors import ConfigError
+from rlflow.trainer import Trainer
+from rlflow.tuned import build_config, load_config_file, tuned_config_path
+
+__all__ = ["resource_bundles", "trainable", "trial_config"]
+
+
+def trial_config(algo: str, fields: Mapping[str, Any]) -> AlgorithmConfig:
+    """The validated config of one trial of ``algo``: the tuned config shipped for ``algo`` on
+    ``fields["env"]`` (the algorithm's default env when absent), if any, with ``fields`` on
+    top. Values are coerced as the command line coerces them; an unknown field is a
+    `ConfigError` suggesting the closest name.
+    """
+    spec = get_algorithm(algo)
+    env = fields.get("env", spec.config_cls().env)
+    path = tuned_config_path(spec.name, env) if isinstance(env, str) else None
+    base = load_config_file(path).fields if path is not None else {}
+    config: AlgorithmConfig = build_config(spec.config_cls, {**base, **fields})
+    return config
+
+
+def resource_bundles(config: AlgorithmConfig) -> list[dict[str, float]]:
+    """A trial's placement-group bundles: the learner's ``{"CPU": 1, "GPU": num_gpus}`` (GPU
+    left out at 0) first, then one `ResourceConfig.worker_bundle` per remote worker (none when
+    a worker reserves nothing: its actors then land in the trial's group unreserved)."""
+    learner = {"CPU": 1.0, "GPU": float(config.num_gpus)}
+    bundles = [{k: v for k, v in learner.items() if v > 0}]
+    worker = config.worker_bundle()
+    if worker:
+        bundles.extend(dict(worker) for _ in range(config.num_workers))
+    return bundles
+
+
+def _import_tune() -> Any:
+    try:
+        from ray import tune
+    except ImportError as err:
+        raise ImportError(
+            f"rlflow.tune needs Ray Tune, which is not installed ({err}): "
+            'pip install "rl-flow[tune]"'
+        ) from err
+    return tune
+
+
+@functools.cache
+def _base_class() -> type:
+    """The shared ``ray.tune.Trainable`` subclass (defined once Ray Tune is imported)."""
+    tune = _import_tune()
+
+    class RLFlowTrainable(tune.Trainable):  # type: ignore[misc, name-defined]
+        """A Tune trainable running one rlflow Trainer (see `rlflow.tune`)."""
+
+        algo = ""
+
+        @classmethod
+        def default_resource_request(cls, config: dict[str, Any]) -> Any:
+            """One learner bundle and one bundle per remote worker (`resource_bundles`)."""
+            resolved = trial_config(cls.algo, config)
+            return tune.PlacementGroupFactory(
+                resource_bundles(resolved), strategy=resolved.placement_strategy
+            )
+
+        def setup(self, config: dict[str, Any]) -> None:
+            """Build the trainer on the Ray this trial runs in."""
+            self.trainer = Trainer(self.algo, config=trial_config(self.algo, config))
+
+        def step(self) -> dict[str, Any]:
+            """One ``Trainer.train`` iteration; its result."""
+            return self.trainer.train()
+
+        def save_checkpoint(self, checkpoint_dir: str) -> None:
+            """``Trainer.save`` into Tune's (empty) checkpoint directory."""
+            self.trainer.save(checkpoint_dir)
+
+        def load_checkpoint(self, checkpoint: Any) -> None:
+            """Replace the trainer by ``Trainer.restore`` of a checkpoint directory."""
+            if not isinstance(checkpoint, str):
+                raise ConfigError(
+                    f"{type(self).__name__}.load_checkpoint({checkpoint!r}): expected the "
+                    "checkpoint directory written by save_checkpoint"
+                )
+            self.trainer.stop()
+            self.trainer = Trainer.restore(checkpoint)
+
+        def cleanup(self) -> None:
+            """Stop the trainer (its workers; the trial's group is Tune's)."""
+            self.trainer.stop()
+
+    return RLFlowTrainable
+
+
+def trainable(algo: str) -> type:
+    """A ``ray.tune.Trainable`` subclass that trains algorithm ``algo`` (a registered name).
+
+    Pass it to ``tune.Tuner`` with a ``param_space`` of config fields (`trial_config` builds
+    each trial's config). Each iteration reports the ``Trainer.train`` result; checkpoints are
+    ``Trainer.save`` directories; ``default_resource_request`` asks for `resource_bundles`.
+    ConfigError for an unknown algorithm; ImportError naming the ``tune`` extra when Ray Tune
+    is not installed.
+    """
+    spec = get_algorithm(algo)
+    base = _base_class()
+    name = f"{spec.name.upper().replace('_', '')}Trainable"
+    return type(name, (base,), {"algo": spec.name, "__doc__": f"Tune trainable of {spec.name}."})
