@@ -50,6 +50,7 @@ RANKS = {
     "config_failures": 2.5,
     "config_resources": 2.6,
     "config_logging": 2.7,
+    "config_env": 2.8,
     "config": 3,
     "tuned": 4,
     "checkpoint": 3,

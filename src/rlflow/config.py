@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from rlflow.checks import check_int, check_number
-from rlflow.config_logging import LoggingConfig
+from rlflow.config_env import EnvRunConfig
 from rlflow.errors import ConfigError
 from rlflow.schedules import PiecewiseSchedule
 
@@ -126,11 +126,12 @@ class PolicySpec:
 
 
 @dataclass(frozen=True, kw_only=True)
-class AlgorithmConfig(LoggingConfig):
+class AlgorithmConfig(EnvRunConfig):
     """Fields shared by every algorithm; subclasses add theirs and call super's post-init.
 
     The failure fields (``recreate_failed_workers``, ...) come from `FailureConfig`, the
-    resources from `ResourceConfig`, ``loggers`` from `LoggingConfig`.
+    resources from `ResourceConfig`, ``loggers`` from `LoggingConfig`, ``env_wrappers`` and the
+    evaluation fields from `EnvRunConfig`.
     """
 
     env: str | Callable[[], Any] = "CartPole-v1"

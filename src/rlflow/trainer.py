@@ -29,6 +29,7 @@ from typing import Any, Self
 
 import numpy as np
 
+from rlflow import trainer_state
 from rlflow.backend_lease import acquire_backend, release_backend
 from rlflow.checkpoint import (
     CHECKPOINT_META,
@@ -43,7 +44,6 @@ from rlflow.errors import ConfigError, PlanError, RLFlowError
 from rlflow.flow import LocalIterator, MetricsContext, PlanGraph
 from rlflow.loggers import LoggerSet
 from rlflow.ops.keys import NUM_ENV_STEPS_SAMPLED, NUM_ENV_STEPS_TRAINED
-from rlflow.trainer_state import env_name, restore_arguments, run_state, set_run_state
 
 __all__ = ["CHECKPOINT_META", "CHECKPOINT_STATE", "RESULT_KEYS", "Trainer", "load_checkpoint"]
 
@@ -103,13 +103,13 @@ def _merged_config(
 def check_env(
     config: AlgorithmConfig, policy_cls: type | None = None, *, algo: str | None = None
 ) -> None:
-    """Raise :class:`ConfigError` if ``config.env`` is an unknown Gymnasium id (builds no env);
-    with ``policy_cls``, also if the policies of algorithm ``algo`` cannot take the env's
-    spaces (`rlflow.workers.sampler.check_policy_spaces`: builds one env and the policies once,
-    on the driver, before any actor starts)."""
-    from rlflow.envs import make_env_creator
+    """Raise :class:`ConfigError` for an unknown Gymnasium id, PettingZoo module or
+    ``env_wrappers`` name (builds no env); with ``policy_cls``, also if the policies of ``algo``
+    cannot take the env's spaces (`rlflow.workers.sampler.check_policy_spaces`: builds one env
+    and the policies once, on the driver, before any actor starts)."""
+    from rlflow.envs import config_env_creator
 
-    make_env_creator(config.env, **config.env_config)
+    config_env_creator(config)
     if policy_cls is not None:
         from rlflow.workers.sampler import check_policy_spaces
 
@@ -226,10 +226,10 @@ class Trainer:
     def train(self) -> dict[str, Any]:
         """Run one iteration: pull one result from the plan and add the trainer's bookkeeping.
 
-        Returns the plan's result dict plus ``iteration``, ``time_this_iter_s``,
-        ``time_total_s``, ``env_steps_per_s`` and ``stages`` (each flow stage's ``items``,
-        ``fn_time_s``, ``wait_time_s`` since this trainer started); every key of
-        :data:`RESULT_KEYS` is present. Each of :attr:`loggers` gets it first.
+        Returns the plan's result dict plus ``iteration``, ``time_this_iter_s``, ``time_total_s``,
+        ``env_steps_per_s``, ``stages`` (each flow stage's ``items``, ``fn_time_s``, ``wait_time_s``
+        since this trainer started) and every ``evaluation_interval`` iterations ``evaluation/``
+        keys (:meth:`evaluate`); all :data:`RESULT_KEYS` are there. :attr:`loggers` get it first.
         """
         self._check_running("train")
         start = time.perf_counter()
@@ -241,6 +241,7 @@ class Trainer:
         if not isinstance(result, Mapping):
             raise PlanError(f"the plan yielded {type(result).__name__}; it must yield dicts")
         result = self._bookkeep(dict(result), elapsed)
+        result.update(trainer_state.evaluation_keys(self))
         self.loggers.on_result(result)
         return result
 
@@ -311,7 +312,7 @@ class Trainer:
         self._check_running("save")
         meta = {
             "algorithm": self.algorithm,
-            "env": env_name(self._config.env),
+            "env": trainer_state.env_name(self._config.env),
             "iteration": self._iteration,
             "time_total_s": self._time_total_s,
             _SAMPLED: int(self._context.counters.get(_SAMPLED, 0)),
@@ -325,7 +326,7 @@ class Trainer:
             "algorithm": self.algorithm,
             "config": self._config.to_dict(),
             "plan": plan,
-            **run_state(self.workers, replay=self._config.checkpoint_replay_buffers),
+            **trainer_state.run_state(self.workers, replay=self._config.checkpoint_replay_buffers),
             "metrics": self._context.save(),
             "iteration": self._iteration,
             "time_total_s": self._time_total_s,
@@ -333,7 +334,7 @@ class Trainer:
         }
 
     def _set_state(self, state: Mapping[str, Any]) -> None:
-        set_run_state(self.workers, state)
+        trainer_state.set_run_state(self.workers, state)
         self._context.restore(state["metrics"])
         self._iteration = int(state["iteration"])
         self._time_total_s = float(state["time_total_s"])
@@ -351,7 +352,7 @@ class Trainer:
         the saved one would have.
         """
         state = checkpoint if isinstance(checkpoint, Mapping) else load_checkpoint(checkpoint)
-        trainer = cls(state["algorithm"], **restore_arguments(state, overrides))
+        trainer = cls(state["algorithm"], **trainer_state.restore_arguments(state, overrides))
         try:
             trainer._set_state(state)
         except BaseException:

@@ -18,9 +18,21 @@ from rlflow import flow
 from rlflow.errors import ConfigError
 from rlflow.replay import replay_buffer_states, restore_replay_buffers
 
-__all__ = ["env_name", "restore_arguments", "run_state", "set_run_state"]
+__all__ = ["env_name", "evaluation_keys", "restore_arguments", "run_state", "set_run_state"]
 
 logger = logging.getLogger(__name__)
+
+
+def evaluation_keys(trainer: Any) -> dict[str, Any]:
+    """The ``evaluation/`` keys of a trainer's latest iteration: ``evaluation/<key>`` for each
+    key of ``trainer.evaluate(evaluation_num_episodes)`` (greedy episodes) when the iteration
+    is a multiple of ``evaluation_interval``; none when it is not, or the interval is 0."""
+    config = trainer.config
+    interval = config.evaluation_interval
+    if interval == 0 or trainer.iteration % interval:
+        return {}
+    stats = trainer.evaluate(config.evaluation_num_episodes)
+    return {f"evaluation/{key}": value for key, value in stats.items()}
 
 
 def env_name(env: str | Callable[[], Any]) -> str:

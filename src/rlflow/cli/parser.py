@@ -24,7 +24,11 @@ class Parser(argparse.ArgumentParser):
 def _config_args() -> Parser:
     """The flags that build a config, shared by ``train`` and ``plan``."""
     config_args = Parser(add_help=False)
-    config_args.add_argument("--env", help="Gymnasium env id (default: the config's)")
+    config_args.add_argument(
+        "--env",
+        help="Gymnasium env id or PettingZoo env module (pettingzoo.classic.rps_v2; "
+        "env_config are its kwargs) (default: the config's)",
+    )
     config_args.add_argument("--num-workers", type=int, help="remote rollout workers")
     config_args.add_argument("--seed", type=int, help="seed of envs and policies")
     config_args.add_argument("--config", metavar="FILE.yaml", help="YAML config file")
@@ -35,7 +39,12 @@ def _config_args() -> Parser:
         help="apply the shipped tuned config for ALGO+ENV, if one exists (default: on)",
     )
     config_args.add_argument(
-        "--set", metavar="KEY=VALUE", action="append", default=[], help="set a config field"
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="set a config field (YAML value); KEY.SUBKEY sets one key of a dict field, e.g. "
+        "model.hidden=[32,32]",
     )
     return config_args
 

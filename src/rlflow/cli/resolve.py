@@ -2,7 +2,8 @@
 
 Layers, later wins: the algorithm's defaults, the tuned config shipped for ALGO+ENV
 (``--tuned``), ``--config FILE.yaml``, the flags (``--env``, ``--num-workers``, ``--seed``), then
-``--set key=value``. Files and ``--set`` values go through `rlflow.tuned`'s one loader and
+``--set key=value`` (``--set model.hidden=[32,32]``: one key of a dict field). Files and
+``--set`` values go through `rlflow.tuned`'s one loader and
 coercion rule, so ``rlflow train ALGO --env ENV`` builds the config that
 ``rlflow.algorithms.tuned_config(ALGO, ENV)`` returns.
 """
@@ -78,21 +79,51 @@ def resolve_run(args: argparse.Namespace) -> RunSpec:
     flags = {"env": args.env, "num_workers": args.num_workers, "seed": args.seed}
     flags["loggers"] = getattr(args, "logger", None)
     fields.update({k: v for k, v in flags.items() if v is not None})
-    fields.update(parse_sets(config_cls, args.set))
+    fields.update(parse_sets(config_cls, args.set, base=fields))
     config = build_config(config_cls, fields)
     check_env(config)
     return RunSpec(spec.name, config, stop)
 
 
-def parse_sets(config_cls: Any, items: Sequence[str]) -> dict[str, Any]:
-    """``--set KEY=VALUE`` items as config fields (values parsed for ``config_cls``)."""
-    values = {}
+def parse_sets(
+    config_cls: Any, items: Sequence[str], base: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """``--set KEY=VALUE`` items as config fields (values parsed for ``config_cls``).
+
+    A dotted key sets one key inside a dict field (``model.hidden=[32,32]``; more dots reach
+    nested dicts): the field's value in ``base`` (the config built so far), else its default,
+    with that one key replaced, so the rest is kept. ConfigError naming the key for an unknown
+    field (with the closest name) or one that is not a dict.
+    """
+    values: dict[str, Any] = {}
     for item in items:
         key, sep, text = item.partition("=")
-        if not sep or not key.strip():
+        key = key.strip()
+        if not sep or not key:
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set lr=0.001")
-        values[key.strip()] = parse_value(config_cls, key.strip(), text)
+        name, dot, rest = key.partition(".")
+        value = parse_value(config_cls, name, text)  # checks the field name
+        if not dot:
+            values[name] = value
+            continue
+        current = values.get(name, (base or {}).get(name, _default(config_cls, name)))
+        values[name] = _with_key(current, rest.split("."), value, f"--set {key}")
     return values
+
+
+def _with_key(mapping: Any, parts: list[str], value: Any, label: str) -> dict[str, Any]:
+    """A copy of the dict ``mapping`` with the nested key ``parts`` set to ``value``."""
+    if not isinstance(mapping, Mapping):
+        raise ConfigError(
+            f"{label}: a dotted key sets one key of a dict field, but the value it reaches is "
+            f"{mapping!r}; set the field whole (without the dot)"
+        )
+    if not all(parts):
+        raise ConfigError(f"{label}: empty key between dots")
+    out = dict(mapping)
+    head = parts[0]
+    out[head] = value if len(parts) == 1 else _with_key(out.get(head, {}), parts[1:], value, label)
+    return out
 
 
 def stop_criteria(args: argparse.Namespace, base: Mapping[str, float]) -> dict[str, float]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -45,16 +46,17 @@ class ResumeSpec(NamedTuple):
 
 
 def _overrides(
-    args: argparse.Namespace, config_cls: Any
+    args: argparse.Namespace, config_cls: Any, saved: Mapping[str, Any]
 ) -> tuple[dict[str, Any], dict[str, float]]:
-    """Config fields and stop criteria given on the command line (file, flags, ``--set``)."""
+    """Config fields and stop criteria given on the command line (file, flags, ``--set``; a
+    dotted ``--set`` merges into the ``saved`` config's dict field)."""
     file = load_config_file(args.config) if args.config else None
     fields: dict[str, Any] = dict(file.fields) if file else {}
     flags = {"env": args.env, "num_workers": args.num_workers, "seed": args.seed}
     flags["loggers"] = args.logger
     fields.update({k: v for k, v in flags.items() if v is not None})
     fields = {k: coerce_field(config_cls, k, v) for k, v in fields.items()}
-    fields.update(parse_sets(config_cls, args.set))
+    fields.update(parse_sets(config_cls, args.set, base={**saved, **fields}))
     return fields, dict(file.stop) if file else {}
 
 
@@ -92,7 +94,7 @@ def resolve_resume(args: argparse.Namespace) -> ResumeSpec:
             f"--restore {args.restore!r}: the checkpoint is a {spec.name!r} run, not "
             f"{args.algo!r}; drop ALGO or start a new run"
         )
-    fields, file_stop = _overrides(args, spec.config_cls)
+    fields, file_stop = _overrides(args, spec.config_cls, state["config"])
     kwargs = restore_arguments(state, fields)
     kwargs.pop("plan", None)
     config = spec.config_cls.from_dict(kwargs)

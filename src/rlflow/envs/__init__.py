@@ -7,7 +7,7 @@ Importing this package registers the Gymnasium ids :data:`POINT_NAV_ID`
 """
 
 from rlflow.envs.crashing import CARTPOLE_CRASHING_ID
-from rlflow.envs.creator import EnvCreator, make_env_creator
+from rlflow.envs.creator import EnvCreator, config_env_creator, make_env_creator
 from rlflow.envs.vector import AgentReturn, EpisodeStat, VectorEnv, VectorStep
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "EpisodeStat",
     "VectorEnv",
     "VectorStep",
+    "config_env_creator",
     "make_env_creator",
 ]
 

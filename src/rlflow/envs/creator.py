@@ -62,6 +62,67 @@ def make_ale_env(env_id: str, *, deepmind: bool = True, **env_kwargs: Any) -> gy
     return gym.make(env_id, **env_kwargs)
 
 
+PETTINGZOO_PREFIX = "pettingzoo."
+"""Env ids starting with this are PettingZoo env modules, built by `make_pettingzoo_env`."""
+
+
+def _pettingzoo_module(path: str) -> Any:
+    """The PettingZoo env module ``path``; `ConfigError` naming it if it cannot be imported or
+    has neither ``parallel_env`` nor ``env``."""
+    try:
+        module = importlib.import_module(path)
+    except ImportError as err:
+        raise ConfigError(
+            f"make_env_creator: env {path!r} names a PettingZoo module that could not be "
+            f'imported ({err}); install PettingZoo (pip install "rl-flow[multiagent]") and '
+            "the env family's extras, or fix the module path (e.g. pettingzoo.classic.rps_v2)"
+        ) from None
+    if not callable(getattr(module, "parallel_env", None)) and not callable(
+        getattr(module, "env", None)
+    ):
+        raise ConfigError(
+            f"make_env_creator: env {path!r}: the module has neither parallel_env nor env; name "
+            "a PettingZoo env module (e.g. pettingzoo.butterfly.pistonball_v6)"
+        )
+    return module
+
+
+def make_pettingzoo_env(path: str, **env_kwargs: Any) -> Any:
+    """Build the PettingZoo env of module ``path`` (``"pettingzoo.classic.rps_v2"``) with
+    ``env_kwargs``: its ``parallel_env``, else its AEC ``env`` (which must be parallelizable),
+    adapted to a `rlflow.envs.multi_agent.MultiAgentEnv`."""
+    from rlflow.envs.ma_envs import make_multi_agent_env
+
+    module = _pettingzoo_module(path)
+    build = getattr(module, "parallel_env", None)
+    return make_multi_agent_env(build if callable(build) else module.env, **env_kwargs)
+
+
+def _apply_wrappers(creator: Callable[[], Any], wrappers: tuple[Any, ...]) -> Any:
+    """``creator()`` wrapped by each `rlflow.config_env.WrapperSpec` in order."""
+    from rlflow.config_env import resolve_wrapper
+
+    env = creator()
+    if not isinstance(env, gym.Env):
+        raise ConfigError(
+            f"env_wrappers: the env is a {type(env).__name__}, not a gymnasium.Env; Gymnasium "
+            "wrappers apply to single-agent envs only"
+        )
+    for spec in wrappers:
+        env = resolve_wrapper(spec.name, "env_wrappers")(env, **spec.kwargs)
+    return env
+
+
+def config_env_creator(config: Any) -> EnvCreator:
+    """The env creator of a config: `make_env_creator` of ``config.env`` with
+    ``config.env_config``, each env wrapped by ``config.env_wrappers`` in order."""
+    from rlflow.config_env import wrapper_specs
+
+    creator = make_env_creator(config.env, **config.env_config)
+    wrappers = tuple(wrapper_specs(config.env_wrappers, "env_wrappers"))
+    return functools.partial(_apply_wrappers, creator, wrappers) if wrappers else creator
+
+
 def make_env_creator(env: str | Callable[..., gym.Env[Any, Any]], **env_kwargs: Any) -> EnvCreator:
     """Return a zero-argument creator for ``env``, checking Gymnasium ids eagerly.
 
@@ -78,7 +139,10 @@ def make_env_creator(env: str | Callable[..., gym.Env[Any, Any]], **env_kwargs: 
 
     Names in `rlflow.envs.ma_envs.MULTI_AGENT_ENVS` (``"multi_cartpole"``, ``"two_team_grid"``)
     build multi-agent envs (`rlflow.envs.multi_agent.MultiAgentEnv`); a callable may also
-    return one, or a PettingZoo env (rollout workers adapt it with ``from_pettingzoo``).
+    return one, or a PettingZoo env (rollout workers adapt it with ``from_pettingzoo``). A
+    PettingZoo module path (``"pettingzoo.butterfly.pistonball_v6"``) builds that module's
+    ``parallel_env(**env_kwargs)`` (or AEC ``env``) with `make_pettingzoo_env`; the module is
+    imported here, so a wrong path fails at once.
 
     Raises `ConfigError` for an unknown id (naming the id and the closest registered ids) or
     for an ``env`` that is neither a string nor callable. No environment is built here.
@@ -94,6 +158,9 @@ def make_env_creator(env: str | Callable[..., gym.Env[Any, Any]], **env_kwargs: 
         if env in MULTI_AGENT_ENVS:
             # A multi-agent env is not a gym.Env; rollout workers tell the two apart.
             return functools.partial(make_multi_agent_env, env, **env_kwargs)  # type: ignore[return-value]
+    if isinstance(env, str) and env.startswith(PETTINGZOO_PREFIX):
+        _pettingzoo_module(env)
+        return functools.partial(make_pettingzoo_env, env, **env_kwargs)
     if isinstance(env, str) and env.startswith(ALE_PREFIX):
         from rlflow.envs.atari import register_ale_envs
 

@@ -27,7 +27,7 @@ import numpy.typing as npt
 from rlflow.checks import check_bool, check_int
 from rlflow.config import AlgorithmConfig, resolve_policies
 from rlflow.data import DEFAULT_POLICY_ID, NUM_GRAD_UPDATES, MultiAgentBatch, SampleBatch
-from rlflow.envs import EpisodeStat, make_env_creator
+from rlflow.envs import EpisodeStat, config_env_creator
 from rlflow.errors import ConfigError
 from rlflow.policy import TorchPolicy
 from rlflow.workers.current import CurrentWorkerReads, current_worker
@@ -74,7 +74,7 @@ class RolloutWorker(CurrentWorkerReads):
         worker_index = check_int(worker_index, "RolloutWorker: worker_index", low=0)
         self.config = config
         self.worker_index = worker_index
-        self._creator = make_env_creator(config.env, **config.env_config)
+        self._creator = config_env_creator(config)
         seed = config.seed
         self._seed = seed
         policy_seed = None if seed is None else seed + worker_index

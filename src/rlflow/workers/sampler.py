@@ -27,7 +27,7 @@ import gymnasium as gym
 
 from rlflow.checks import check_int
 from rlflow.data import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
-from rlflow.envs.creator import make_env_creator
+from rlflow.envs.creator import config_env_creator
 from rlflow.envs.multi_agent import MultiAgentEnv
 from rlflow.envs.validation import env_name
 from rlflow.envs.vector import EpisodeStat
@@ -254,7 +254,7 @@ def check_policy_spaces(config: Any, policy_cls: type[TorchPolicy], algo: str) -
     """
     from rlflow.config import resolve_policies
 
-    probe = make_env_creator(config.env, **config.env_config)()
+    probe = config_env_creator(config)()
     try:
         multi_agent = is_multi_agent_env(probe)
         specs = config.policy_specs()

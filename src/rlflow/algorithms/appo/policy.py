@@ -25,12 +25,13 @@ import torch
 from rlflow.algorithms.appo.config import APPOConfig
 from rlflow.config import AlgorithmConfig
 from rlflow.data.sample_batch import ACTION_DIST_INPUTS, ACTIONS, LOGP, OBS
+from rlflow.policy.entropy_schedule import EntropyCoeffSchedule
 from rlflow.policy.vtrace import VTracePolicyBase
 
 __all__ = ["APPOPolicy"]
 
 
-class APPOPolicy(VTracePolicyBase):
+class APPOPolicy(EntropyCoeffSchedule, VTracePolicyBase):
     """Asynchronous PPO: clipped surrogate on V-trace advantages against a target network.
 
     Reads the columns of IMPALA's ``VTracePolicy`` and, with ``use_kl_loss``,
@@ -57,7 +58,7 @@ class APPOPolicy(VTracePolicyBase):
         self.clip_rho = config.vtrace_clip_rho_threshold
         self.clip_pg_rho = config.vtrace_clip_pg_rho_threshold
         self.vf_loss_coeff = config.vf_loss_coeff
-        self.entropy_coeff = config.entropy_coeff
+        self.init_entropy_coeff(config)
         self.clip_param = config.clip_param
         self.use_kl_loss = config.use_kl_loss
         self.kl_coeff = config.kl_coeff

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlflow.config import AlgorithmConfig
+from rlflow.policy.entropy_schedule import EntropyScheduleConfig
 
 __all__ = ["IMPALAConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class IMPALAConfig(AlgorithmConfig):
+class IMPALAConfig(EntropyScheduleConfig):
     """IMPALA: workers sample asynchronously, a learner thread trains on V-trace targets."""
 
     num_workers: int = 2
@@ -30,7 +30,7 @@ class IMPALAConfig(AlgorithmConfig):
     vf_loss_coeff: float = 0.5
     """Weight of the value loss, >= 0."""
     entropy_coeff: float = 0.01
-    """Weight of the entropy bonus, >= 0."""
+    """Weight of the entropy bonus, >= 0 (``entropy_coeff_schedule`` overrides it)."""
     num_sgd_iter: int = 1
     """Passes of the learner thread over each train batch, >= 1."""
     sgd_minibatch_size: int = 0

@@ -22,12 +22,13 @@ import torch
 from rlflow.algorithms.impala.config import IMPALAConfig
 from rlflow.config import AlgorithmConfig
 from rlflow.data.sample_batch import ACTIONS, OBS
+from rlflow.policy.entropy_schedule import EntropyCoeffSchedule
 from rlflow.policy.vtrace import VTracePolicyBase
 
 __all__ = ["VTracePolicy"]
 
 
-class VTracePolicy(VTracePolicyBase):
+class VTracePolicy(EntropyCoeffSchedule, VTracePolicyBase):
     """IMPALA's policy: policy gradient on V-trace advantages, value regression to ``vs``.
 
     Reads the batch columns `OBS`, `NEXT_OBS`, `ACTIONS`, `REWARDS`, `TERMINATEDS`,
@@ -53,7 +54,7 @@ class VTracePolicy(VTracePolicyBase):
         self.clip_rho = config.vtrace_clip_rho_threshold
         self.clip_pg_rho = config.vtrace_clip_pg_rho_threshold
         self.vf_loss_coeff = config.vf_loss_coeff
-        self.entropy_coeff = config.entropy_coeff
+        self.init_entropy_coeff(config)
 
     def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
         """Return the IMPALA loss on a (mini)batch and its parts as stats."""

@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlflow.config import ActorCriticConfig
+from rlflow.policy.entropy_schedule import EntropyScheduleConfig
 
 __all__ = ["PGConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class PGConfig(ActorCriticConfig):
+class PGConfig(EntropyScheduleConfig, ActorCriticConfig):
     """Policy gradient: advantages are discounted returns (no critic) unless ``use_critic``."""
 
     train_batch_size: int = 2000
@@ -26,7 +27,7 @@ class PGConfig(ActorCriticConfig):
     vf_loss_coeff: float = 0.5
     """Weight of the value loss (only with a critic), >= 0."""
     entropy_coeff: float = 0.0
-    """Weight of the entropy bonus, >= 0."""
+    """Weight of the entropy bonus, >= 0 (``entropy_coeff_schedule`` overrides it)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

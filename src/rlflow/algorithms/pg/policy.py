@@ -22,12 +22,13 @@ import torch
 from rlflow.algorithms.pg.config import PGConfig
 from rlflow.config import AlgorithmConfig
 from rlflow.data.sample_batch import ACTIONS, ADVANTAGES, OBS, VALUE_TARGETS
+from rlflow.policy.entropy_schedule import EntropyCoeffSchedule
 from rlflow.policy.policy import ActorCriticPolicy
 
 __all__ = ["PGPolicy"]
 
 
-class PGPolicy(ActorCriticPolicy):
+class PGPolicy(EntropyCoeffSchedule, ActorCriticPolicy):
     """Policy-gradient policy; A2C-style loss when ``use_critic`` is on.
 
     Reads the batch columns `OBS`, `ACTIONS`, `ADVANTAGES` and, with a critic,
@@ -50,7 +51,7 @@ class PGPolicy(ActorCriticPolicy):
             observation_space, action_space, config, seed=seed, worker_index=worker_index
         )
         self.vf_loss_coeff = config.vf_loss_coeff
-        self.entropy_coeff = config.entropy_coeff
+        self.init_entropy_coeff(config)
 
     def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
         """Return the policy-gradient loss on a batch and its parts as stats."""

@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlflow.config import ActorCriticConfig
+from rlflow.policy.entropy_schedule import EntropyScheduleConfig
 
 __all__ = ["PPOConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class PPOConfig(ActorCriticConfig):
+class PPOConfig(EntropyScheduleConfig, ActorCriticConfig):
     """PPO: clipped surrogate, value loss, entropy bonus, GAE, optional adaptive KL penalty."""
 
     lr: float = 5e-5
@@ -28,7 +29,7 @@ class PPOConfig(ActorCriticConfig):
     vf_loss_coeff: float = 1.0
     """Weight of the value loss, >= 0."""
     entropy_coeff: float = 0.0
-    """Weight of the entropy bonus, >= 0."""
+    """Weight of the entropy bonus, >= 0 (``entropy_coeff_schedule`` overrides it)."""
     kl_coeff: float = 0.2
     """Initial KL penalty coefficient, >= 0 (0: no penalty); adapted after each train step."""
     kl_target: float = 0.01

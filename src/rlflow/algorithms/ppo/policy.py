@@ -37,12 +37,13 @@ from rlflow.data.sample_batch import (
     VALUE_TARGETS,
     VF_PREDS,
 )
+from rlflow.policy.entropy_schedule import EntropyCoeffSchedule
 from rlflow.policy.policy import ActorCriticPolicy, adaptive_kl_coeff
 
 __all__ = ["PPOPolicy"]
 
 
-class PPOPolicy(ActorCriticPolicy):
+class PPOPolicy(EntropyCoeffSchedule, ActorCriticPolicy):
     """PPO policy: clipped surrogate, (clipped) value loss, entropy bonus, adaptive KL penalty.
 
     Reads the batch columns `OBS`, `ACTIONS`, `ADVANTAGES`, `LOGP`, `ACTION_DIST_INPUTS` and,
@@ -68,7 +69,7 @@ class PPOPolicy(ActorCriticPolicy):
         self.clip_param = config.clip_param
         self.vf_clip_param = config.vf_clip_param
         self.vf_loss_coeff = config.vf_loss_coeff
-        self.entropy_coeff = config.entropy_coeff
+        self.init_entropy_coeff(config)
         self.kl_coeff = config.kl_coeff
         """Current KL penalty coefficient; changed by :meth:`update_kl`."""
         self.kl_target = config.kl_target
