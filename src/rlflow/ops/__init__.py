@@ -14,7 +14,7 @@ Sources (snake_case functions that build a stream) and stages (PascalCase callab
 - concurrency (:mod:`rlflow.ops.concurrency`): :func:`concurrently`, :class:`Enqueue`,
   :func:`dequeue` (Ape-X's ``UpdateWorkerWeights`` moved to its plan; importable here);
 - learner thread (:mod:`rlflow.ops.learner_thread`): :class:`LearnerThread`,
-  :class:`RecordStepsTrained`;
+  :class:`RecordStepsTrained`, :class:`LearnerWeights` (weights stored once, sent per worker);
 - learner (:mod:`rlflow.ops.learner`): :func:`impala_train_op`, :class:`MixInReplay`,
   :class:`BroadcastUpdateLearnerWeights`, :class:`UpdateKL`;
 - intensity (:mod:`rlflow.ops.intensity`): :class:`KeepTrainingIntensity` (replayed per
@@ -43,7 +43,7 @@ from rlflow.ops.learner import (
     impala_train_op,
 )
 from rlflow.ops.learner_info import pop_policy_lag, record_learner_info
-from rlflow.ops.learner_thread import LearnerThread, RecordStepsTrained
+from rlflow.ops.learner_thread import LearnerThread, LearnerWeights, RecordStepsTrained
 from rlflow.ops.metrics import (
     CollectMetrics,
     OncePerTimeInterval,
@@ -94,6 +94,7 @@ __all__ = [
     "KeepTrainingIntensity",
     "Gradients",
     "LearnerThread",
+    "LearnerWeights",
     "MixInReplay",
     "OncePerTimeInterval",
     "OncePerTimestepsElapsed",

@@ -23,7 +23,7 @@ from rlflow.errors import ConfigError, PlanError
 from rlflow.flow import ActorItem, LocalIterator
 from rlflow.ops import keys
 from rlflow.ops.concurrency import Enqueue, concurrently, dequeue
-from rlflow.ops.learner_thread import LearnerThread, RecordStepsTrained
+from rlflow.ops.learner_thread import LearnerThread, LearnerWeights, RecordStepsTrained
 from rlflow.ops.rollout import ConcatBatches, parallel_rollouts
 from rlflow.ops.train import TrainResult
 from rlflow.replay import register_replay_buffer
@@ -135,8 +135,7 @@ class BroadcastUpdateLearnerWeights:
             broadcast_interval, "BroadcastUpdateLearnerWeights: broadcast_interval", low=1
         )
         self._since_put = 0
-        self._weights_ref: Any = None
-        self._versions: dict[str, int] = {}  # num_grad_updates of the weights put
+        self._weights = LearnerWeights(workers, learner)
 
     def __call__(self, item: ActorItem) -> ActorItem:
         if not isinstance(item, ActorItem):
@@ -147,21 +146,12 @@ class BroadcastUpdateLearnerWeights:
         ctx = flow.current_metrics()
         self._since_put += 1
         with ctx.timers[keys.UPDATE_TIMER].timing():
-            due = self._since_put >= self.broadcast_interval and self.learner.weights_updated
-            if self._weights_ref is None or due:
-                with self.learner.lock:
-                    local = self.workers.local_worker()
-                    weights = local.get_weights()
-                    self._versions = local.num_grad_updates_per_policy()
-                    self.learner.weights_updated = False
-                self._weights_ref = flow.put(weights)
+            first = self._weights.ref is None
+            if first or (self._since_put >= self.broadcast_interval and self._weights.changed):
+                self._weights.refresh()
                 self._since_put = 0
                 ctx.counters[keys.NUM_WEIGHT_SYNCS] += 1
-            global_vars = {
-                "timestep": ctx.counters[keys.NUM_ENV_STEPS_SAMPLED],
-                "num_grad_updates_per_policy": self._versions,
-            }
-            item.actor.set_weights.remote(self._weights_ref, global_vars)
+            self._weights.send(item.actor)
         return item
 
 

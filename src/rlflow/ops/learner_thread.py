@@ -30,9 +30,9 @@ from rlflow.flow import ActorItem, TimerStat
 from rlflow.ops import keys
 from rlflow.ops.learner_info import record_learner_info
 from rlflow.ops.train import TrainResult
-from rlflow.workers import RolloutWorker
+from rlflow.workers import RolloutWorker, WorkerSet
 
-__all__ = ["LearnerThread", "RecordStepsTrained", "stop_learner_threads"]
+__all__ = ["LearnerThread", "LearnerWeights", "RecordStepsTrained", "stop_learner_threads"]
 
 logger = logging.getLogger(__name__)
 
@@ -263,3 +263,48 @@ class RecordStepsTrained:
         if self.learner is not None:
             ctx.info[keys.LEARNER_THREAD_INFO] = self.learner.stats()
         return item
+
+
+class LearnerWeights:
+    """The learner's weights stored once (``flow.put``) with their versions, for pushing to
+    one worker at a time (IMPALA's and Ape-X's weight operators).
+
+    :meth:`refresh` stores them again: with a ``learner`` thread, ``get_weights`` and the
+    versions are read under its lock and its ``weights_updated`` flag is cleared. :meth:`send`
+    pushes the stored weights to one worker (fire-and-forget ``set_weights``) with ``{"timestep":
+    env steps sampled, "num_grad_updates_per_policy": the stored weights' versions}``.
+    """
+
+    def __init__(self, workers: WorkerSet, learner: LearnerThread | None = None) -> None:
+        """Keep the worker set whose local worker is the learner, and its thread (if any)."""
+        self.workers = workers
+        self.learner = learner
+        self.ref: Any = None
+        """The stored weights (None before the first :meth:`refresh`)."""
+        self.versions: dict[str, int] = {}
+        """``num_grad_updates`` per policy of the stored weights."""
+
+    @property
+    def changed(self) -> bool:
+        """Whether the learner may have updated since the last :meth:`refresh`: never stored,
+        the learner thread's flag set, or no learner thread to tell."""
+        return self.ref is None or self.learner is None or self.learner.weights_updated
+
+    def refresh(self) -> None:
+        """Store the learner's current weights."""
+        local = self.workers.local_worker()
+        if self.learner is None:
+            weights, self.versions = local.get_weights(), local.num_grad_updates_per_policy()
+        else:
+            with self.learner.lock:
+                weights, self.versions = local.get_weights(), local.num_grad_updates_per_policy()
+                self.learner.weights_updated = False
+        self.ref = flow.put(weights)
+
+    def send(self, actor: Any) -> None:
+        """Push the stored weights to ``actor`` with the global vars."""
+        global_vars = {
+            "timestep": flow.current_metrics().counters[keys.NUM_ENV_STEPS_SAMPLED],
+            "num_grad_updates_per_policy": self.versions,
+        }
+        actor.set_weights.remote(self.ref, global_vars)

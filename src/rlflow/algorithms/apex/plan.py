@@ -28,6 +28,7 @@ from rlflow.ops import (
     Enqueue,
     KeepTrainingIntensity,
     LearnerThread,
+    LearnerWeights,
     RecordStepsTrained,
     StoreToReplayBuffer,
     UpdateReplayPriorities,
@@ -144,21 +145,7 @@ class UpdateWorkerWeights:
             raise ConfigError(f"UpdateWorkerWeights(learner={learner!r}) must be a LearnerThread")
         self.learner = learner
         self._steps: collections.defaultdict[Any, int] = collections.defaultdict(int)
-        self._weights_ref: Any = None
-        self._versions: dict[str, int] = {}  # num_grad_updates of the weights put
-
-    def _weights(self) -> Any:
-        local = self.workers.local_worker()
-        if self.learner is None:
-            self._versions = local.num_grad_updates_per_policy()
-            return flow.put(local.get_weights())
-        if self._weights_ref is None or self.learner.weights_updated:
-            with self.learner.lock:
-                weights = local.get_weights()
-                self._versions = local.num_grad_updates_per_policy()
-                self.learner.weights_updated = False
-            self._weights_ref = flow.put(weights)
-        return self._weights_ref
+        self._weights = LearnerWeights(workers, learner)
 
     def __call__(self, item: ActorItem) -> ActorItem:
         if not isinstance(item, ActorItem):
@@ -172,11 +159,8 @@ class UpdateWorkerWeights:
             self._steps[actor] = 0
             ctx = flow.current_metrics()
             with ctx.timers[keys.UPDATE_TIMER].timing():
-                weights = self._weights()
-                global_vars = {
-                    "timestep": ctx.counters[keys.NUM_ENV_STEPS_SAMPLED],
-                    "num_grad_updates_per_policy": self._versions,
-                }
-                actor.set_weights.remote(weights, global_vars)
+                if self._weights.changed:
+                    self._weights.refresh()
+                self._weights.send(actor)
             ctx.counters[keys.NUM_WEIGHT_SYNCS] += 1
         return item
