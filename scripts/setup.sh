@@ -9,7 +9,11 @@ fi
 stamp=.venv/.rlflow-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     .venv/bin/python -m pip install -q --upgrade pip
-    # torch is pinned to the CPU wheel that lies on this machine's disk (see pyproject.toml).
-    .venv/bin/python -m pip install -q -e '.[dev]'
+    # The tested torch and Ray first: pyproject.toml gives only ranges, and pip keeps what
+    # already fits them. torch==2.13.0 resolves to the CPU wheel on this machine's disk (pip's
+    # find-links; its local label +cpu ranks above PyPI's 2.13.0).
+    .venv/bin/python -m pip install -q 'torch==2.13.0' 'ray[default]==2.60.0'
+    # The dev tools and the extras the tests and doctests import (ale-py, PettingZoo, Ray Tune).
+    .venv/bin/python -m pip install -q -e '.[dev,atari,multiagent,tune]'
     touch "$stamp"
 fi

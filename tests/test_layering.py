@@ -72,6 +72,7 @@ RANKS = {
     "cli": 11,
     "testing": 11,
     "__init__": 11,
+    "__main__": 12,
 }
 
 # Compatibility re-exports of names that moved up a layer: each is a lazy module __getattr__

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
+from rlflow import __version__
+
 __all__ = ["Parser", "UsageError", "build_parser"]
 
 
@@ -104,6 +106,7 @@ def _add_plot(sub: argparse._SubParsersAction[Parser]) -> None:
 def build_parser() -> Parser:
     """The ``rlflow`` parser: ``train``, ``evaluate``, ``plan``, ``list`` and ``plot``."""
     parser = Parser(prog="rlflow", description="Distributed RL as dataflow.")
+    parser.add_argument("--version", action="version", version=f"rlflow {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="INFO logs on stderr")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     config_args = _config_args()

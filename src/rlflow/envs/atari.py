@@ -264,8 +264,8 @@ def register_ale_envs() -> None:
         import ale_py
     except ImportError as err:
         raise ConfigError(
-            f"make_atari: ale-py could not be imported ({err}); install it with "
-            "`pip install 'ale-py>=0.10'` (it ships the game ROMs)"
+            f"make_atari: ale-py could not be imported ({err}); install the atari extra: "
+            '`pip install "rl-flow[atari]"` (ale-py, which ships the game ROMs)'
         ) from err
     gym.register_envs(ale_py)
 

@@ -160,7 +160,8 @@ def from_pettingzoo(env: Any) -> PettingZooEnv:
         from pettingzoo.utils.env import AECEnv, ParallelEnv
     except ImportError as err:
         raise ConfigError(
-            f"from_pettingzoo: pettingzoo could not be imported ({err}); pip install pettingzoo"
+            f"from_pettingzoo: pettingzoo could not be imported ({err}); install the "
+            'multiagent extra: `pip install "rl-flow[multiagent]"`'
         ) from err
     if isinstance(env, AECEnv):
         if not env.metadata.get("is_parallelizable", False):
