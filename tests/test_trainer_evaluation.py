@@ -59,9 +59,9 @@ def test_evaluation_is_off_by_default() -> None:
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"evaluation_interval": -1}, "PGConfig.evaluation_interval"),
-        ({"evaluation_interval": 1.5}, "PGConfig.evaluation_interval"),
-        ({"evaluation_num_episodes": 0}, "PGConfig.evaluation_num_episodes"),
+        ({"evaluation_interval": -1}, r"PGConfig\.evaluation_interval"),
+        ({"evaluation_interval": 1.5}, r"PGConfig\.evaluation_interval"),
+        ({"evaluation_num_episodes": 0}, r"PGConfig\.evaluation_num_episodes"),
     ],
 )
 def test_bad_evaluation_fields(fields: dict[str, object], message: str) -> None:

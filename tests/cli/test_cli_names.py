@@ -50,7 +50,7 @@ def test_a_pettingzoo_module_trains_one_iteration(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     pytest.importorskip("pettingzoo")
-    code, out, err = run(
+    code, _, err = run(
         capsys, "train", "ppo", *TINY, "--env", "pettingzoo.classic.rps_v2",
         "--set", "env_config={max_cycles: 4}", "--set", "sgd_minibatch_size=16",
         "--set", "num_sgd_iter=1", "--stop-iters", "1", "--out", str(tmp_path / "r"),
@@ -100,9 +100,7 @@ def test_wrappers_are_applied_in_order_with_their_kwargs() -> None:
     assert config_env_creator(PGConfig())().spec.id == "CartPole-v1"  # none: unchanged
 
 
-def test_a_wrapper_from_yaml_is_applied(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_a_wrapper_from_yaml_is_applied(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     (tmp_path / "wrapped.yaml").write_text(
         "env: CartPole-v1\n"
         "env_wrappers:\n"
@@ -130,7 +128,7 @@ def test_a_wrapper_from_yaml_is_applied(
     ],
 )
 def test_a_bad_wrapper_is_a_config_error_naming_it(wrappers: Any, message: str) -> None:
-    with pytest.raises(ConfigError, match="PGConfig.env_wrappers") as info:
+    with pytest.raises(ConfigError, match=r"PGConfig\.env_wrappers") as info:
         PGConfig(env_wrappers=wrappers)
     assert message in str(info.value)
 
