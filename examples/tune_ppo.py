@@ -2,7 +2,8 @@
 
 Two trials (``lr`` in {1e-3, 3e-4}), each a learner and one rollout worker: on a 2-core machine
 they run one after the other. Each trial's config is the tuned PPO CartPole config with the
-trial's fields on top; it stops after ``--iters`` iterations and keeps its last checkpoint.
+trial's fields on top (its ``lr_schedule`` dropped: the trial sets ``lr``); it stops after
+``--iters`` iterations and keeps its last checkpoint.
 
     python examples/tune_ppo.py --iters 5
 """

@@ -19,6 +19,11 @@ def test_trial_config_layers_the_tuned_config_under_the_trial_fields() -> None:
     assert config.lr == 0.01 and config.num_workers == 1
     assert config.rollout_fragment_length == 32  # from ppo/tuned/CartPole-v1.yaml
     assert config.min_steps_per_iteration == 2000
+    # the tuned lr_schedule would override a swept lr: the trial's lr wins
+    assert trial_config("ppo", {}).lr_schedule is not None
+    assert config.lr_schedule is None
+    both = {"lr": 0.01, "lr_schedule": [[0, 0.01], [10, 0.0]]}
+    assert trial_config("ppo", both).lr_schedule == [[0, 0.01], [10, 0.0]]
 
 
 def test_trial_config_names_an_unknown_field() -> None:

@@ -41,13 +41,18 @@ __all__ = ["resource_bundles", "trainable", "trial_config"]
 def trial_config(algo: str, fields: Mapping[str, Any]) -> AlgorithmConfig:
     """The validated config of one trial of ``algo``: the tuned config shipped for ``algo`` on
     ``fields["env"]`` (the algorithm's default env when absent), if any, with ``fields`` on
-    top. Values are coerced as the command line coerces them; an unknown field is a
+    top. A trial that sets ``lr`` (``entropy_coeff``) and not ``lr_schedule``
+    (``entropy_coeff_schedule``) drops the tuned config's schedule, which would override the
+    trial's value. Values are coerced as the command line coerces them; an unknown field is a
     `ConfigError` suggesting the closest name.
     """
     spec = get_algorithm(algo)
     env = fields.get("env", spec.config_cls().env)
     path = tuned_config_path(spec.name, env) if isinstance(env, str) else None
     base = load_config_file(path).fields if path is not None else {}
+    for name in ("lr", "entropy_coeff"):  # a swept value must not lose to the tuned schedule
+        if name in fields and f"{name}_schedule" not in fields:
+            base.pop(f"{name}_schedule", None)
     config: AlgorithmConfig = build_config(spec.config_cls, {**base, **fields})
     return config
 
