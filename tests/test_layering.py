@@ -52,6 +52,7 @@ RANKS = {
     "config_logging": 2.7,
     "config_env": 2.8,
     "config": 3,
+    "config_replay": 3.1,
     "tuned": 4,
     "checkpoint": 3,
     "backend_lease": 3,

@@ -310,6 +310,9 @@ def _restore_run(algo: str, tmp_path: Path) -> tuple[list[dict[str, Any]], list[
     fields: dict[str, Any] = {"env": "CartPole-v1", "num_workers": 2, "seed": 1, **TINY}
     if algo == "ppo":
         fields.update(sgd_minibatch_size=16, num_sgd_iter=2)
+    if algo in ("sac", "td3"):  # Box actions; train from the first round on
+        fields.update(env="Pendulum-v1", env_config={"max_episode_steps": 16})
+        fields.update(learning_starts=32, model={"hidden": (16,)}, checkpoint_replay_buffers=True)
     with Trainer(algo, backend="local", **fields) as trainer:
         trainer.train()
         trainer.train()
@@ -320,7 +323,7 @@ def _restore_run(algo: str, tmp_path: Path) -> tuple[list[dict[str, Any]], list[
     return results_a, results_b
 
 
-@pytest.mark.parametrize("algo", ["pg", "ppo"])
+@pytest.mark.parametrize("algo", ["pg", "ppo", "sac", "td3"])
 def test_real_algorithm_restore_continues_identically(algo: str, tmp_path: Path) -> None:
     results_a, results_b = _restore_run(algo, tmp_path)
     for a, b in zip(results_a, results_b, strict=True):

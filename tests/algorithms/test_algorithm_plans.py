@@ -71,13 +71,19 @@ def test_config_validation_names_class_field_value_and_rule() -> None:
 
 # maml needs a task-settable env and ppo_dqn a multi-agent one: their own test files run them.
 SINGLE_AGENT_ALGORITHMS = sorted(set(ALGORITHMS) - {"maml", "ppo_dqn"})
+BOX_ALGORITHMS = {"sac", "td3"}
+"""Algorithms for Box actions only: they run CountingEnv(continuous=True)."""
 
 
 @pytest.mark.parametrize("name", SINGLE_AGENT_ALGORITHMS)
 def test_every_plan_runs_two_iterations(local_backend: None, name: str) -> None:
     spec = get_algorithm(name)
-    extra = {"train_batch_size": 20, "sgd_minibatch_size": 10} if name == "ppo" else {}
-    config = spec.config_cls(**TINY, **extra)
+    extra: dict[str, Any] = {}
+    if name == "ppo":
+        extra = {"train_batch_size": 20, "sgd_minibatch_size": 10}
+    if name in BOX_ALGORITHMS:
+        extra = {"env_config": {"episode_len": 3, "continuous": True}, "learning_starts": 20}
+    config = spec.config_cls(**{**TINY, **extra})
     workers = WorkerSet(config, spec.policy_cls)
     plan = spec.plan(workers, config)
     first, second = plan.take(2)

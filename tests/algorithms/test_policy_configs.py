@@ -24,13 +24,18 @@ from rlflow.algorithms.impala import VTracePolicy
 from rlflow.algorithms.maml import MAMLPolicy
 from rlflow.algorithms.ppo import PPOPolicy
 from rlflow.algorithms.ppo_dqn import DQN_POLICY, PPO_POLICY
+from rlflow.algorithms.sac import SACPolicy
+from rlflow.algorithms.td3 import TD3Policy
 from rlflow.config import AlgorithmConfig, resolve_policies
 from rlflow.policy import TorchPolicy
+from rlflow.policy.twin_q import TwinQPolicy
 
 pytestmark = pytest.mark.timeout(120)
 
 OBS_SPACE = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT_SPACE = gym.spaces.Discrete(2)
+BOX_ACT_SPACE = gym.spaces.Box(-2.0, 2.0, (2,), dtype=np.float32)
+"""SAC and TD3 take Box actions only."""
 
 Check = Callable[[Any, Any], bool]
 """``check(policy, value)``: does the policy use ``value``?"""
@@ -82,7 +87,31 @@ VTRACE = [
     ("vtrace_clip_pg_rho_threshold", lambda d: 0.7, lambda p, v: p.clip_pg_rho == v),
     *COEFFS,
 ]
+TWIN_Q = [
+    ("lr", lambda d: 0.0123, _lr),
+    ("gamma", lambda d: 0.77, lambda p, v: p.gamma == v),
+    ("grad_clip", lambda d: 3.5, lambda p, v: p.grad_clip == v),
+    ("num_torch_threads", lambda d: 2, _threads),
+    ("model", lambda d: {"hidden": (7,), "activation": "tanh"}, _hidden),
+    ("actor_lr", lambda d: 0.0456, lambda p, v: p.optimizer.param_groups[1]["lr"] == v),
+    ("tau", lambda d: 0.25, lambda p, v: p.tau == v),
+    ("twin_q", _flip, lambda p, v: (len(p.net.critics) == 2) == v),
+    ("n_step", lambda d: 4, lambda p, v: p.n_step == v),
+]
 FIELDS: dict[type, list[tuple[str, Callable[[Any], Any], Check]]] = {
+    SACPolicy: [
+        *TWIN_Q,
+        ("initial_alpha", lambda d: 0.3, lambda p, v: abs(p.alpha - v) < 1e-6),
+        ("target_entropy", lambda d: -0.5, lambda p, v: p.target_entropy == v),
+        ("alpha_lr", lambda d: 0.0789, lambda p, v: p.optimizer.param_groups[2]["lr"] == v),
+    ],
+    TD3Policy: [
+        *TWIN_Q,
+        ("policy_delay", lambda d: 3, lambda p, v: p.policy_delay == v),
+        ("target_noise", lambda d: 0.3, lambda p, v: p.target_noise == v),
+        ("target_noise_clip", lambda d: 0.4, lambda p, v: p.target_noise_clip == v),
+        ("exploration_noise", lambda d: 0.2, lambda p, v: p.exploration_noise == v),
+    ],
     PGPolicy: [*BASE, *ACTOR_CRITIC, *COEFFS],
     PPOPolicy: [
         *BASE,
@@ -170,7 +199,8 @@ def test_policy_uses_every_setting_of_its_config(name: str) -> None:
     assert set(resolved) == set(expected)
     for pid, (cls, policy_config) in resolved.items():
         assert isinstance(policy_config, cls.config_class)
-        policy = cls(OBS_SPACE, ACT_SPACE, policy_config, seed=0, worker_index=2)
+        act_space = BOX_ACT_SPACE if issubclass(cls, TwinQPolicy) else ACT_SPACE
+        policy = cls(OBS_SPACE, act_space, policy_config, seed=0, worker_index=2)
         assert policy.worker_index == 2
         unused = [
             field

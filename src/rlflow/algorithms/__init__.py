@@ -34,6 +34,8 @@ from rlflow.algorithms.maml import MAMLConfig, MAMLPolicy, maml_plan
 from rlflow.algorithms.pg import PGConfig, PGPolicy, pg_plan
 from rlflow.algorithms.ppo import PPOConfig, PPOPolicy, ppo_plan
 from rlflow.algorithms.ppo_dqn import PPODQNConfig, ppo_dqn_plan
+from rlflow.algorithms.sac import SACConfig, SACPolicy, sac_plan
+from rlflow.algorithms.td3 import TD3Config, TD3Policy, td3_plan
 from rlflow.config import AlgorithmConfig
 from rlflow.errors import ConfigError
 from rlflow.policy import TorchPolicy
@@ -52,6 +54,8 @@ __all__ = [
     "PGConfig",
     "PPOConfig",
     "PPODQNConfig",
+    "SACConfig",
+    "TD3Config",
     "get_algorithm",
     "tuned_config",
 ]
@@ -106,6 +110,12 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         PPOPolicy,
         ppo_dqn_plan,
         "Multi-agent: PPO for some agents, DQN for others, one plan",
+    ),
+    "sac": AlgorithmSpec(
+        "sac", SACConfig, SACPolicy, sac_plan, "Soft actor-critic (twin Q, entropy tuning); Box"
+    ),
+    "td3": AlgorithmSpec(
+        "td3", TD3Config, TD3Policy, td3_plan, "TD3: twin critics, smoothing, delayed actor; Box"
     ),
 }
 """Every built-in algorithm by name."""

@@ -62,6 +62,19 @@ NUM_GRAD_UPDATES = "num_grad_updates"
 """The acting policy's ``num_grad_updates`` (learner updates in the weights it sampled with),
 int64; the learner's count when it trains on the row minus this is the row's policy lag."""
 
+# Replay columns: defined here, below the replay buffers and the policies that read them.
+DISCOUNTS = "discounts"
+"""Column added by `rlflow.replay.n_step_transitions`: gamma^m, the discount of the bootstrap
+value."""
+BATCH_INDEXES = "batch_indexes"
+"""Column added by `ReplayBuffer.sample`: the ring slot of each row (int64), for
+`PrioritizedReplayBuffer.update_priorities`."""
+WEIGHTS = "weights"
+"""Column added by `PrioritizedReplayBuffer.sample`: importance weights in (0, 1] (float32)."""
+TD_ERROR = "td_error"
+"""Per-row TD errors (an array) in a replay policy's learner stats; UpdateReplayPriorities
+takes them out (with the batch's ``batch_indexes``) before the stats reach the results."""
+
 
 def _as_column(name: str, value: npt.ArrayLike) -> Array:
     """Convert one column to a numpy array with at least one dimension."""

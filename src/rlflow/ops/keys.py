@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from rlflow.data.sample_batch import TD_ERROR as TD_ERROR_COLUMN
+
 # ----------------------------------------------------------------------------- counters
 NUM_ENV_STEPS_SAMPLED: Final = "num_env_steps_sampled"
 """Env steps sampled by rollout workers (written by the rollout sources)."""
@@ -62,9 +64,8 @@ LEARNER_THREAD_INFO: Final = "learner_thread"
 """``ctx.info[LEARNER_THREAD_INFO]``: queue and timing stats of a LearnerThread."""
 
 # ----------------------------------------------------------------------------- learner stats
-TD_ERROR: Final = "td_error"
-"""Per-row TD errors (an array) in a replay policy's learner stats; UpdateReplayPriorities
-takes them out (with the batch's ``batch_indexes``) before the stats reach the results."""
+TD_ERROR: Final = TD_ERROR_COLUMN
+"""`rlflow.data.sample_batch.TD_ERROR`: per-row TD errors in a replay policy's learner stats."""
 
 # ----------------------------------------------------------------------------- result keys
 NUM_HEALTHY_WORKERS: Final = "num_healthy_workers"

@@ -2,7 +2,8 @@
 
 - `ReplayBuffer`, `PrioritizedReplayBuffer`: columnar ring storage of transitions;
   `replay_forever` turns one into a stream that yields None until ``learning_starts``.
-- `n_step_transitions`: rollout fragment -> n-step transitions; `LinearSchedule` for beta.
+- `n_step_transitions`: rollout fragment -> n-step transitions (`replay_transitions`: only
+  the replayed columns); `LinearSchedule` for beta.
 - `ReplayActor`, `create_replay_actors`: a sharded buffer as parallel-iterator actors;
   `create_replay_shards` gives a `ReplayShardTable`, whose dead shards are recreated empty.
 - `MultiAgentReplayBuffer`: one buffer per policy, for multi-agent runs.
@@ -34,7 +35,7 @@ from rlflow.replay.factory import (
     training_intensity_weights,
 )
 from rlflow.replay.multi_agent import MultiAgentReplayBuffer
-from rlflow.replay.n_step import DISCOUNTS, n_step_transitions
+from rlflow.replay.n_step import DISCOUNTS, n_step_transitions, replay_transitions
 from rlflow.replay.ring import BATCH_INDEXES, WEIGHTS
 from rlflow.replay.schedule import LinearSchedule
 from rlflow.replay.segment_tree import MinSegmentTree, SumSegmentTree, next_power_of_two
@@ -65,6 +66,7 @@ __all__ = [
     "replay_buffer_states",
     "replay_buffers",
     "replay_forever",
+    "replay_transitions",
     "restore_replay_buffers",
     "split_shard_indexes",
     "training_intensity_weights",

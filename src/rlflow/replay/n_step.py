@@ -1,4 +1,5 @@
-"""`n_step_transitions`: a rollout fragment -> n-step transitions for Q-learning targets."""
+"""`n_step_transitions`: a rollout fragment -> n-step transitions for Q-learning targets;
+`replay_transitions`: the same, with only the columns a Q-learner replays."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import numpy as np
 
 from rlflow.checks import check_int, check_number
 from rlflow.data.sample_batch import (
+    ACTIONS,
+    DISCOUNTS,
     EPS_ID,
     NEXT_OBS,
     OBS,
@@ -17,10 +20,7 @@ from rlflow.data.sample_batch import (
 from rlflow.errors import ConfigError
 from rlflow.returns import n_step_targets
 
-__all__ = ["DISCOUNTS", "n_step_transitions"]
-
-DISCOUNTS = "discounts"
-"""Column added by `n_step_transitions`: gamma^m, the discount of the bootstrap value."""
+__all__ = ["DISCOUNTS", "n_step_transitions", "replay_transitions"]
 
 
 def n_step_transitions(batch: SampleBatch, *, n: int, gamma: float) -> SampleBatch:
@@ -76,3 +76,30 @@ def n_step_transitions(batch: SampleBatch, *, n: int, gamma: float) -> SampleBat
         out[TRUNCATEDS] = batch[TRUNCATEDS][next_index]
     out[DISCOUNTS] = discounts
     return out
+
+
+def replay_transitions(batch: SampleBatch, *, n: int, gamma: float, owner: str) -> SampleBatch:
+    """One episode fragment -> the n-step transitions a Q-learner replays (SAC, TD3).
+
+    Keeps only `OBS`, `ACTIONS`, `REWARDS`, `NEXT_OBS`, `TERMINATEDS` and `DISCOUNTS`
+    (:func:`n_step_transitions`), with `OBS` and `ACTIONS` copied: workers reuse their rollout
+    buffers. `ConfigError` naming ``owner`` if a column is missing.
+    """
+    kept = (OBS, ACTIONS, REWARDS, NEXT_OBS, TERMINATEDS)
+    missing = [c for c in kept if c not in batch]
+    if missing:
+        raise ConfigError(
+            f"{owner}.postprocess_trajectory: batch lacks {missing}; columns are "
+            f"{sorted(batch)} (rollout workers add NEXT_OBS for this policy)"
+        )
+    steps = n_step_transitions(SampleBatch({c: batch[c] for c in kept}), n=n, gamma=gamma)
+    return SampleBatch(
+        {
+            OBS: batch[OBS].copy(),
+            ACTIONS: batch[ACTIONS].copy(),
+            REWARDS: steps[REWARDS].astype(np.float32),
+            NEXT_OBS: steps[NEXT_OBS],
+            TERMINATEDS: steps[TERMINATEDS],
+            DISCOUNTS: steps[DISCOUNTS],
+        }
+    )

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rlflow.data.sample_batch import NEXT_OBS, OBS, SampleBatch
+from rlflow.data.sample_batch import BATCH_INDEXES, NEXT_OBS, OBS, WEIGHTS, SampleBatch
 from rlflow.errors import ConfigError
 
 __all__ = ["BATCH_INDEXES", "WEIGHTS", "ColumnarRing"]
@@ -33,11 +33,6 @@ __all__ = ["BATCH_INDEXES", "WEIGHTS", "ColumnarRing"]
 Array = npt.NDArray[Any]
 IntArray = npt.NDArray[np.int64]
 
-BATCH_INDEXES = "batch_indexes"
-"""Column added by `ReplayBuffer.sample`: the ring slot of each row (int64), for
-`PrioritizedReplayBuffer.update_priorities`."""
-WEIGHTS = "weights"
-"""Column added by `PrioritizedReplayBuffer.sample`: importance weights in (0, 1] (float32)."""
 
 _REPLAY_COLUMNS = (BATCH_INDEXES, WEIGHTS)
 """Columns a sample adds; `ColumnarRing.write` drops them, so a replayed batch can be re-added."""

@@ -22,8 +22,9 @@ class CountingEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
 
     ``reset`` returns ``[0.0]``; the k-th `step` returns ``[float(k)]`` (shape ``(1,)``,
     float32), reward 1.0, and ends the episode when ``k == episode_len``: terminated, or
-    truncated with ``truncate=True``. Actions (``Discrete(2)``) are ignored, and so is the seed,
-    so every episode is identical: return ``episode_len``, length ``episode_len``.
+    truncated with ``truncate=True``. Actions (``Discrete(2)``, or ``Box(-1, 1, (1,))`` with
+    ``continuous=True``) are ignored, and so is the seed, so every episode is identical: return
+    ``episode_len``, length ``episode_len``.
 
     Example:
         >>> env = CountingEnv(episode_len=2)
@@ -35,7 +36,9 @@ class CountingEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
         (array([2.], dtype=float32), 1.0, True, False)
     """
 
-    def __init__(self, episode_len: int = 5, *, truncate: bool = False) -> None:
+    def __init__(
+        self, episode_len: int = 5, *, truncate: bool = False, continuous: bool = False
+    ) -> None:
         """Make an env whose episodes last ``episode_len`` (>= 1) steps."""
         check_int(episode_len, "CountingEnv: episode_len", low=1)
         self.episode_len = episode_len
@@ -43,7 +46,9 @@ class CountingEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
         self.truncate = truncate
         """End episodes by truncation instead of termination."""
         self.observation_space = spaces.Box(0.0, np.inf, (1,), np.float32)
-        self.action_space = spaces.Discrete(2)
+        self.action_space: spaces.Space[Any] = (
+            spaces.Box(-1.0, 1.0, (1,), np.float32) if continuous else spaces.Discrete(2)
+        )
         self._t = 0
 
     def reset(

@@ -1,0 +1,12 @@
+"""TD3: twin delayed DDPG (Fujimoto et al. 2018): twin critics, target policy smoothing,
+delayed actor updates, on the replay dataflow.
+
+Policy: :class:`TD3Policy` (on `rlflow.policy.twin_q.TwinQPolicy`, shared with SAC). Config:
+:class:`TD3Config`. Plan: :func:`td3_plan`. Box action spaces only.
+"""
+
+from rlflow.algorithms.td3.config import TD3Config
+from rlflow.algorithms.td3.plan import td3_plan
+from rlflow.algorithms.td3.policy import TD3Policy
+
+__all__ = ["TD3Config", "TD3Policy", "td3_plan"]
