@@ -191,6 +191,7 @@ class Trainer:
             )
         self._context = MetricsContext()
         plan.shared_metrics.set(self._context)
+        self.loggers.write_plan(plan.describe(), algorithm=self._spec.name)  # plan.json
         return plan
 
     # ------------------------------------------------------------------------ properties

@@ -172,11 +172,23 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
+    from rlflow.cli.dataflow import RunDataflow, format_table, load_dataflow
+    from rlflow.cli.plan_html import write_html
     from rlflow.trainer import Trainer
 
+    if Path(args.algo).is_dir():  # a run dir: its saved graph with the measured stages
+        measured = load_dataflow(args.algo)
+        sys.stdout.write(format_table(measured) + "\n")
+        if args.html:
+            sys.stdout.write(f"wrote {write_html(measured, args.html)}\n")
+        return EXIT_OK
     run = resolve_run(args)
     with Trainer(run.algo, backend="local", **run.config.to_dict()) as trainer:
-        sys.stdout.write(trainer.plan_graph().to_mermaid() + "\n")
+        graph = trainer.plan_graph()
+    sys.stdout.write(graph.to_mermaid() + "\n")
+    if args.html:
+        bare = RunDataflow(graph, run.algo, str(run.config.env), {}, 0, 0, 0.0, None, {})
+        sys.stdout.write(f"wrote {write_html(bare, args.html)}\n")
     return EXIT_OK
 
 

@@ -116,8 +116,20 @@ def build_parser() -> Parser:
     evaluate.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint or run dir")
     evaluate.add_argument("--episodes", type=int, default=10)
 
-    plan = sub.add_parser("plan", parents=[config_args], help="print a plan's Mermaid graph")
-    plan.add_argument("algo", metavar="ALGO")
+    plan = sub.add_parser(
+        "plan",
+        parents=[config_args],
+        help="print a plan's Mermaid graph (ALGO), or a run's measured stages (RUN_DIR)",
+    )
+    plan.add_argument(
+        "algo", metavar="ALGO_OR_RUN_DIR", help="an algorithm, or a run dir (its saved plan.json)"
+    )
+    plan.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write the graph as a self-contained HTML page; for a run dir, each stage with its "
+        "items/s and share of time, the bottleneck outlined",
+    )
 
     sub.add_parser("list", help="list algorithms and shipped tuned configs")
     _add_plot(sub)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 _ids = itertools.count(1)
 
@@ -78,6 +78,42 @@ class PlanGraph:
             lines.append(f"    n{node.id}{left}{text}{right}")
         lines.extend(f"    n{edge.src} --> n{edge.dst}" for edge in self.edges)
         return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe form: ``{"nodes": [{id, op, label, kind, key, inputs}], "edges":
+        [[src, dst]]}``; `from_dict` reads it back with the same ids and keys."""
+        nodes = [
+            {
+                "id": n.id,
+                "op": n.op,
+                "label": n.label,
+                "kind": n.kind,
+                "key": n.key,
+                "inputs": [i.id for i in n.inputs],
+            }
+            for n in self.nodes
+        ]
+        return {"nodes": nodes, "edges": [list(e) for e in self.edges]}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> PlanGraph:
+        """The graph `to_dict` wrote (ids kept, so node keys match the saved stage keys).
+
+        Raises ``ValueError`` naming what is missing or wrong.
+        """
+        try:
+            built: dict[int, PlanNode] = {}
+            for raw in sorted(data["nodes"], key=lambda n: int(n["id"])):
+                inputs = tuple(built[int(i)] for i in raw["inputs"])
+                node = PlanNode(
+                    str(raw["op"]), str(raw["label"]), str(raw["kind"]), inputs, int(raw["id"])
+                )
+                built[node.id] = node
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"PlanGraph.from_dict: not a saved plan graph ({err!r})") from None
+        nodes = tuple(built.values())
+        edges = tuple(PlanEdge(src.id, n.id) for n in nodes for src in n.inputs)
+        return cls(nodes, edges)
 
     def __str__(self) -> str:
         return self.to_mermaid()

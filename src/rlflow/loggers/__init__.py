@@ -16,8 +16,9 @@ result of `~rlflow.Trainer.train` to them, in order, then to loggers of your own
 
 Files in ``DIR``: ``progress.jsonl`` (`JsonlLogger`), ``progress.csv`` (`CsvLogger`), TensorBoard
 ``events.out.tfevents.*`` (`TensorBoardLogger`), ``wandb/`` (`WandbLogger`), ``mlflow.db``
-(`MLflowLogger`). A run restored at iteration N and logging to the same dir follows on: rows of
-later iterations (lost by a crash) are dropped and TensorBoard steps continue from N + 1.
+(`MLflowLogger`), and ``plan.json``, the plan's graph (`LoggerSet.write_plan`). A run
+restored at iteration N and logging to the same dir follows on: rows of later iterations (lost
+by a crash) are dropped and TensorBoard steps continue from N + 1.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 from rlflow.checks import check_type
 from rlflow.config_logging import LOGGER_NAMES
 from rlflow.errors import ConfigError
+from rlflow.flow import PlanGraph
 from rlflow.loggers.external import MLflowLogger, WandbLogger
 from rlflow.loggers.files import (
     CSV_FILE,
@@ -41,6 +43,7 @@ from rlflow.loggers.files import (
     jsonable,
     read_progress,
 )
+from rlflow.loggers.plan_file import PLAN_FILE, read_plan, write_plan
 from rlflow.loggers.tensorboard import TensorBoardLogger
 
 __all__ = [
@@ -53,13 +56,16 @@ __all__ = [
     "Logger",
     "LoggerSet",
     "MLflowLogger",
+    "PLAN_FILE",
     "TensorBoardLogger",
     "WandbLogger",
     "flatten",
     "check_installed",
     "jsonable",
     "open_logger",
+    "read_plan",
     "read_progress",
+    "write_plan",
 ]
 
 
@@ -149,6 +155,12 @@ class LoggerSet:
     def loggers(self) -> list[Logger]:
         """The open built-in loggers, then the added ones, in the order results reach them."""
         return [*self._loggers, *self._added]
+
+    def write_plan(self, graph: PlanGraph, *, algorithm: str = "") -> None:
+        """Save the run's plan graph as ``logdir/plan.json`` (`write_plan`); nothing without a
+        ``logdir``."""
+        if self.logdir is not None:
+            write_plan(self.logdir, graph, algorithm=algorithm)
 
     def on_result(self, result: Mapping[str, Any]) -> None:
         """Hand ``result`` to every logger (opening the built-in ones at the first)."""
