@@ -67,6 +67,7 @@ RANKS = {
     "ops": 8,
     "algorithms": 9,
     "trainer_state": 9.5,
+    "export": 9.6,
     "loggers": 9.7,
     "trainer": 10,
     "tune": 10.5,

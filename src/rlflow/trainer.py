@@ -41,6 +41,7 @@ from rlflow.checkpoint import (
 from rlflow.checks import check_bool, check_callable, check_int
 from rlflow.config import AlgorithmConfig
 from rlflow.errors import ConfigError, PlanError, RLFlowError
+from rlflow.export.trainer_api import PolicyUse
 from rlflow.flow import LocalIterator, MetricsContext, PlanGraph
 from rlflow.loggers import LoggerSet
 from rlflow.ops.keys import NUM_ENV_STEPS_SAMPLED, NUM_ENV_STEPS_TRAINED
@@ -116,7 +117,7 @@ def check_env(
         check_policy_spaces(config, policy_cls, algo or type(config).__name__)
 
 
-class Trainer:
+class Trainer(PolicyUse):
     """Drives one algorithm's plan: train, save/restore, evaluate, stop.
 
     Args:
@@ -136,6 +137,8 @@ class Trainer:
 
     Bad input (unknown algorithm, config key, env id; wrong type or range) raises
     :class:`ConfigError` before any backend or actor starts. Tuned defaults are not applied.
+    A trained policy acts through :meth:`compute_single_action` / :meth:`compute_actions` and
+    is exported with :meth:`export_policy` (`rlflow.export.PolicyUse`).
     """
 
     def __init__(

@@ -1,4 +1,4 @@
-"""The ``rlflow`` command line: train, evaluate, show a plan, list algorithms.
+"""The ``rlflow`` command line: train, evaluate, show a plan, list algorithms, plot, export.
 
 ::
 
@@ -8,6 +8,8 @@
     rlflow plan a3c --env CartPole-v1
     rlflow list
     rlflow plot runs/ppo_seed0 runs/ppo_seed1 --y episode_return_mean -o curves.png
+    rlflow export runs/ppo_CartPole-v1_20250101-120000 -o exported/ppo   # rlflow.load_policy
+    rlflow --version                                  # also: python -m rlflow --version
 
 The config of ``train`` is layered, later wins: the algorithm's defaults, the tuned config
 shipped for ALGO+ENV (``--tuned``, on by default), ``--config FILE.yaml``, the flags

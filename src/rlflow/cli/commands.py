@@ -1,4 +1,5 @@
-"""The ``rlflow`` sub-commands: ``train``, ``evaluate``, ``plan``, ``list``, ``plot``.
+"""The ``rlflow`` sub-commands: ``train``, ``evaluate``, ``plan``, ``list``, ``plot``,
+``export``.
 
 Each takes the parsed arguments and returns the exit status; bad input raises `ConfigError`
 (printed by `rlflow.cli.main` as one line, exit status 2) before any actor starts.
@@ -171,6 +172,20 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    from rlflow.checkpoint import latest_checkpoint, load_checkpoint
+    from rlflow.trainer import Trainer
+
+    state = load_checkpoint(latest_checkpoint(args.checkpoint))  # a run dir: its latest
+    with Trainer.restore(state, backend="local") as trainer:
+        path = trainer.export_policy(args.output, policy_id=args.policy_id)
+    sys.stdout.write(
+        f"exported {args.policy_id} of {trainer.algorithm} on {trainer.config.env} "
+        f"(iteration {trainer.iteration}) to {path}; load it with rlflow.load_policy({path!r})\n"
+    )
+    return EXIT_OK
+
+
 def _cmd_plan(args: argparse.Namespace) -> int:
     from rlflow.cli.dataflow import RunDataflow, format_table, load_dataflow
     from rlflow.cli.plan_html import write_html
@@ -218,5 +233,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "plan": _cmd_plan,
     "list": _cmd_list,
     "plot": _cmd_plot,
+    "export": _cmd_export,
 }
 """Sub-command name -> handler (parsed arguments -> exit status)."""

@@ -103,8 +103,19 @@ def _add_plot(sub: argparse._SubParsersAction[Parser]) -> None:
     )
 
 
+def _add_export(sub: argparse._SubParsersAction[Parser]) -> None:
+    export = sub.add_parser(
+        "export",
+        help="write a checkpoint's policy for rlflow.load_policy (no Ray needed to load it)",
+    )
+    export.add_argument("checkpoint", metavar="CHECKPOINT_OR_RUN_DIR", help="a run dir: its latest")
+    export.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write")
+    export.add_argument("--policy-id", default="default_policy", help="the policy to export")
+
+
 def build_parser() -> Parser:
-    """The ``rlflow`` parser: ``train``, ``evaluate``, ``plan``, ``list`` and ``plot``."""
+    """The ``rlflow`` parser: ``train``, ``evaluate``, ``plan``, ``list``, ``plot`` and
+    ``export``; ``--version``."""
     parser = Parser(prog="rlflow", description="Distributed RL as dataflow.")
     parser.add_argument("--version", action="version", version=f"rlflow {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="INFO logs on stderr")
@@ -133,4 +144,5 @@ def build_parser() -> Parser:
 
     sub.add_parser("list", help="list algorithms and shipped tuned configs")
     _add_plot(sub)
+    _add_export(sub)
     return parser

@@ -53,6 +53,7 @@ from rlflow.data.sample_batch import (
 )
 from rlflow.errors import ConfigError
 from rlflow.models import MLP, NatureCNN
+from rlflow.models.actors import ActorExport
 from rlflow.ops.keys import TD_ERROR
 from rlflow.policy.policy import TorchPolicy
 from rlflow.replay import BATCH_INDEXES, DISCOUNTS, WEIGHTS, n_step_transitions
@@ -320,6 +321,20 @@ class DQNPolicy(TorchPolicy):
         if BATCH_INDEXES in batch:
             stats[BATCH_INDEXES] = np.asarray(batch[BATCH_INDEXES])
         return stats
+
+    def export_model(self) -> ActorExport:
+        """The Q network as a `QActor` (`rlflow.export` writes it): its model options,
+        ``dueling``, ``final_epsilon`` for exploring, and :meth:`get_weights`."""
+        from rlflow.algorithms.dqn.actor import QActor  # it imports this module
+
+        model_cfg = {"hidden": (64, 64), "activation": "relu", **self.config.model}
+        options = {
+            "hidden": [int(h) for h in model_cfg["hidden"]],
+            "activation": str(model_cfg["activation"]),
+            "dueling": self.q_model.dueling,
+            "epsilon": self.final_epsilon,
+        }
+        return ActorExport(QActor, options, self.get_weights())
 
     def update_target(self) -> None:
         """Copy the Q network's weights into the target network."""

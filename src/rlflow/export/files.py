@@ -1,0 +1,113 @@
+"""The files of an exported policy: ``policy.json`` (the spec) and ``weights.pt`` (tensors).
+
+The weights are a flat ``{name: tensor}`` dict written with ``torch.save`` and read with
+``torch.load(weights_only=True)``: torch's restricted unpickler, which builds tensors and plain
+containers only and refuses any other pickled object, so loading never runs code from the
+file. A directory is written next to its final place and renamed into it, so a reader never
+sees half an export.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from rlflow.errors import ConfigError
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "SPEC_FILE", "WEIGHTS_FILE", "read_export", "write_export"]
+
+FORMAT = "rlflow-policy"
+"""The ``format`` field of every ``policy.json``."""
+FORMAT_VERSION = 1
+"""The ``format_version`` this rlflow writes and reads."""
+SPEC_FILE = "policy.json"
+"""The spec's file name inside an export directory."""
+WEIGHTS_FILE = "weights.pt"
+"""The weights' file name inside an export directory."""
+
+
+def write_export(path: str | Path, spec: dict[str, Any], weights: dict[str, Any]) -> str:
+    """Write ``spec`` (JSON-able) and ``weights`` (``{name: array}``) as the directory
+    ``path``; return its path. An export already there is replaced once the new one is
+    complete; anything else there is a `ConfigError`."""
+    path = Path(path)
+    if path.exists() and not (path / SPEC_FILE).is_file():
+        raise ConfigError(
+            f"export_policy: {str(path)!r} exists and is not an exported policy; give a new path"
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        text = json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION, **spec}, indent=2)
+        (tmp / SPEC_FILE).write_text(text + "\n")
+        tensors = {str(k): torch.as_tensor(np.array(v)) for k, v in weights.items()}
+        torch.save(tensors, tmp / WEIGHTS_FILE)
+        if path.exists():
+            old = path.with_name(f"{tmp.name}.old")
+            os.replace(path, old)
+            os.replace(tmp, path)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return str(path)
+
+
+def _read_spec(path: Path) -> dict[str, Any]:
+    spec_file = path / SPEC_FILE
+    if not path.is_dir() or not spec_file.is_file():
+        what = "no such directory" if not path.exists() else f"no {SPEC_FILE} in it"
+        raise ConfigError(
+            f"load_policy: {str(path)!r} is not an exported policy ({what}); give the directory "
+            "Trainer.export_policy or `rlflow export` wrote"
+        )
+    try:
+        spec = json.loads(spec_file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"load_policy: {str(spec_file)!r} is not readable JSON ({err})") from err
+    if not isinstance(spec, dict) or spec.get("format") != FORMAT:
+        raise ConfigError(f"load_policy: {str(spec_file)!r} is not an {FORMAT} spec")
+    if spec.get("format_version") != FORMAT_VERSION:
+        raise ConfigError(
+            f"load_policy: {str(spec_file)!r} has format_version "
+            f"{spec.get('format_version')!r}; this rlflow reads {FORMAT_VERSION}"
+        )
+    return spec
+
+
+def _read_weights(weights_file: Path) -> dict[str, npt.NDArray[Any]]:
+    try:
+        loaded = torch.load(weights_file, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise ConfigError(
+            f"load_policy: refused {str(weights_file)!r}: it holds pickled objects other than "
+            f"tensors, and loading them could run code ({err})"
+        ) from err
+    except (OSError, RuntimeError, EOFError) as err:
+        raise ConfigError(f"load_policy: cannot read {str(weights_file)!r} ({err})") from err
+    if not isinstance(loaded, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in loaded.items()
+    ):
+        raise ConfigError(
+            f"load_policy: {str(weights_file)!r} is not a dict of named tensors "
+            f"(got {type(loaded).__name__})"
+        )
+    return {k: v.numpy() for k, v in loaded.items()}
+
+
+def read_export(path: str | Path) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]]:
+    """The spec and weights of the export directory ``path`` (`ConfigError` naming the file
+    for a missing, foreign, damaged or unsafe one)."""
+    path = Path(path)
+    spec = _read_spec(path)
+    return spec, _read_weights(path / WEIGHTS_FILE)

@@ -1,0 +1,133 @@
+"""`load_policy`: a policy exported by `Trainer.export_policy`, acting in a plain process.
+
+Loading imports torch, Gymnasium and the actor's module only: no Ray, no worker, no trainer,
+no config class. Actions follow the env rule of training and evaluation
+(`rlflow.envs.records.env_action`): Box actions clipped to the bounds, Discrete ones as ints.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from gymnasium import spaces
+
+from rlflow.checks import check_bool
+from rlflow.errors import ConfigError
+from rlflow.export.files import read_export
+from rlflow.export.spaces import space_from_json
+from rlflow.models.actors import ExportableActor, actor_class
+
+__all__ = ["LoadedPolicy", "batch_actions", "load_policy", "obs_batch"]
+
+Array = npt.NDArray[Any]
+
+
+def obs_batch(space: Any, obs: npt.ArrayLike, where: str) -> Array:
+    """``obs`` as a contiguous batch for a model (float64 becomes float32, as a policy does);
+    `ConfigError` when it is not a batch ``[B, *space.shape]``."""
+    array = np.ascontiguousarray(obs)
+    shape = tuple(getattr(space, "shape", None) or ())
+    if array.ndim != len(shape) + 1 or tuple(array.shape[1:]) != shape:
+        raise ConfigError(
+            f"{where}: observations of shape {array.shape} are not a batch of {space} "
+            f"observations (shape [B, {', '.join(map(str, shape))}])"
+        )
+    return array.astype(np.float32) if array.dtype == np.float64 else array
+
+
+def batch_actions(space: Any, actions: Array) -> Array:
+    """A batch of a policy's actions as its env takes them: clipped to a Box's bounds (in its
+    dtype); other spaces' actions unchanged."""
+    if isinstance(space, spaces.Box):
+        return np.clip(actions, space.low, space.high).astype(space.dtype, copy=False)
+    return actions
+
+
+def single_action(space: Any, actions: Array) -> Any:
+    """The one action of a batch of one: an ``int`` for Discrete, else the row."""
+    return int(actions[0]) if isinstance(space, spaces.Discrete) else actions[0]
+
+
+class LoadedPolicy:
+    """An exported policy rebuilt for acting (made by :func:`load_policy`).
+
+    Args:
+        actor: the rebuilt network, weights loaded.
+        spec: the export's ``policy.json`` (algorithm, policy class, spaces, model options,
+            env and its preprocessing).
+        seed: seeds :attr:`generator`; None draws fresh entropy.
+    """
+
+    def __init__(self, actor: ExportableActor, spec: dict[str, Any], *, seed: int | None) -> None:
+        """Keep ``actor`` (in eval mode) and read the spaces from ``spec``."""
+        self.actor = actor.eval()
+        """The network (an `rlflow.models.actors.ExportableActor`)."""
+        self.spec = spec
+        """The export's spec (the parsed ``policy.json``)."""
+        self.observation_space = space_from_json(spec["observation_space"])
+        self.action_space = space_from_json(spec["action_space"])
+        self.generator = torch.Generator()
+        """The RNG of exploring actions (reseed it with :meth:`seed`)."""
+        self.seed(seed)
+
+    @property
+    def algorithm(self) -> str:
+        """The algorithm that trained the policy (``"ppo"``, ``"dqn"``, ...)."""
+        return str(self.spec["algorithm"])
+
+    def seed(self, seed: int | None) -> None:
+        """Seed the exploring actions' generator (None: fresh entropy)."""
+        if seed is None:
+            self.generator.seed()
+        else:
+            self.generator.manual_seed(int(seed))
+
+    def compute_actions(self, obs_batch_: npt.ArrayLike, *, explore: bool = False) -> Array:
+        """Actions ``[B, ...]`` for observations ``[B, *obs_shape]``: greedy (the distribution's
+        mode, argmax Q), or with ``explore`` drawn with :attr:`generator`."""
+        explore = check_bool(explore, "LoadedPolicy.compute_actions: explore")
+        obs = obs_batch(self.observation_space, obs_batch_, "LoadedPolicy.compute_actions")
+        with torch.inference_mode():
+            actions = self.actor.act(
+                torch.from_numpy(obs), explore=explore, generator=self.generator
+            )
+        return batch_actions(self.action_space, actions.numpy())
+
+    def compute_single_action(self, obs: npt.ArrayLike, *, explore: bool = False) -> Any:
+        """The action for one observation (an ``int`` for a Discrete action space)."""
+        batch = np.expand_dims(np.asarray(obs), 0)
+        return single_action(self.action_space, self.compute_actions(batch, explore=explore))
+
+    def __repr__(self) -> str:
+        return (
+            f"LoadedPolicy({self.algorithm!r}, {type(self.actor).__name__}, "
+            f"obs={self.observation_space}, actions={self.action_space})"
+        )
+
+
+def load_policy(path: str | Path, *, seed: int | None = None) -> LoadedPolicy:
+    """Load the policy exported as the directory ``path`` (`rlflow.Trainer.export_policy`,
+    ``rlflow export``) for acting: greedy actions equal the trainer's on the same observations.
+
+    Reads ``policy.json`` and ``weights.pt`` (tensors only: a file holding other pickled objects
+    is refused). ``seed`` seeds the exploring actions. `ConfigError` naming the file for a bad
+    path or a damaged, foreign or unsafe export.
+    """
+    spec, weights = read_export(path)
+    try:
+        cls = actor_class(str(spec["actor_class"]))
+        obs_space = space_from_json(spec["observation_space"])
+        act_space = space_from_json(spec["action_space"])
+        actor = cls(obs_space, act_space, **spec["actor_options"])
+    except (KeyError, TypeError) as err:
+        raise ConfigError(f"load_policy: {str(path)!r}: bad policy.json ({err!r})") from err
+    state = {k: torch.from_numpy(np.array(v)) for k, v in weights.items()}
+    try:
+        actor.load_state_dict(state)
+    except RuntimeError as err:
+        raise ConfigError(f"load_policy: {str(path)!r}: weights do not fit ({err})") from err
+    return LoadedPolicy(actor, spec, seed=seed)
