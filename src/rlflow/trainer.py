@@ -27,8 +27,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-import numpy as np
-
 from rlflow import trainer_state
 from rlflow.backend_lease import acquire_backend, release_backend
 from rlflow.checkpoint import (
@@ -269,19 +267,25 @@ class Trainer(PolicyUse):
         return result
 
     def evaluate(
-        self, num_episodes: int = 10, *, seed: int | None = None, explore: bool = False
+        self,
+        num_episodes: int = 10,
+        *,
+        seed: int | None = None,
+        explore: bool = False,
+        env_creator: Callable[[], Any] | None = None,
     ) -> dict[str, Any]:
         """Play ``num_episodes`` with the learner's policies: greedy actions, or sampled ones
         with ``explore=True``.
 
-        The episodes run one after the other on a fresh env (not the workers'), reset with
+        The episodes run one after the other on a fresh env (not the workers'; built by
+        ``env_creator`` if given, e.g. one that renders or records video), reset with
         ``seed`` (default: the config's seed plus 1_000_003, so it differs from every training
         env) at its first reset, through the same sampler as training
         (`rlflow.workers.RolloutWorker.evaluate`): actions are converted and clipped alike.
         Training state is untouched (with ``explore``, the actions draw from the policies'
         generators). Returns ``episode_return_mean/min/max``, ``episode_len_mean`` and
         ``episodes``; for a multi-agent env also ``policy_reward_mean/min/max`` (each agent's
-        return with its policy, as in training results).
+        return with its policy, as in training results). Atari returns are game scores.
         """
         self._check_running("evaluate")
         num_episodes = check_int(num_episodes, "Trainer.evaluate: num_episodes", low=1)
@@ -289,18 +293,8 @@ class Trainer(PolicyUse):
         if seed is None and self._config.seed is not None:
             seed = self._config.seed + 1_000_003
         local = self.workers.local_worker()
-        episodes = local.evaluate(num_episodes, seed=seed, explore=explore)
-        from rlflow.ops.metrics import policy_return_stats
-
-        returns = [e.return_ for e in episodes]
-        return {
-            **policy_return_stats(episodes),
-            "episode_return_mean": float(np.mean(returns)),
-            "episode_return_min": float(np.min(returns)),
-            "episode_return_max": float(np.max(returns)),
-            "episode_len_mean": float(np.mean([e.length for e in episodes])),
-            "episodes": num_episodes,
-        }
+        episodes = local.evaluate(num_episodes, seed=seed, explore=explore, creator=env_creator)
+        return trainer_state.episode_stats(episodes)
 
     # ------------------------------------------------------------------------ checkpoints
     def save(self, checkpoint_dir: str | Path) -> str:

@@ -18,7 +18,14 @@ from rlflow import flow
 from rlflow.errors import ConfigError
 from rlflow.replay import replay_buffer_states, restore_replay_buffers
 
-__all__ = ["env_name", "evaluation_keys", "restore_arguments", "run_state", "set_run_state"]
+__all__ = [
+    "env_name",
+    "episode_stats",
+    "evaluation_keys",
+    "restore_arguments",
+    "run_state",
+    "set_run_state",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +40,23 @@ def evaluation_keys(trainer: Any) -> dict[str, Any]:
         return {}
     stats = trainer.evaluate(config.evaluation_num_episodes)
     return {f"evaluation/{key}": value for key, value in stats.items()}
+
+
+def episode_stats(episodes: Any) -> dict[str, Any]:
+    """`rlflow.Trainer.evaluate`'s result for its finished episodes (`EpisodeStat`s, at least
+    one): ``episode_return_mean/min/max``, ``episode_len_mean``, ``episodes`` and, for
+    multi-agent ones, ``policy_reward_mean/min/max``."""
+    from rlflow.ops.metrics import policy_return_stats
+
+    returns = [e.return_ for e in episodes]
+    return {
+        **policy_return_stats(episodes),
+        "episode_return_mean": float(np.mean(returns)),
+        "episode_return_min": float(np.min(returns)),
+        "episode_return_max": float(np.max(returns)),
+        "episode_len_mean": float(np.mean([e.length for e in episodes])),
+        "episodes": len(episodes),
+    }
 
 
 def env_name(env: str | Callable[[], Any]) -> str:

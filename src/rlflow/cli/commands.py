@@ -156,19 +156,30 @@ def _finish(
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from rlflow.checkpoint import latest_checkpoint, load_checkpoint
+    from rlflow.cli.watch import check_watch_flags, evaluation_creator
     from rlflow.trainer import Trainer
 
     if args.episodes < 1:
         raise ConfigError(f"--episodes {args.episodes}: must be >= 1")
+    check_watch_flags(render=args.render, video_dir=args.video)
     state = load_checkpoint(latest_checkpoint(args.checkpoint))  # a run dir: its latest
     with Trainer.restore(state, backend="local") as trainer:
-        stats = trainer.evaluate(num_episodes=args.episodes)
+        creator = evaluation_creator(
+            trainer.config, render=args.render, video_dir=args.video, num_episodes=args.episodes
+        )
+        stats = trainer.evaluate(
+            args.episodes, seed=args.seed, explore=args.stochastic, env_creator=creator
+        )
+    mode = "stochastic" if args.stochastic else "greedy"
     sys.stdout.write(
         f"{trainer.algorithm} on {trainer.config.env}, iteration {trainer.iteration}: "
-        f"{stats['episodes']} greedy episodes, return mean {stats['episode_return_mean']:.2f} "
+        f"{stats['episodes']} {mode} episodes, return mean {stats['episode_return_mean']:.2f} "
         f"(min {stats['episode_return_min']:.2f}, max {stats['episode_return_max']:.2f}), "
         f"length mean {stats['episode_len_mean']:.1f}\n"
     )
+    if args.video:
+        videos = sorted(Path(args.video).glob("*.mp4"))
+        sys.stdout.write(f"videos: {len(videos)} in {args.video}\n")
     return EXIT_OK
 
 

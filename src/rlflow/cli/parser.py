@@ -113,6 +113,26 @@ def _add_export(sub: argparse._SubParsersAction[Parser]) -> None:
     export.add_argument("--policy-id", default="default_policy", help="the policy to export")
 
 
+def _add_evaluate(sub: argparse._SubParsersAction[Parser]) -> None:
+    evaluate = sub.add_parser(
+        "evaluate", help="play episodes with a checkpoint's policies; watch or record them"
+    )
+    evaluate.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint or run dir")
+    evaluate.add_argument("--episodes", type=int, default=10, metavar="N", help="episodes")
+    evaluate.add_argument(
+        "--seed", type=int, help="seed of the env's first reset (default: the run's seed + 1000003)"
+    )
+    evaluate.add_argument(
+        "--stochastic", action="store_true", help="sample actions (default: greedy ones)"
+    )
+    evaluate.add_argument("--render", action="store_true", help="show the episodes in a window")
+    evaluate.add_argument(
+        "--video",
+        metavar="DIR",
+        help='write one .mp4 per episode to DIR (needs moviepy: pip install "rl-flow[video]")',
+    )
+
+
 def build_parser() -> Parser:
     """The ``rlflow`` parser: ``train``, ``evaluate``, ``plan``, ``list``, ``plot`` and
     ``export``; ``--version``."""
@@ -123,9 +143,7 @@ def build_parser() -> Parser:
     config_args = _config_args()
     _add_train(sub, config_args)
 
-    evaluate = sub.add_parser("evaluate", help="evaluate a checkpoint with greedy actions")
-    evaluate.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint or run dir")
-    evaluate.add_argument("--episodes", type=int, default=10)
+    _add_evaluate(sub)
 
     plan = sub.add_parser(
         "plan",

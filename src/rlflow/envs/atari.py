@@ -4,6 +4,9 @@ The protocol of Mnih et al., "Human-level control through deep reinforcement lea
 2015, Methods: "Preprocessing" and "Training details"), as laid out by OpenAI baselines'
 ``atari_wrappers`` and used by IMPALA and RLlib. `wrap_deepmind` applies, inner to outer:
 
+0. `rlflow.envs.game_score.RecordGameScore`: the game's score at game over, in ``info``; the
+   episode statistics of training and evaluation (`rlflow.envs.vector.VectorEnv`) count whole
+   games with it, so ``episode_return_mean`` is the game score, not a clipped return per life.
 1. `NoopResetEnv`: 1 to 30 random no-ops after each reset (varied start states).
 2. `MaxAndSkipEnv`: repeat each action for 4 frames, sum the rewards, max-pool the last 2
    frames (some sprites are drawn only on odd or even frames).
@@ -22,6 +25,7 @@ logic read ``env.unwrapped.ale.lives()`` and ``env.unwrapped.get_action_meanings
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -30,6 +34,7 @@ import numpy.typing as npt
 
 from rlflow.checks import check_int
 from rlflow.envs.frames import FrameStack, WarpFrame
+from rlflow.envs.game_score import RecordGameScore
 from rlflow.errors import ConfigError
 
 Array = npt.NDArray[Any]
@@ -136,7 +141,7 @@ class EpisodicLifeEnv(gym.Wrapper[Any, Any, Any, Any]):
     `step` reports ``terminated=True`` when ``ale.lives()`` drops (and stays above 0), which
     lets value bootstrapping stop at a life loss (Mnih et al. 2015). The following `reset` then
     takes one NOOP to go on with the same game instead of resetting it. A reset with a ``seed``
-    is always a real one. Episode statistics of an env so wrapped count lives, not games.
+    is always a real one. The episode statistics count games all the same (`RecordGameScore`).
     """
 
     def __init__(self, env: gym.Env[Any, Any]) -> None:
@@ -228,11 +233,16 @@ def wrap_deepmind(
     noop_max: int = 30,
     frame_skip: int = 4,
     screen_size: int = 84,
+    game_wrappers: Sequence[Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]] = (),
 ) -> gym.Env[Any, Any]:
     """Apply the DeepMind preprocessing (module docstring) to an env that emits every frame.
 
+    ``game_wrappers`` wrap the game first, in order, below every DeepMind wrapper: they see
+    every frame and whole games (e.g. gymnasium's ``RecordVideo``: one video per game).
+
     ALE envs must be made with ``frameskip=1`` (else `ConfigError`). Turn ``episodic_life`` and
-    ``clip_rewards`` off for evaluation, so that returns are game scores. ``frame_stack=1``
+    ``clip_rewards`` off to act on the game's own lives and rewards (episode statistics are
+    game scores either way: `RecordGameScore`, innermost). ``frame_stack=1``
     gives ``(screen_size, screen_size, 1)``. FIRE-reset is applied where `needs_fire_reset`.
     """
     check_int(frame_stack, "wrap_deepmind: frame_stack", low=1)
@@ -243,7 +253,9 @@ def wrap_deepmind(
             f"wrap_deepmind: {env} already skips frames (frameskip={inner_skip!r}) and "
             f"frame_skip={frame_skip} would skip again; create it with frameskip=1"
         )
-    env = NoopResetEnv(env, noop_max=noop_max)
+    for wrap in game_wrappers:
+        env = wrap(env)
+    env = NoopResetEnv(RecordGameScore(env), noop_max=noop_max)
     if frame_skip > 1:
         env = MaxAndSkipEnv(env, skip=frame_skip)
     if episodic_life and getattr(env.unwrapped, "ale", None) is not None:
@@ -277,6 +289,7 @@ def make_atari(
     episodic_life: bool = True,
     clip_rewards: bool = True,
     frame_stack: int = 4,
+    game_wrappers: Sequence[Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]] = (),
     **env_kwargs: Any,
 ) -> gym.Env[Any, Any]:
     """Make an ALE game with the DeepMind preprocessing: uint8 observations ``(84, 84, 4)``.
@@ -287,6 +300,7 @@ def make_atari(
     protocol (Nature DQN, IMPALA) has none; pass ``repeat_action_probability=0.25`` for the
     protocol of Machado et al. (2018), the v5 default. With a ``seed`` the env is reset once
     with it and its action space seeded: later unseeded resets are then reproducible.
+    ``game_wrappers`` go around the game below the DeepMind wrappers (`wrap_deepmind`).
 
     Example:
         >>> env = make_atari("ALE/Pong-v5", seed=0)
@@ -306,6 +320,7 @@ def make_atari(
         episodic_life=episodic_life,
         clip_rewards=clip_rewards,
         frame_stack=frame_stack,
+        game_wrappers=game_wrappers,
     )
     if seed is not None:
         env.reset(seed=seed)

@@ -23,6 +23,7 @@ __all__ = [
     "MAX_RESTART_ATTEMPTS",
     "OBS_CHECK_STEPS",
     "check_observation",
+    "check_spaces",
     "close_quietly",
     "env_failure_note",
     "env_name",
@@ -114,6 +115,34 @@ of Box(0.0, 1.0, (2,), float32); fix the env or its observation_space
         f"{where}: observation has {problem}, expected {expected} of {space}; fix the env or "
         "its observation_space"
     )
+
+
+_STACKABLE = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+
+
+def _check_space(name: str, space: Any) -> None:
+    """Raise `ConfigError` unless ``space`` stacks into one numpy array."""
+    if not isinstance(space, _STACKABLE):
+        raise ConfigError(
+            f"VectorEnv: {name} {space} is not supported; use Box, Discrete, MultiDiscrete or "
+            "MultiBinary (flatten Dict/Tuple spaces with a gymnasium wrapper)"
+        )
+
+
+def check_spaces(envs: Any) -> Any:
+    """Check that the spaces of the sub-envs ``envs`` stack (`rlflow.envs.vector.VectorEnv`);
+    return the observation dtype. `ConfigError` naming the space or sub-env otherwise."""
+    first = envs[0].observation_space
+    _check_space("observation space", first)
+    _check_space("action space", envs[0].action_space)
+    for i, env in enumerate(envs[1:], start=1):
+        space = env.observation_space
+        if (space.shape, space.dtype) != (first.shape, first.dtype):
+            raise ConfigError(
+                f"VectorEnv: sub-env {i} has observation space {space} but sub-env 0 has "
+                f"{first}; shapes and dtypes must match to stack them"
+            )
+    return first.dtype
 
 
 def close_quietly(env: Any) -> None:

@@ -13,14 +13,15 @@ from typing import Any, Self
 import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
-from gymnasium import spaces
 
 from rlflow.checks import check_bool, check_int
+from rlflow.envs.game_score import GAME_SCORE, reports_game_score
 from rlflow.envs.records import AgentReturn, EpisodeStat, VectorStep, env_action, env_actions
 from rlflow.envs.validation import (
     MAX_RESTART_ATTEMPTS,
     OBS_CHECK_STEPS,
     check_observation,
+    check_spaces,
     close_quietly,
     env_failure_note,
     env_name,
@@ -41,17 +42,6 @@ logger = logging.getLogger(__name__)
 
 Array = npt.NDArray[Any]
 
-_STACKABLE = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
-
-
-def _check_space(name: str, space: gym.Space[Any]) -> None:
-    """Raise `ConfigError` unless ``space`` stacks into one numpy array."""
-    if not isinstance(space, _STACKABLE):
-        raise ConfigError(
-            f"VectorEnv: {name} {space} is not supported; use Box, Discrete, MultiDiscrete or "
-            "MultiBinary (flatten Dict/Tuple spaces with a gymnasium wrapper)"
-        )
-
 
 class VectorEnv:
     """N copies of an environment, stepped one after the other in this process.
@@ -64,6 +54,8 @@ class VectorEnv:
 
     Observations are checked (`check_observation`) on the first `OBS_CHECK_STEPS` steps after
     the envs are built or rebuilt: a mismatch is a `ConfigError` naming the env and sub-env.
+    Envs with `rlflow.envs.game_score.RecordGameScore` (Atari) count one episode per game, its
+    score as the return, however the wrappers above split episodes or clip rewards.
 
     An exception from a sub-env's ``reset`` or ``step`` gains a note naming ``env_id``,
     ``worker_index`` and the sub-env. With ``restart_failed=True`` the sub-env is instead closed
@@ -105,7 +97,7 @@ class VectorEnv:
         self.action_space: gym.Space[Any] = self.envs[0].action_space
         """Action space of one sub-env."""
         try:
-            self._obs_dtype = self._check_spaces()
+            self._obs_dtype = check_spaces(self.envs)
         except ConfigError:
             for env in self.envs:
                 env.close()
@@ -155,20 +147,7 @@ class VectorEnv:
         self._ep_returns = [0.0] * num_envs
         self._ep_lengths = [0] * num_envs
         self._episodes: list[EpisodeStat] = []
-
-    def _check_spaces(self) -> Any:
-        """Check that the sub-envs' spaces stack; return the observation dtype."""
-        _check_space("observation space", self.observation_space)
-        _check_space("action space", self.action_space)
-        first = self.observation_space
-        for i, env in enumerate(self.envs[1:], start=1):
-            space = env.observation_space
-            if (space.shape, space.dtype) != (first.shape, first.dtype):
-                raise ConfigError(
-                    f"VectorEnv: sub-env {i} has observation space {space} but sub-env 0 has "
-                    f"{first}; shapes and dtypes must match to stack them"
-                )
-        return first.dtype
+        self._game_scored = reports_game_score(self.envs[0])
 
     def reset(self, *, copy: bool = True) -> Array:
         """Reset every sub-env and return the stacked first observations ``(N, *obs_shape)``.
@@ -237,7 +216,7 @@ class VectorEnv:
             # i, the loop goes on from i + 1.
             try:
                 for i in range(start, self.num_envs):
-                    ob, reward, terminated, truncated, _ = envs[i].step(rows[i])
+                    ob, reward, terminated, truncated, info = envs[i].step(rows[i])
                     step_rewards.append(reward)
                     step_terms.append(terminated)
                     step_truncs.append(truncated)
@@ -246,8 +225,7 @@ class VectorEnv:
                     if check:
                         self._check_ob(i, ob, "step")
                     if terminated or truncated:
-                        self._episodes.append(EpisodeStat(returns[i], lengths[i]))
-                        returns[i], lengths[i] = 0.0, 0
+                        self._episode_ended(i, info)
                         finished.append((i, ob))
                         ob, _ = envs[i].reset()
                         if check:
@@ -263,6 +241,17 @@ class VectorEnv:
         self._terminateds[:] = step_terms
         self._truncateds[:] = step_truncs
         return finished
+
+    def _episode_ended(self, i: int, info: dict[str, Any]) -> None:
+        """Count sub-env ``i``'s episode; a game-scored env's only at game over, with the
+        score (`rlflow.envs.game_score`) and the steps over all its lives."""
+        returns, lengths = self._ep_returns, self._ep_lengths
+        if self._game_scored:
+            if GAME_SCORE not in info:
+                return  # a lost life: the game goes on
+            returns[i] = float(info[GAME_SCORE])
+        self._episodes.append(EpisodeStat(returns[i], lengths[i]))
+        returns[i], lengths[i] = 0.0, 0
 
     def _step_failed(
         self,
@@ -364,6 +353,7 @@ class VectorEnv:
             "_restarts": [0] * num_envs,
             "restarted": [],
             "_obs_checks_left": 0,
+            "_game_scored": reports_game_score(state["envs"][0]),
         }
         self.__dict__.update(defaults | state)
         for env, emulator in zip(self.envs, emulator_states, strict=True):

@@ -165,20 +165,26 @@ class RolloutWorker(CurrentWorkerReads):
         return batch
 
     def evaluate(
-        self, num_episodes: int, *, seed: int | None = None, explore: bool = False
+        self,
+        num_episodes: int,
+        *,
+        seed: int | None = None,
+        explore: bool = False,
+        creator: Callable[[], Any] | None = None,
     ) -> list[EpisodeStat]:
         """Play ``num_episodes`` episodes one after the other on one fresh env; their stats.
 
-        The env is built for this call and closed after it, reset with ``seed`` first (then
-        unseeded); the policies act greedily unless ``explore``. It steps through the same
-        sampler as :meth:`sample`, so actions are converted and clipped, and episodes counted,
-        exactly as in training. The worker's envs, episode ids and stats are untouched (with
-        ``explore`` the actions draw from the policies' generators).
+        The env is built for this call (by ``creator``, default the config's env creator) and
+        closed after it, reset with ``seed`` first (then unseeded); the policies act greedily
+        unless ``explore``. It steps through the same sampler as :meth:`sample`, so actions are
+        converted and clipped, and episodes counted, exactly as in training. The worker's envs,
+        episode ids and stats are untouched (with ``explore`` the actions draw from the
+        policies' generators).
         """
         num_episodes = check_int(num_episodes, "RolloutWorker.evaluate: num_episodes", low=1)
         explore = check_bool(explore, "RolloutWorker.evaluate: explore")
         sampler = make_sampler(
-            self._creator,
+            self._creator if creator is None else creator,
             1,
             self.policy_map,
             multi_agent=self.multi_agent,
