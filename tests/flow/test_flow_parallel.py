@@ -191,3 +191,40 @@ def test_creation_argument_errors(local_backend: None) -> None:
         flow.from_iterators([])
     with pytest.raises(ConfigError, match=r"batch\(n\)=0"):
         flow.from_range(4).batch(0)
+
+
+class CountingWorker(flow.ParallelIteratorWorker):
+    """A source actor that counts the items it produced."""
+
+    def __init__(self, items: list[int]) -> None:
+        super().__init__(self._counted(items), repeat=False)
+        self.count = 0
+
+    def _counted(self, items: list[int]) -> Any:
+        for item in items:
+            self.count += 1
+            yield item
+
+    def produced(self) -> int:
+        return self.count
+
+
+@pytest.mark.parametrize("ahead", [False, True])
+def test_batch_across_shards_ahead_asks_for_the_next_round_first(backend: str, ahead: bool) -> None:
+    """The same rounds either way; with ``ahead`` each shard has already produced the next
+    round's item when the reader gets a round (actors run calls in order)."""
+    actors = [
+        flow.remote(CountingWorker).remote([0, 1, 2]),
+        flow.remote(CountingWorker).remote([3, 4]),
+    ]
+    rounds, seen = [], []
+    for items in flow.from_actors(actors).batch_across_shards(ahead=ahead):
+        rounds.append(items)
+        seen.append(flow.get([a.produced.remote() for a in actors]))
+    assert rounds == [[0, 3], [1, 4], [2]]
+    if ahead:
+        assert seen == [[2, 2], [3, 2], [3, 2]]
+    else:
+        assert seen == [[1, 1], [2, 2], [3, 2]]
+    with pytest.raises(ConfigError, match=r"batch_across_shards\(ahead\)=1 must be True or False"):
+        flow.from_actors(actors).batch_across_shards(ahead=1)  # type: ignore[arg-type]

@@ -13,21 +13,15 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any, Generic, TypeVar
 
-from rlflow.checks import check_callable, check_int, check_number, check_type
+from rlflow.checks import check_bool, check_callable, check_int, check_number, check_type
 from rlflow.errors import ConfigError, PlanError
 from rlflow.flow import backend
-from rlflow.flow.gather import (
-    AsyncGather,
-    DeadlineGather,
-    Shard,
-    SliceSource,
-    SyncGather,
-    new_read_key,
-)
+from rlflow.flow.gather import AsyncGather, Shard, SliceSource, new_read_key
 from rlflow.flow.graph import PlanGraph, PlanNode
 from rlflow.flow.local import LocalIterator
 from rlflow.flow.metrics import SharedMetrics
 from rlflow.flow.recovery import ShardRecovery
+from rlflow.flow.rounds import DeadlineGather, SyncGather
 from rlflow.flow.stages import fn_name
 from rlflow.flow.worker import ParallelIteratorWorker, ShardOp
 
@@ -239,7 +233,11 @@ class ParallelIterator(Generic[T]):
 
     # ----------------------------------------------------------------- gathering
     def batch_across_shards(
-        self, *, timeout_s: float | None = None, on_late: Callable[[int], Any] | None = None
+        self,
+        *,
+        timeout_s: float | None = None,
+        on_late: Callable[[int], Any] | None = None,
+        ahead: bool = False,
     ) -> LocalIterator[list[T]]:
         """The synchronous barrier: each round asks every active shard for one item and yields
         the replies as one list, in shard order. At most one request per shard in flight; the
@@ -249,17 +247,21 @@ class ParallelIterator(Generic[T]):
         With ``timeout_s`` (seconds, > 0) a round closes once that long has passed with at
         least one reply: a shard still out keeps its request in flight, its reply goes into a
         later round (never dropped, never asked twice), and ``on_late(n)`` is called with the
-        number of requests the round closed without (see ``gather.DeadlineGather``).
+        number of requests the round closed without (see ``rounds.DeadlineGather``). With
+        ``ahead=True`` the next round is asked for as soon as a round is fetched, before the
+        reader gets it (one request per shard in flight while the reader works).
 
         Each read builds the shards' chains afresh on the actors; ``close()`` on the returned
         iterator (or dropping it) frees them there. The same holds for every gather below.
         """
         node = PlanNode("batch_across_shards", "batch_across_shards()", "gather", (self._node,))
         name = f"{self.name}.batch_across_shards()"
+        check_bool(ahead, "batch_across_shards(ahead)")
         base: SyncGather | DeadlineGather = SyncGather(self._shards, node.key, name)
         if timeout_s is not None:
             check_number(timeout_s, "batch_across_shards(timeout_s)", low=0, low_open=True)
-            base = DeadlineGather(self._shards, timeout_s, on_late, node.key, name)
+        if timeout_s is not None or ahead:
+            base = DeadlineGather(self._shards, timeout_s, on_late, node.key, name, ahead=ahead)
         return LocalIterator(base, SharedMetrics(), name=name, node=node)
 
     def gather_sync(self) -> LocalIterator[T]:

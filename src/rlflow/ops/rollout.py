@@ -82,18 +82,22 @@ class _LocalSamples:
 
 @overload
 def parallel_rollouts(
-    workers: WorkerSet, *, mode: Literal["raw"], num_async: int = 1
+    workers: WorkerSet, *, mode: Literal["raw"], num_async: int = 1, ahead: bool = False
 ) -> flow.ParallelIterator[Batch]: ...
 
 
 @overload
 def parallel_rollouts(
-    workers: WorkerSet, *, mode: Literal["bulk_sync", "async"] = "bulk_sync", num_async: int = 1
+    workers: WorkerSet,
+    *,
+    mode: Literal["bulk_sync", "async"] = "bulk_sync",
+    num_async: int = 1,
+    ahead: bool = False,
 ) -> flow.LocalIterator[Batch]: ...
 
 
 def parallel_rollouts(
-    workers: WorkerSet, *, mode: str = "bulk_sync", num_async: int = 1
+    workers: WorkerSet, *, mode: str = "bulk_sync", num_async: int = 1, ahead: bool = False
 ) -> flow.LocalIterator[Batch] | flow.ParallelIterator[Batch]:
     """Source of experience from the rollout workers; pushes the learner's weights first.
 
@@ -102,7 +106,9 @@ def parallel_rollouts(
     - ``"bulk_sync"``: each item concatenates one ``sample()`` of every remote worker (a
       barrier: all workers sample, then the next round starts when the item is pulled). With
       the config's ``sample_timeout_s`` a round takes the batches that arrived by then; a late
-      one joins a later round (counter ``num_late_samples``).
+      one joins a later round (counter ``num_late_samples``). With ``ahead`` the next round
+      is requested as soon as a round arrives, so workers sample while the learner trains
+      (each round sampled with the weights before the last update).
     - ``"async"``: one worker's batch per item, as they arrive, ``num_async`` requests in
       flight per worker; ``current_actor`` is the worker that sampled it.
     - ``"raw"``: the ``ParallelIterator`` over the remote workers, for custom gathering; the
@@ -145,7 +151,7 @@ def parallel_rollouts(
     rounds: flow.LocalIterator[Any]
     if mode == "bulk_sync":
         timeout_s = workers.config.sample_timeout_s
-        rounds = shards.batch_across_shards(timeout_s=timeout_s, on_late=_count_late)
+        rounds = shards.batch_across_shards(timeout_s=timeout_s, on_late=_count_late, ahead=ahead)
         rounds = rounds.for_each(_concat_round)
     else:
         rounds = shards.gather_async(num_async=num_async)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rlflow.checks import check_bool
 from rlflow.config import ActorCriticConfig
 from rlflow.policy.entropy_schedule import EntropyScheduleConfig
 
@@ -38,6 +39,10 @@ class PPOConfig(EntropyScheduleConfig, ActorCriticConfig):
     """Epochs over each train batch, >= 1."""
     sgd_minibatch_size: int = 128
     """Rows per SGD minibatch, >= 1 and <= train_batch_size."""
+    sample_ahead: bool = False
+    """Workers sample the next round while the learner trains on this one (wall clock down,
+    each batch sampled with weights one update older: see ``policy_lag_mean``); False keeps
+    PPO exactly synchronous and deterministic."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -51,3 +56,4 @@ class PPOConfig(EntropyScheduleConfig, ActorCriticConfig):
         self._check_int("num_sgd_iter", 1)
         self._check_int("sgd_minibatch_size", 1)
         self._check_le("sgd_minibatch_size", "train_batch_size")
+        check_bool(self.sample_ahead, self._label("sample_ahead"))

@@ -33,8 +33,9 @@ __all__ = ["ppo_plan"]
 def ppo_plan(workers: WorkerSet, config: PPOConfig) -> LocalIterator[dict[str, Any]]:
     """Build the PPO plan over ``workers``; each item is one iteration's result dict."""
     policies = config.policies_to_train or list(workers.local_worker().policy_map)
-    # (1) Every worker samples a fragment (advantages by GAE); one batch per round.
-    rollouts = parallel_rollouts(workers, mode="bulk_sync")
+    # (1) Every worker samples a fragment (advantages by GAE); one batch per round (with
+    # sample_ahead, the next round is sampled while this one trains).
+    rollouts = parallel_rollouts(workers, mode="bulk_sync", ahead=config.sample_ahead)
     train_op = (
         # (2) Keep the experience of the policies PPO trains.
         rollouts.for_each(SelectExperiences(policies))
