@@ -1,7 +1,9 @@
 """`PolicyUse`: the `rlflow.Trainer` methods that use a trained policy (RLlib's names).
 
 They act with the learner's policies (the local worker's, in the driver process) and export
-one of them for `rlflow.load_policy`.
+one of them for `rlflow.load_policy`, each while the plan's learner threads (IMPALA, APPO,
+Ape-X) are held between updates (`rlflow.ops.learner_thread.learners_paused`), so a call sees
+one version of the weights. An asynchronous run keeps learning between two calls.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from rlflow.checks import check_bool
 from rlflow.config import DEFAULT_POLICY_ID
 from rlflow.export.loaded import batch_actions, obs_batch, single_action
 from rlflow.export.writer import export_policy
+from rlflow.ops.learner_thread import learners_paused
 
 __all__ = ["PolicyUse"]
 
@@ -57,7 +60,8 @@ class PolicyUse:
         explore = check_bool(explore, "Trainer.compute_actions: explore")
         policy = self._policy("compute_actions", policy_id)
         obs = obs_batch(policy.observation_space, obs_batch_, "Trainer.compute_actions")
-        actions, _ = policy.compute_actions(obs, explore=explore)
+        with learners_paused(self.workers.local_worker()):
+            actions, _ = policy.compute_actions(obs, explore=explore)
         return batch_actions(policy.action_space, np.asarray(actions))
 
     def compute_single_action(
@@ -81,6 +85,7 @@ class PolicyUse:
         (`rlflow.models.actors`); without one, its `ActorCritic` model is exported.
         """
         policy = self._policy("export_policy", policy_id)
-        return export_policy(
-            policy, path, algorithm=self.algorithm, policy_id=policy_id, config=self.config
-        )
+        with learners_paused(self.workers.local_worker()):
+            return export_policy(
+                policy, path, algorithm=self.algorithm, policy_id=policy_id, config=self.config
+            )

@@ -7,19 +7,21 @@
   saying where it came from.
 - :class:`RecordStepsTrained` counts what the learner thread trained (it trains outside the
   plan, so the plan's counters learn of it here).
-- :func:`stop_learner_threads` stops the threads of a local worker (`rlflow.Trainer.stop`).
+- :func:`stop_learner_threads` stops the threads of a local worker (`rlflow.Trainer.stop`);
+  :func:`learners_paused` holds their locks (the trainer acts and exports under it).
 """
 
 from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import logging
 import queue
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from rlflow import flow
@@ -32,7 +34,13 @@ from rlflow.ops.learner_info import record_learner_info
 from rlflow.ops.train import TrainResult
 from rlflow.workers import RolloutWorker, WorkerSet
 
-__all__ = ["LearnerThread", "LearnerWeights", "RecordStepsTrained", "stop_learner_threads"]
+__all__ = [
+    "LearnerThread",
+    "LearnerWeights",
+    "RecordStepsTrained",
+    "learners_paused",
+    "stop_learner_threads",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +67,18 @@ def stop_learner_threads(local_worker: Any, timeout_s: float = 5.0) -> int:
     for learner in mine:
         learner.stop(timeout_s=timeout_s)
     return len(mine)
+
+
+@contextlib.contextmanager
+def learners_paused(local_worker: Any) -> Iterator[None]:
+    """Hold the lock of every running `LearnerThread` that trains ``local_worker``: inside, no
+    update changes its weights (a thread finishes the batch it is learning first). Not
+    reentrant."""
+    mine = [t for t in list(_LIVE_LEARNERS) if t.local_worker is local_worker and t.is_alive()]
+    with contextlib.ExitStack() as stack:
+        for learner in mine:
+            stack.enter_context(learner.lock)
+        yield
 
 
 class LearnerThread(threading.Thread):

@@ -31,6 +31,8 @@ from rlflow.algorithms.sac.config import SACConfig
 from rlflow.config import AlgorithmConfig
 from rlflow.config_replay import TwinQConfig
 from rlflow.data.sample_batch import ACTION_DIST_INPUTS, LOGP, VF_PREDS, SampleBatch
+from rlflow.models.actors import ActorExport
+from rlflow.policy.tanh_actor import tanh_actor_export
 from rlflow.policy.twin_q import TwinQPolicy
 from rlflow.replay import replay_transitions
 
@@ -128,6 +130,11 @@ class SACPolicy(TwinQPolicy):
             ACTION_DIST_INPUTS: out.cpu().numpy(),
         }
         return actions, extra
+
+    def export_model(self) -> ActorExport:
+        """The actor as a `TanhActor` (`rlflow.export`): greedy ``tanh(mean)`` in the Box;
+        exploring samples the squashed Gaussian."""
+        return tanh_actor_export(self, gaussian=True, log_std_bounds=[LOG_STD_MIN, LOG_STD_MAX])
 
     def postprocess_trajectory(self, batch: SampleBatch, *, last_value: float) -> SampleBatch:
         """n-step transitions of one episode fragment (`rlflow.replay.replay_transitions`)."""

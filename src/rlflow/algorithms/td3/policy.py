@@ -26,6 +26,8 @@ import torch
 from rlflow.algorithms.td3.config import TD3Config
 from rlflow.config import AlgorithmConfig
 from rlflow.data.sample_batch import ACTION_DIST_INPUTS, LOGP, VF_PREDS, SampleBatch
+from rlflow.models.actors import ActorExport
+from rlflow.policy.tanh_actor import tanh_actor_export
 from rlflow.policy.twin_q import TwinQPolicy
 from rlflow.replay import replay_transitions
 
@@ -79,6 +81,11 @@ class TD3Policy(TwinQPolicy):
             actions = self.to_env(unit).cpu().numpy()
         zeros = np.zeros(len(actions), dtype=np.float32)
         return actions, {LOGP: zeros, VF_PREDS: zeros.copy(), ACTION_DIST_INPUTS: mu.cpu().numpy()}
+
+    def export_model(self) -> ActorExport:
+        """The actor as a `TanhActor` (`rlflow.export`): greedy ``mu(s)`` in the Box;
+        exploring adds ``exploration_noise``."""
+        return tanh_actor_export(self, noise=self.exploration_noise)
 
     def postprocess_trajectory(self, batch: SampleBatch, *, last_value: float) -> SampleBatch:
         """n-step transitions of one episode fragment (`rlflow.replay.replay_transitions`)."""
