@@ -13,8 +13,9 @@ import torch
 
 from rlflow import Trainer
 from rlflow.algorithms import SACConfig, TD3Config
-from rlflow.algorithms.sac import SACPolicy, squashed_logp
+from rlflow.algorithms.sac import SACPolicy, sac_plan, squashed_logp
 from rlflow.algorithms.td3 import TD3Policy
+from rlflow.config import PolicySpec
 from rlflow.data.sample_batch import (
     ACTION_DIST_INPUTS,
     ACTIONS,
@@ -25,9 +26,11 @@ from rlflow.data.sample_batch import (
     TERMINATEDS,
     SampleBatch,
 )
+from rlflow.envs.multi_agent import ALL_AGENTS, MultiAgentEnv, MultiAgentStep
 from rlflow.errors import ConfigError
 from rlflow.ops.keys import TD_ERROR
 from rlflow.replay import DISCOUNTS
+from rlflow.workers import WorkerSet
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -243,3 +246,55 @@ def test_a_discrete_action_space_is_rejected_before_any_actor_starts(algo: str) 
     with pytest.raises(ConfigError, match=rf"algorithm '{algo}' cannot use env 'CartPole-v1'") as e:
         Trainer(algo, env="CartPole-v1", backend="local", num_workers=1)
     assert "Discrete(2)" in str(e.value) and "must be a 1-D Box with finite bounds" in str(e.value)
+
+
+# --------------------------------------------------------------------------- multi-agent
+class TwoPendulums(MultiAgentEnv):
+    """Two Pendulum-v1 envs cut at 8 steps, one per agent; both end together."""
+
+    def __init__(self) -> None:
+        self.possible_agents = ["a", "b"]
+        self.agents = []
+        self.envs = {a: gym.make("Pendulum-v1", max_episode_steps=8) for a in self.possible_agents}
+        self.observation_spaces = {a: e.observation_space for a, e in self.envs.items()}
+        self.action_spaces = {a: e.action_space for a, e in self.envs.items()}
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, Any]:
+        self.agents = list(self.possible_agents)
+        firsts = {a: e.reset(seed=seed) for a, e in self.envs.items()}
+        return {a: f[0] for a, f in firsts.items()}, {a: f[1] for a, f in firsts.items()}
+
+    def step(self, action_dict: Any) -> MultiAgentStep:
+        out = MultiAgentStep({}, {}, {}, {}, {})
+        for agent in self.agents:
+            obs, reward, term, trunc, info = self.envs[agent].step(action_dict[agent])
+            out.obs[agent], out.rewards[agent], out.infos[agent] = obs, float(reward), info
+            out.terminateds[agent], out.truncateds[agent] = term, trunc
+        over = all(out.truncateds[a] for a in self.agents)
+        out.terminateds[ALL_AGENTS], out.truncateds[ALL_AGENTS] = False, over
+        self.agents = [] if over else self.agents
+        return out
+
+
+def test_sac_and_td3_policies_train_side_by_side_in_one_multi_agent_plan(
+    local_backend: None,
+) -> None:
+    config = SACConfig(
+        env=TwoPendulums,
+        num_workers=1,
+        learning_starts=16,
+        train_batch_size=16,
+        rollout_fragment_length=8,
+        min_steps_per_iteration=32,
+        model={"hidden": (8,)},
+        policies={"sac": PolicySpec(), "td3": PolicySpec(policy_class=TD3Policy)},
+        policy_mapping_fn=lambda agent: "sac" if agent == "a" else "td3",
+    )
+    workers = WorkerSet(config, SACPolicy)
+    first, second = sac_plan(workers, config).take(2)
+    learner = workers.local_worker()
+    assert isinstance(learner.get_policy("td3"), TD3Policy)
+    assert second["num_env_steps_trained"] > first["num_env_steps_trained"] > 0
+    sac_steps, td3_steps = (learner.get_policy(p).num_grad_updates for p in ("sac", "td3"))
+    assert sac_steps == td3_steps > 0  # one train step per round, for each policy
+    assert set(second["info"]["learner"]) == {"sac", "td3"}
