@@ -321,3 +321,22 @@ def test_the_trainer_acts_between_learner_updates() -> None:
             assert t.lock.acquire(timeout=30)
             t.lock.release()
         assert trainer.compute_actions(np.zeros((3, 4), np.float32)).shape == (3,)
+
+
+def test_multi_agent_policies_by_id(tmp_path: Path) -> None:
+    from rlflow.algorithms import tuned_config
+    from rlflow.algorithms.ppo_dqn import DQN_POLICY, PPO_POLICY
+
+    config = tuned_config("ppo_dqn", "multi_cartpole").to_dict() | {"seed": 0}
+    with Trainer("ppo_dqn", backend="local", config=config) as trainer:
+        trainer.train()
+        obs = np.random.default_rng(2).uniform(-0.2, 0.2, (30, 4)).astype(np.float32)
+        for pid, actor in ((PPO_POLICY, "ActorCriticActor"), (DQN_POLICY, "QActor")):
+            actions = trainer.compute_actions(obs, policy_id=pid)
+            single = trainer.compute_single_action(obs[0], policy_id=pid)
+            path = trainer.export_policy(tmp_path / pid, policy_id=pid)
+            loaded = load_policy(path)
+            assert type(loaded.actor).__name__ == actor
+            assert loaded.spec["policy_id"] == pid and loaded.algorithm == "ppo_dqn"
+            np.testing.assert_array_equal(loaded.compute_actions(obs), actions)
+            assert single == actions[0]
