@@ -9,7 +9,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlflow import flow
 from rlflow.algorithms import IMPALAConfig, PPOConfig
 from rlflow.checkpoint import latest_checkpoint
 from rlflow.cli import main
@@ -19,21 +18,10 @@ from rlflow.trainer import Trainer
 
 pytestmark = pytest.mark.timeout(180)
 
-TINY = [
-    "--backend", "local", "--num-workers", "1", "--no-tuned", "--set", "sgd_minibatch_size=16",
-    "--set", "rollout_fragment_length=16", "--set", "train_batch_size=32",
-]  # fmt: skip
 
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("evaluate") / "run"
-    flow.shutdown()
-    code = main(["train", "ppo", "--env", "CartPole-v1", *TINY, "--stop-iters", "2",
-                 "--out", str(out)])  # fmt: skip
-    flow.shutdown()
-    assert code == 0
-    return out
+@pytest.fixture
+def run_dir(ppo_run_dir: Path) -> Path:
+    return ppo_run_dir
 
 
 def _evaluate(capsys: pytest.CaptureFixture[str], *args: str) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -20,14 +19,6 @@ TINY = [
     "--backend", "local", "--num-workers", "1", "--no-tuned",
     "--set", "rollout_fragment_length=16", "--set", "train_batch_size=32",
 ]  # fmt: skip
-
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.chdir(tmp_path)
-    flow.shutdown()
-    yield
-    flow.shutdown()
 
 
 def _events(run_dir: Path, tag: str) -> list[tuple[int, float]]:

@@ -22,14 +22,6 @@ TINY = [
 ]  # fmt: skip
 
 
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.chdir(tmp_path)
-    flow.shutdown()
-    yield
-    flow.shutdown()
-
-
 @pytest.fixture
 def idle() -> bool:
     """``flow.is_initialized()`` with no backend chosen (True if another module left Ray up)."""
