@@ -324,3 +324,21 @@ def test_mlflow_logger_uses_a_local_store(tmp_path: Path, monkeypatch: pytest.Mo
         ("metrics", {"iteration": 1.0, "loss": 2.0}, 1),
         ("end",),
     ]
+
+
+# ------------------------------------------------------------ the real package (dev extra)
+def test_real_wandb_writes_an_offline_run_in_the_run_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the installed wandb and no network setting, the run is offline and lands in the run
+    dir (``wandb sync`` uploads it later)."""
+    pytest.importorskip("wandb")
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    log = open_logger("wandb", tmp_path / "run", start=1)
+    for i in (1, 2):
+        log.on_result({"iteration": i, "episode_return_mean": 5.0 * i})
+    log.close()
+    (run,) = (tmp_path / "run" / "wandb").glob("offline-run-*")
+    (records,) = run.glob("run-*.wandb")
+    assert records.stat().st_size > 0
