@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from rlflow import Trainer
+from rlflow.algorithms import tuned_config
 
 ENV_ID = "Pendulum-v1"
 EVERY = 1000
@@ -47,7 +48,8 @@ def run_rlflow(algo: str, seed: int, steps: int) -> Run:
     """rlflow's tuned config, one result per EVERY steps, until ``steps``."""
     curve: list[tuple[int, float]] = []
     start = time.perf_counter()
-    with Trainer(algo, env=ENV_ID, backend="local", seed=seed, min_steps_per_iteration=EVERY) as t:
+    config = tuned_config(algo, ENV_ID, seed=seed, min_steps_per_iteration=EVERY)
+    with Trainer(algo, backend="local", config=config) as t:
         while not curve or curve[-1][0] < steps:
             result = t.train()
             ret = result["episode_return_mean"]
