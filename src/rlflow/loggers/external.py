@@ -26,11 +26,12 @@ class WandbLogger:
     def __init__(self, logdir: Path, start: int) -> None:
         import wandb
 
+        mode: Any = os.environ.get("WANDB_MODE", "offline")  # wandb checks the value
         self._run = wandb.init(
             project=os.environ.get("WANDB_PROJECT", "rlflow"),
             name=logdir.resolve().name,
             dir=str(logdir),
-            mode=os.environ.get("WANDB_MODE", "offline"),
+            mode=mode,
             config={"start_iteration": start},
         )
 
