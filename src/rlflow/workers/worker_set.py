@@ -69,6 +69,7 @@ class WorkerSet:
         # that comes when remote workers start) the GPUs are checked as in-process ones.
         resources = flow.cluster_resources() if flow.is_initialized() else None
         check_gpus(config, cluster_gpus=None if resources is None else resources.get("GPU", 0.0))
+        self._local = RolloutWorker(config, policy_cls, worker_index=0)
         self._actor_cls = flow.remote(RolloutWorker).options(**self._actor_options(config))
         self._group = self._placement_group(config)
         # Remote actors start first: their processes import torch and build envs while this
@@ -76,11 +77,6 @@ class WorkerSet:
         self._remote: list[Any] = [self._start(i) for i in range(1, config.num_workers + 1)]
         self._dead: set[int] = set()
         self._starting: dict[int, tuple[Any, Any]] = {}  # index -> (actor, its ping)
-        try:
-            self._local = RolloutWorker(config, policy_cls, worker_index=0)
-        except BaseException:
-            self._stop_remote()
-            raise
         self.num_restarts = 0
         """Workers recreated so far in this run (a restored run continues the count)."""
         self._on_recreate: list[Callable[[Any], Any]] = []
