@@ -147,11 +147,18 @@ def _fetch_round(
     refs: list[Any], positions: list[int], slots: ShardSlots, label: str, env: BuildEnv
 ) -> list[Any]:
     """The items of one synchronous round, in shard order; ended shards leave ``slots.live``,
-    dead ones are replaced or left out (they give nothing this round)."""
+    dead ones are replaced or left out (they give nothing this round).
+
+    The round is fetched in one ``get`` (one backend call, not one per shard); only when that
+    raises are the replies fetched one by one, to tell which shard failed."""
+    try:
+        values = backend.get(refs)
+    except Exception:
+        values = None
     items = []
-    for ref, pos in zip(refs, positions, strict=True):
+    for i, (ref, pos) in enumerate(zip(refs, positions, strict=True)):
         try:
-            item = _fetch(ref, slots.live[pos], label, env)
+            item = values[i] if values is not None else _fetch(ref, slots.live[pos], label, env)
         except ActorDiedError as err:
             slots.died(pos, err)
             continue
