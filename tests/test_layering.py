@@ -51,6 +51,7 @@ RANKS = {
     "config_resources": 2.6,
     "config_logging": 2.7,
     "config_env": 2.8,
+    "config_model": 2.9,
     "config": 3,
     "config_replay": 3.1,
     "tuned": 4,

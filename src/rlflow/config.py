@@ -17,6 +17,9 @@ from typing import Any, TypeVar
 
 from rlflow.checks import check_int, check_number
 from rlflow.config_env import EnvRunConfig
+from rlflow.config_model import MODEL_KEYS as MODEL_KEYS  # re-exported: its home was here
+from rlflow.config_model import check_model
+from rlflow.config_model import import_object as import_object
 from rlflow.errors import ConfigError
 from rlflow.schedules import PiecewiseSchedule
 
@@ -24,27 +27,6 @@ C = TypeVar("C", bound="AlgorithmConfig")
 
 DEFAULT_POLICY_ID = "default_policy"
 """The id of the only policy of a single-agent run (also `rlflow.data.DEFAULT_POLICY_ID`)."""
-
-MODEL_KEYS = ("hidden", "activation", "shared")
-"""The keys a config's ``model`` dict may set (see `rlflow.models.build_model`)."""
-
-
-def import_object(path: str, what: str) -> Any:
-    """Import ``"package.module:attribute"`` (e.g. a mapping function named in a YAML file)."""
-    module_name, sep, attr = path.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigError(f"{what}={path!r} must be written 'package.module:name'")
-    import importlib
-
-    try:
-        obj = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ConfigError(f"{what}={path!r}: cannot import {module_name!r} ({err})") from err
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ConfigError(f"{what}={path!r}: {module_name!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    return obj
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,7 +138,9 @@ class AlgorithmConfig(EnvRunConfig):
     grad_clip: float | None = None
     """Clip gradients by this global norm (> 0), or None for no clipping."""
     model: dict[str, Any] = field(default_factory=dict)
-    """Model options: ``hidden`` (tuple of layer sizes), ``activation``, ``shared``."""
+    """Model options: ``hidden`` (tuple of layer sizes), ``activation``, ``shared``; or a
+    user's network, ``custom_model`` (``"package.module:Class"`` or the class; see
+    `rlflow.models.custom`) with ``custom_model_config`` (a dict of its options)."""
     seed: int | None = 0
     """Seed of envs, policies and sampling; None for fresh entropy every run."""
     num_torch_threads: int = 1
@@ -209,11 +193,7 @@ class AlgorithmConfig(EnvRunConfig):
             raise self._bad("env", "must be a Gymnasium id or a zero-argument env creator")
         if not isinstance(self.env_config, dict):
             raise self._bad("env_config", "must be a dict of env keyword arguments")
-        if not isinstance(self.model, dict):
-            raise self._bad("model", "must be a dict (hidden, activation, shared)")
-        unknown = sorted(set(self.model) - set(MODEL_KEYS))
-        if unknown:
-            raise self._bad("model", f"has unknown keys {unknown}; model keys are {MODEL_KEYS}")
+        check_model(self.model, self._label("model"))
 
     def _check_multi_agent(self) -> None:
         specs = self._policy_specs_checked()

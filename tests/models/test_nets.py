@@ -120,7 +120,8 @@ def test_dist_class_for_supported_spaces() -> None:
 @pytest.mark.parametrize(
     "space",
     [
-        gym.spaces.MultiDiscrete([2, 3]),
+        gym.spaces.MultiDiscrete([[2, 3], [2, 3]]),
+        gym.spaces.MultiBinary(3),
         gym.spaces.Box(-1, 1, (2, 2)),
         gym.spaces.Dict({"a": gym.spaces.Discrete(2)}),
         gym.spaces.Discrete(3, start=1),

@@ -344,10 +344,10 @@ def test_bad_config_is_rejected(config: dict[str, Any], needle: str) -> None:
 
 
 def test_unsupported_action_space_names_it() -> None:
-    space = gym.spaces.MultiDiscrete([2, 2])
+    space = gym.spaces.MultiBinary(2)
     with pytest.raises(ConfigError) as info:
         PGPolicy(OBS_SPACE, space, pg({}))
-    assert repr(space) in str(info.value)
+    assert str(space) in str(info.value)
 
 
 def test_threads_and_num_params() -> None:

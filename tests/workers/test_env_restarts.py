@@ -316,7 +316,7 @@ def test_worker_names_env_expected_and_got_for_a_wrong_observation_shape() -> No
 
 @pytest.mark.parametrize(
     ("algo", "env", "space"),
-    [("dqn", "Pendulum-v1", "Box(-2.0, 2.0, (1,)"), ("ppo", MultiDiscreteActions, "MultiDiscrete")],
+    [("dqn", "Pendulum-v1", "Box(-2.0, 2.0, (1,)"), ("dqn", MultiDiscreteActions, "MultiDiscrete")],
 )
 def test_unsupported_action_space_is_rejected_before_any_actor_starts(
     monkeypatch: pytest.MonkeyPatch, algo: str, env: Any, space: str

@@ -113,14 +113,32 @@ def _apply_wrappers(creator: Callable[[], Any], wrappers: tuple[Any, ...]) -> An
     return env
 
 
+def flatten_if_structured(creator: Callable[[], Any]) -> Any:
+    """``creator()``, wrapped in `rlflow.envs.flatten.FlattenObservations` when it is a
+    single-agent env whose observation space is a ``Dict``, ``Tuple``, ``MultiDiscrete`` or
+    ``MultiBinary`` that can be flattened (`rlflow.envs.flatten.needs_flattening`); any other
+    env as it is."""
+    from rlflow.envs.flatten import FlattenObservations, needs_flattening
+
+    env = creator()
+    if isinstance(env, gym.Env) and needs_flattening(env.observation_space):
+        return FlattenObservations(env)
+    return env
+
+
 def config_env_creator(config: Any) -> EnvCreator:
     """The env creator of a config: `make_env_creator` of ``config.env`` with
-    ``config.env_config``, each env wrapped by ``config.env_wrappers`` in order."""
+    ``config.env_config``, each env wrapped by ``config.env_wrappers`` in order, then its
+    observations flattened if they are structured (`flatten_if_structured`: Dict, Tuple,
+    MultiDiscrete and MultiBinary observations become one float32 vector, Discrete parts
+    one-hot; see `rlflow.envs.flatten`)."""
     from rlflow.config_env import wrapper_specs
 
     creator = make_env_creator(config.env, **config.env_config)
     wrappers = tuple(wrapper_specs(config.env_wrappers, "env_wrappers"))
-    return functools.partial(_apply_wrappers, creator, wrappers) if wrappers else creator
+    if wrappers:
+        creator = functools.partial(_apply_wrappers, creator, wrappers)
+    return functools.partial(flatten_if_structured, creator)
 
 
 def make_env_creator(env: str | Callable[..., gym.Env[Any, Any]], **env_kwargs: Any) -> EnvCreator:

@@ -9,6 +9,7 @@ deep inside a rollout buffer.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -47,6 +48,8 @@ def env_name(env: Any) -> str:
     args = getattr(env, "args", None)  # make_env_creator's functools.partial(make, env_id)
     if isinstance(args, tuple) and args and isinstance(args[0], str):
         return args[0]
+    if isinstance(args, tuple) and args and isinstance(args[0], functools.partial):
+        return env_name(args[0])  # config_env_creator's partials around it
     target = getattr(env, "func", env)
     name = getattr(target, "__name__", None) or type(target).__name__
     return str(name)
@@ -125,7 +128,8 @@ def _check_space(name: str, space: Any) -> None:
     if not isinstance(space, _STACKABLE):
         raise ConfigError(
             f"VectorEnv: {name} {space} is not supported; use Box, Discrete, MultiDiscrete or "
-            "MultiBinary (flatten Dict/Tuple spaces with a gymnasium wrapper)"
+            "MultiBinary (the env creator of a config flattens Dict and Tuple observations: "
+            "rlflow.envs.flatten)"
         )
 
 

@@ -9,6 +9,7 @@ from rlflow.models.distributions import (
     ActionDistribution,
     Categorical,
     DiagGaussian,
+    MultiCategorical,
     dist_class_for,
 )
 from rlflow.models.nets import MLP, ActorCritic, NatureCNN, build_model, layer_init
@@ -19,6 +20,7 @@ __all__ = [
     "ActorCritic",
     "Categorical",
     "DiagGaussian",
+    "MultiCategorical",
     "NatureCNN",
     "build_model",
     "dist_class_for",

@@ -9,6 +9,10 @@ acted (PPO's KL term does).
 - :class:`Categorical` for ``Discrete(n)``: inputs are ``n`` unnormalised logits.
 - :class:`DiagGaussian` for a 1-D ``Box``: inputs are ``[mean, log_std]`` (``2 * dim`` values);
   actions are not clipped to the box (the env side clips), so ``logp`` stays exact.
+- :class:`MultiCategorical` for ``MultiDiscrete(nvec)``: independent categoricals, one per
+  component, inputs the ``sum(nvec)`` logits side by side; actions are int64 ``[B, len(nvec)]``
+  and ``logp``, ``entropy`` and ``kl`` are summed over the components (the joint distribution's,
+  so IMPALA's V-trace ratios and PPO's ratio see the whole action).
 
 Sampling takes an optional ``torch.Generator`` so that a policy seeded once samples the same
 actions on every run, whatever else touches torch's global RNG.
@@ -17,16 +21,25 @@ actions on every run, whatever else touches torch's global RNG.
 from __future__ import annotations
 
 import abc
+import functools
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from rlflow.errors import ConfigError
 
-__all__ = ["ActionDistribution", "Categorical", "DiagGaussian", "dist_class_for"]
+__all__ = [
+    "ActionDistribution",
+    "Categorical",
+    "DiagGaussian",
+    "MultiCategorical",
+    "dist_class_for",
+    "multi_discrete_nvec",
+]
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -160,11 +173,112 @@ class DiagGaussian(ActionDistribution):
         return (other.log_std - self.log_std + 0.5 * (var_ratio + mean_term) - 0.5).sum(-1)
 
 
+class MultiCategorical(ActionDistribution):
+    """Independent categoricals over ``MultiDiscrete(nvec)``, one per component.
+
+    Inputs are the components' logits side by side (``sum(nvec)`` values); actions are int64
+    ``[B, len(nvec)]``. :meth:`logp`, :meth:`entropy` and :meth:`kl` are the joint
+    distribution's: sums over the components. The class :func:`dist_class_for` returns (and
+    :meth:`for_nvec` builds) is a subclass with ``nvec`` fixed, so a policy builds it from
+    inputs alone, like the other distributions.
+
+    Example:
+        >>> dist = MultiCategorical.for_nvec((2, 3))(torch.zeros(1, 5))
+        >>> dist.deterministic().tolist(), round(float(dist.entropy()), 4)
+        ([[0, 0]], 1.7918)
+        >>> round(float(dist.logp(torch.tensor([[1, 2]]))), 4), round(math.log(1 / 6), 4)
+        (-1.7918, -1.7918)
+    """
+
+    nvec: ClassVar[tuple[int, ...]] = ()
+    """Number of choices of each component (set by :meth:`for_nvec`)."""
+
+    def __init__(self, inputs: torch.Tensor, *, generator: torch.Generator | None = None) -> None:
+        """Wrap ``inputs`` (see the class docstring for their layout)."""
+        super().__init__(inputs, generator=generator)
+        if not self.nvec:
+            raise TypeError(
+                "MultiCategorical has no nvec: build the class with MultiCategorical.for_nvec("
+                "nvec) (dist_class_for does)"
+            )
+        parts = torch.split(inputs, list(self.nvec), dim=-1)
+        self.log_probs = [F.log_softmax(part, dim=-1) for part in parts]
+        """Per component: normalised log-probabilities ``[B, nvec[i]]``."""
+
+    @staticmethod
+    def required_input_dim(action_space: gym.Space[Any]) -> int:
+        """Return ``sum(nvec)`` for ``MultiDiscrete(nvec)``."""
+        return sum(multi_discrete_nvec(action_space))
+
+    @classmethod
+    def for_nvec(cls, nvec: tuple[int, ...]) -> type[MultiCategorical]:
+        """The subclass for components of ``nvec`` choices (one class per ``nvec``, cached)."""
+        return _multi_categorical(tuple(int(n) for n in nvec))
+
+    def sample(self) -> torch.Tensor:
+        """Draw one index per component and row (``[B, len(nvec)]``)."""
+        draws = [
+            torch.multinomial(lp.detach().exp(), 1, generator=self.generator).squeeze(-1)
+            for lp in self.log_probs
+        ]
+        return torch.stack(draws, dim=-1)
+
+    def deterministic(self) -> torch.Tensor:
+        """Return the index of the largest logit of each component (``[B, len(nvec)]``)."""
+        return torch.stack([torch.argmax(lp, dim=-1) for lp in self.log_probs], dim=-1)
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        """Return ``sum_i log softmax(logits_i)[action_i]`` per row."""
+        index = actions.long()
+        parts = [lp.gather(-1, index[..., i : i + 1]) for i, lp in enumerate(self.log_probs)]
+        return torch.cat(parts, dim=-1).sum(-1)
+
+    def entropy(self) -> torch.Tensor:
+        """Return the sum over components of ``-sum(p * log p)`` per row."""
+        parts = [-(lp.exp() * lp).sum(-1) for lp in self.log_probs]
+        return torch.stack(parts, dim=-1).sum(-1)
+
+    def kl(self, other: ActionDistribution) -> torch.Tensor:
+        """Return the sum over components of ``sum(p * (log p - log q))`` per row."""
+        if not isinstance(other, MultiCategorical) or other.nvec != self.nvec:
+            raise TypeError(
+                f"MultiCategorical.kl needs another MultiCategorical over nvec={self.nvec}, got "
+                f"{type(other).__name__}"
+            )
+        pairs = zip(self.log_probs, other.log_probs, strict=True)
+        parts = [(lp.exp() * (lp - lq)).sum(-1) for lp, lq in pairs]
+        return torch.stack(parts, dim=-1).sum(-1)
+
+
+@functools.cache
+def _multi_categorical(nvec: tuple[int, ...]) -> type[MultiCategorical]:
+    """The `MultiCategorical` subclass with ``nvec`` fixed (built once per ``nvec``)."""
+    name = f"MultiCategorical{list(nvec)}"
+    return type(name, (MultiCategorical,), {"nvec": nvec, "__qualname__": name})
+
+
+def multi_discrete_nvec(action_space: gym.Space[Any]) -> tuple[int, ...]:
+    """``nvec`` of a 1-D ``MultiDiscrete`` whose components start at 0; `ConfigError` naming
+    the space otherwise."""
+    if not isinstance(action_space, gym.spaces.MultiDiscrete):
+        raise ConfigError(
+            f"MultiCategorical needs a MultiDiscrete action space, got {action_space!r}."
+        )
+    if action_space.nvec.ndim != 1 or np.any(action_space.start != 0):
+        raise ConfigError(
+            f"Action space {action_space!r}: rlflow supports MultiDiscrete action spaces with a "
+            "1-D nvec and components starting at 0. Wrap the env to reshape or shift its actions."
+        )
+    return tuple(int(n) for n in action_space.nvec)
+
+
 def dist_class_for(action_space: gym.Space[Any]) -> type[ActionDistribution]:
     """Return the distribution class for ``action_space``.
 
     ``Discrete`` (starting at 0) gives :class:`Categorical`; a 1-D ``Box`` gives
-    :class:`DiagGaussian`. Any other space raises :class:`ConfigError` naming it.
+    :class:`DiagGaussian`; a ``MultiDiscrete`` with a 1-D ``nvec`` (starting at 0) gives
+    :class:`MultiCategorical` for its ``nvec``. Any other space raises :class:`ConfigError`
+    naming it.
     """
     if isinstance(action_space, gym.spaces.Discrete):
         if int(action_space.start) != 0:
@@ -175,7 +289,9 @@ def dist_class_for(action_space: gym.Space[Any]) -> type[ActionDistribution]:
         return Categorical
     if isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
         return DiagGaussian
+    if isinstance(action_space, gym.spaces.MultiDiscrete):
+        return MultiCategorical.for_nvec(multi_discrete_nvec(action_space))
     raise ConfigError(
-        f"Unsupported action space {action_space!r}: rlflow has distributions for Discrete and "
-        "1-D Box action spaces. Flatten or wrap the env's action space."
+        f"Unsupported action space {action_space!r}: rlflow has distributions for Discrete, "
+        "MultiDiscrete and 1-D Box action spaces. Flatten or wrap the env's action space."
     )

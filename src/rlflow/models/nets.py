@@ -168,7 +168,7 @@ class ActorCritic(nn.Module):
 
     Args:
         obs_space: observation space (``Box`` or ``Discrete``).
-        action_space: action space (``Discrete`` or 1-D ``Box``).
+        action_space: action space (``Discrete``, ``MultiDiscrete`` or 1-D ``Box``).
         hidden: MLP hidden widths; ignored for images (the CNN's 512 units feed the heads).
         activation: a key of :data:`ACTIVATIONS` for the MLP.
         shared: one MLP trunk for both heads instead of separate policy and value MLPs.

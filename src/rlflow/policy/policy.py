@@ -43,6 +43,7 @@ import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 import torch
+from torch import nn
 
 from rlflow.checks import check_int, check_type
 from rlflow.config import ActorCriticConfig, AlgorithmConfig
@@ -55,7 +56,10 @@ from rlflow.data.sample_batch import (
     SampleBatch,
 )
 from rlflow.errors import ConfigError
-from rlflow.models import ActionDistribution, ActorCritic, build_model, dist_class_for
+from rlflow.models import ActionDistribution, dist_class_for
+from rlflow.models.actors import ActorExport
+from rlflow.models.custom import build_policy_model, export_policy_model
+from rlflow.policy.spaces import check_custom_model_support, check_policy_spaces
 from rlflow.returns import compute_advantages
 from rlflow.schedules import PiecewiseSchedule
 
@@ -80,7 +84,8 @@ class TorchPolicy(abc.ABC):
 
     Args:
         observation_space: the env's observation space.
-        action_space: the env's action space (``Discrete`` or 1-D ``Box``).
+        action_space: the env's action space (``Discrete``, ``MultiDiscrete`` or 1-D ``Box``;
+            what a subclass takes is in ``observation_space_types`` and ``action_space_types``).
         config: the algorithm's config, an instance of this class's ``config_class``
             (`rlflow.config.PolicySpec.policy_config` makes one from a run's config and a
             policy's overrides).
@@ -91,6 +96,17 @@ class TorchPolicy(abc.ABC):
 
     config_class: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig
     """The config class this policy reads (an algorithm's, or a base several share)."""
+
+    observation_space_types: ClassVar[tuple[type, ...]] = (gym.spaces.Box, gym.spaces.Discrete)
+    """The observation spaces the policy takes (`rlflow.policy.spaces.check_policy_spaces`)."""
+    action_space_types: ClassVar[tuple[type, ...]] = (
+        gym.spaces.Discrete,
+        gym.spaces.MultiDiscrete,
+        gym.spaces.Box,
+    )
+    """The action spaces the policy takes (1-D Box: `rlflow.models.dist_class_for`)."""
+    supports_custom_model: ClassVar[bool] = False
+    """Whether ``model.custom_model`` may replace the network (`rlflow.models.custom`)."""
 
     def __init__(
         self,
@@ -105,6 +121,8 @@ class TorchPolicy(abc.ABC):
         name = type(self).__name__
         cls = self.config_class
         check_type(config, f"{name}(config)", cls, f"a {cls.__name__}")
+        check_policy_spaces(type(self), observation_space, action_space)
+        check_custom_model_support(type(self), config.model)
         self.observation_space = observation_space
         self.action_space = action_space
         self.config = config
@@ -137,7 +155,9 @@ class TorchPolicy(abc.ABC):
         self.device: torch.device = resolve_device(config, self.worker_index)
         """Where the model runs and learns: ``cuda`` for the learner with ``num_gpus > 0`` (a
         worker with ``num_gpus_per_worker > 0``), else ``cpu``."""
-        self.model: ActorCritic = self._build_model(config, seed).to(self.device)
+        self.model: nn.Module = self._build_model(config, seed).to(self.device)
+        """The network: ``forward(obs) -> (dist_inputs, value)`` and ``value(obs)`` (an
+        `ActorCritic`, or the ``model.custom_model``)."""
         self._optimizer: torch.optim.Optimizer | None = None
         self._params = [p for p in self.model.parameters() if p.requires_grad]
 
@@ -160,22 +180,29 @@ class TorchPolicy(abc.ABC):
             for group in [] if self._optimizer is None else self._optimizer.param_groups:
                 group["lr"] = self.lr
 
-    def _build_model(self, config: AlgorithmConfig, seed: int | None) -> ActorCritic:
-        """Seed the generator and build the model under ``seed`` (torch's RNG left as it was)."""
-        model_cfg = {**_MODEL_DEFAULTS, **config.model}
+    def _build_model(self, config: AlgorithmConfig, seed: int | None) -> nn.Module:
+        """Seed the generator and build the model under ``seed`` (torch's RNG left as it was):
+        `rlflow.models.custom.build_policy_model` (the custom model, or an `ActorCritic`)."""
         with torch.random.fork_rng(devices=[]):
             if seed is None:
                 self.generator.seed()
             else:
                 torch.manual_seed(seed)
                 self.generator.manual_seed(seed)
-            return build_model(
-                self.observation_space,
-                self.action_space,
-                hidden=tuple(model_cfg["hidden"]),
-                activation=str(model_cfg["activation"]),
-                shared=bool(model_cfg["shared"]),
-            )
+            return build_policy_model(self.observation_space, self.action_space, self.model_config)
+
+    @property
+    def model_config(self) -> dict[str, Any]:
+        """The ``model`` options with their defaults (``hidden`` (64, 64), ``activation``
+        "tanh", ``shared`` False)."""
+        return {**_MODEL_DEFAULTS, **self.config.model}
+
+    def export_model(self) -> ActorExport:
+        """The policy's actor for `rlflow.export`: its `ActorCritic` as `ActorCriticActor`, a
+        custom model as `rlflow.models.custom.CustomModelActor`."""
+        return export_policy_model(
+            self.model, self.observation_space, self.action_space, self.model_config
+        )
 
     # -- acting -----------------------------------------------------------------------------
 
@@ -219,7 +246,7 @@ class TorchPolicy(abc.ABC):
     def value(self, obs: npt.ArrayLike) -> Array:
         """Return the value estimates ``[B]`` for a batch of observations, without gradients."""
         with torch.inference_mode():
-            values: torch.Tensor = self.model.value(self.obs_to_tensor(obs))
+            values: torch.Tensor = self.model.value(self.obs_to_tensor(obs))  # type: ignore[operator]
         return values.cpu().numpy()
 
     def postprocess_trajectory(self, batch: SampleBatch, *, last_value: float) -> SampleBatch:
@@ -402,6 +429,7 @@ class ActorCriticPolicy(TorchPolicy):
     """
 
     config_class: ClassVar[type[AlgorithmConfig]] = ActorCriticConfig
+    supports_custom_model: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -54,6 +54,7 @@ from rlflow.data.sample_batch import (
 from rlflow.errors import ConfigError
 from rlflow.models import MLP
 from rlflow.policy.policy import TorchPolicy
+from rlflow.policy.spaces import check_policy_spaces
 
 __all__ = ["TwinQModel", "TwinQPolicy", "polyak_update"]
 
@@ -129,6 +130,8 @@ class TwinQPolicy(TorchPolicy):
     """Rollout workers store `NEXT_OBS` for this policy."""
 
     config_class: ClassVar[type[AlgorithmConfig]] = TwinQConfig
+    observation_space_types: ClassVar[tuple[type, ...]] = (gym.spaces.Box,)
+    action_space_types: ClassVar[tuple[type, ...]] = (gym.spaces.Box,)
 
     algo_name: ClassVar[str] = "SAC or TD3"
     """The algorithm, for error messages."""
@@ -147,6 +150,7 @@ class TwinQPolicy(TorchPolicy):
     ) -> None:
         """Check the spaces (1-D Box actions with finite bounds), build the networks."""
         name = type(self).__name__
+        check_policy_spaces(type(self), observation_space, action_space)
         _check_box(action_space, "action_space", name, self.algo_name, bounded=True)
         _check_box(observation_space, "observation_space", name, self.algo_name, bounded=False)
         super().__init__(
@@ -161,7 +165,7 @@ class TwinQPolicy(TorchPolicy):
         self.act_dim = int(low.shape[0])
         self._mid = torch.as_tensor((high + low) / 2.0, device=self.device)
         self._half = torch.as_tensor((high - low) / 2.0, device=self.device)
-        self.model = self._build_twin_q(config, seed).to(self.device)  # type: ignore[assignment]
+        self.model = self._build_twin_q(config, seed).to(self.device)
         self.target_model: TwinQModel = copy.deepcopy(self.net).requires_grad_(False)
         """Polyak-averaged copy of :attr:`net`, moved by :meth:`update_target`."""
         self.optimizer = torch.optim.Adam(self._param_groups(config))

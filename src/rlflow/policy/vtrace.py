@@ -13,6 +13,10 @@ learner's V(`NEXT_OBS`) of its last row (0 after a terminal step). The policy as
 for `NEXT_OBS` (``requires_next_obs``) so that any contiguous slice of a batch is a valid input,
 which is what lets :meth:`VTracePolicyBase.learn_on_minibatches` cut minibatches anywhere.
 
+Every log-probability is the joint one of the whole action (`rlflow.models.MultiCategorical`
+sums its components'), so V-trace's ratios ``pi(a|x) / mu(a|x)`` are those of the joint
+action for ``MultiDiscrete`` spaces too.
+
 The losses live with their algorithms: `rlflow.algorithms.impala.policy.VTracePolicy` and
 `rlflow.algorithms.appo.policy.APPOPolicy` (a shared base stays in `rlflow.policy`, below the
 algorithms, so that neither algorithm imports the other). A subclass sets ``clip_rho``,
@@ -22,7 +26,7 @@ algorithms, so that neither algorithm imports the other). A subclass sets ``clip
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -102,6 +106,8 @@ class VTracePolicyBase(TorchPolicy):
 
     requires_next_obs = True
     """Workers store `NEXT_OBS`, from which sequences bootstrap (see :func:`sequence_ends`)."""
+
+    supports_custom_model: ClassVar[bool] = True
 
     def postprocess_trajectory(self, batch: SampleBatch, *, last_value: float) -> SampleBatch:
         """Return a copy of the fragment unchanged: V-trace is computed by the learner."""

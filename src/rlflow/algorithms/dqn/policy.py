@@ -129,6 +129,8 @@ class DQNPolicy(TorchPolicy):
     """Rollout workers store `NEXT_OBS` for this policy."""
 
     config_class: ClassVar[type[AlgorithmConfig]] = DQNConfig
+    observation_space_types: ClassVar[tuple[type, ...]] = (gym.spaces.Box,)
+    action_space_types: ClassVar[tuple[type, ...]] = (gym.spaces.Discrete,)
 
     def __init__(
         self,
@@ -160,7 +162,7 @@ class DQNPolicy(TorchPolicy):
         """The online Q network (also ``self.model``)."""
         # The base built an actor-critic; DQN replaces it with the Q network (same attribute,
         # so weights, gradients and checkpoints of the base work unchanged).
-        self.model = self.q_model  # type: ignore[assignment]
+        self.model = self.q_model
         self.target_model: QNetwork = copy.deepcopy(self.q_model).requires_grad_(False)
         """The target network, updated by :meth:`update_target`."""
         self._params = [p for p in self.q_model.parameters() if p.requires_grad]

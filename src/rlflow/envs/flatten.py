@@ -1,0 +1,205 @@
+"""Flat observations from Dict, Tuple, MultiDiscrete and MultiBinary spaces (RLlib's preprocessors).
+
+rlflow's models take a ``Box`` (or a ``Discrete``, one-hot encoded inside the model). So that
+every algorithm takes structured observations too, the env creator
+(`rlflow.envs.creator.config_env_creator`) wraps a single-agent env whose observation space is a
+``Dict``, ``Tuple``, ``MultiDiscrete`` or ``MultiBinary`` in :class:`FlattenObservations`: each
+observation becomes one float32 vector, its parts side by side in the space's order (a
+``Dict``'s keys in the order of ``space.spaces``: gymnasium sorts the keys of a plain dict).
+Per part:
+
+- ``Box``: its values in C order, with its bounds;
+- ``Discrete(n)``: one-hot, ``n`` values;
+- ``MultiDiscrete(nvec)``: each component one-hot, ``sum(nvec)`` values;
+- ``MultiBinary(n)``: its bits as 0.0/1.0;
+- ``Dict`` and ``Tuple``: their parts, flattened the same way (nesting to any depth).
+
+A space with a part of any other kind (``Text``, ``Graph``, ``Sequence``, ``OneOf``) is left as
+it is, and the algorithm's policy refuses it, naming the part (:func:`unflattenable_part`).
+Multi-agent envs are not wrapped. Observations given to a trained policy by hand
+(`Trainer.compute_single_action`, `rlflow.load_policy`) are the flat ones:
+:func:`flatten_observation` makes them.
+
+>>> space = spaces.Dict({"pos": spaces.Box(-1.0, 1.0, (2,)), "door": spaces.Discrete(3)})
+>>> flatten_space(space).shape
+(5,)
+>>> flatten_observation(space, {"pos": np.array([0.5, -0.5]), "door": 2}).tolist()
+[0.0, 0.0, 1.0, 0.5, -0.5]
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+from gymnasium import spaces
+
+from rlflow.errors import ConfigError
+
+__all__ = [
+    "FlattenObservations",
+    "ObservationFlattener",
+    "flatten_observation",
+    "flatten_space",
+    "needs_flattening",
+    "unflattenable_part",
+]
+
+Array = npt.NDArray[Any]
+
+_STRUCTURED = (spaces.Dict, spaces.Tuple, spaces.MultiDiscrete, spaces.MultiBinary)
+_LEAVES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+
+
+class _Part(NamedTuple):
+    """Where one leaf of a space goes in the flat vector."""
+
+    path: tuple[Any, ...]
+    """Keys (Dict) and indexes (Tuple) from the observation to the leaf."""
+    offset: int
+    """First index of the leaf's values in the flat vector."""
+    size: int
+    """Number of values the leaf takes."""
+    one_hot: Array | None
+    """For Discrete/MultiDiscrete: per component, its first one-hot index minus its start
+    (add the value to get the index, relative to ``offset``); None: values copied as they are."""
+
+
+def unflattenable_part(space: gym.Space[Any]) -> tuple[str, gym.Space[Any]] | None:
+    """The first part of ``space`` that cannot be flattened, as ``(where, part)`` (``where``:
+    ``"['key'][0]"`` from the top), or None when every part can.
+
+    >>> unflattenable_part(spaces.Dict({"a": spaces.Tuple((spaces.Text(4),))}))
+    ("['a'][0]", Text(1, 4, charset=...))
+    """
+    if isinstance(space, _LEAVES):
+        return None
+    if isinstance(space, spaces.Dict | spaces.Tuple):
+        items = space.spaces.items() if isinstance(space, spaces.Dict) else enumerate(space)
+        for key, sub in items:
+            found = unflattenable_part(sub)
+            if found is not None:
+                return f"[{key!r}]{found[0]}", found[1]
+        return None
+    return "", space
+
+
+def needs_flattening(space: gym.Space[Any]) -> bool:
+    """Whether the env creator flattens observations of ``space``: a ``Dict``, ``Tuple``,
+    ``MultiDiscrete`` or ``MultiBinary`` whose parts can all be flattened."""
+    return isinstance(space, _STRUCTURED) and unflattenable_part(space) is None
+
+
+def _parts(space: gym.Space[Any], path: tuple[Any, ...], offset: int) -> list[_Part]:
+    """The leaves of ``space`` in flat order, starting at ``offset``."""
+    if isinstance(space, spaces.Dict | spaces.Tuple):
+        items = space.spaces.items() if isinstance(space, spaces.Dict) else enumerate(space)
+        out: list[_Part] = []
+        for key, sub in items:
+            out += _parts(sub, (*path, key), offset)
+            offset = out[-1].offset + out[-1].size if out else offset
+        return out
+    if isinstance(space, spaces.Discrete):
+        return [_Part(path, offset, int(space.n), np.array([-int(space.start)]))]
+    if isinstance(space, spaces.MultiDiscrete):
+        nvec, start = space.nvec.reshape(-1), np.asarray(space.start).reshape(-1)
+        firsts = np.concatenate([[0], np.cumsum(nvec)[:-1]]) - start
+        return [_Part(path, offset, int(nvec.sum()), firsts.astype(np.int64))]
+    if isinstance(space, spaces.Box | spaces.MultiBinary):
+        return [_Part(path, offset, int(np.prod(space.shape)), None)]
+    raise ConfigError(
+        f"cannot flatten observation space part {space!r} at {path!r}: flattened parts are "
+        "Box, Discrete, MultiDiscrete, MultiBinary, Dict and Tuple"
+    )
+
+
+def _bounds(space: gym.Space[Any], part: _Part) -> tuple[Array, Array]:
+    """The low and high bounds of one leaf's flat values."""
+    leaf = space
+    for key in part.path:
+        leaf = leaf[key]  # type: ignore[index]
+    if isinstance(leaf, spaces.Box):
+        low = np.asarray(leaf.low, np.float32).reshape(-1)
+        return low, np.asarray(leaf.high, np.float32).reshape(-1)
+    return np.zeros(part.size, np.float32), np.ones(part.size, np.float32)
+
+
+class ObservationFlattener:
+    """Flattens observations of one space (see the module docstring); build once, call often.
+
+    Args:
+        space: a ``Dict``, ``Tuple``, ``MultiDiscrete``, ``MultiBinary``, ``Box`` or ``Discrete``
+            space; `ConfigError` naming the part that cannot be flattened otherwise.
+    """
+
+    def __init__(self, space: gym.Space[Any]) -> None:
+        """Lay out the parts of ``space`` and build the flat ``Box``."""
+        self.original_space = space
+        """The space the observations come in."""
+        self.parts = tuple(_parts(space, (), 0))
+        self.size = sum(part.size for part in self.parts)
+        """Length of a flat observation."""
+        bounds = [_bounds(space, part) for part in self.parts]
+        low = np.concatenate([b[0] for b in bounds]) if bounds else np.zeros(0, np.float32)
+        high = np.concatenate([b[1] for b in bounds]) if bounds else np.zeros(0, np.float32)
+        self.space = spaces.Box(low, high, (self.size,), np.float32)
+        """The flat observation space: a float32 ``Box`` of shape ``(size,)``."""
+
+    def __call__(self, obs: Any) -> npt.NDArray[np.float32]:
+        """The flat float32 vector of one observation; `ConfigError` naming the part when
+        ``obs`` does not fit the space (a missing key, a wrong size)."""
+        out = np.zeros(self.size, np.float32)
+        for part in self.parts:
+            try:
+                value = obs
+                for key in part.path:
+                    value = value[key]
+                flat = np.asarray(value).reshape(-1)
+                if part.one_hot is None:
+                    out[part.offset : part.offset + part.size] = flat
+                else:
+                    out[part.offset + part.one_hot + flat.astype(np.int64)] = 1.0
+            except (KeyError, IndexError, TypeError, ValueError) as err:
+                raise ConfigError(
+                    f"FlattenObservations: observation part {part.path!r} does not fit "
+                    f"{self.original_space} ({err!r}); fix the env or its observation_space"
+                ) from None
+        return out
+
+
+def flatten_space(space: gym.Space[Any]) -> spaces.Box:
+    """The flat ``Box`` that observations of ``space`` become (see the module docstring)."""
+    return ObservationFlattener(space).space
+
+
+def flatten_observation(space: gym.Space[Any], obs: Any) -> npt.NDArray[np.float32]:
+    """One observation of ``space`` flattened as the env creator's wrapper does (builds the
+    layout on each call: for many observations keep an :class:`ObservationFlattener`)."""
+    return ObservationFlattener(space)(obs)
+
+
+class FlattenObservations(gym.ObservationWrapper[npt.NDArray[np.float32], Any, Any]):
+    """An env whose observations are flattened (see the module docstring); the env creator
+    applies it to single-agent envs whose observation space :func:`needs_flattening`.
+
+    Unlike gymnasium's ``FlattenObservation`` it writes every ``Discrete`` part one-hot (so
+    ``MultiDiscrete`` and nested ones too), and it raises `ConfigError` naming the part that
+    does not fit.
+
+    >>> env = FlattenObservations(gym.make("Blackjack-v1"))
+    >>> env.observation_space.shape, float(env.reset(seed=0)[0].sum())
+    ((45,), 3.0)
+    """
+
+    def __init__(self, env: gym.Env[Any, Any]) -> None:
+        """Wrap ``env``; `ConfigError` if its observation space cannot be flattened."""
+        super().__init__(env)
+        self.flattener = ObservationFlattener(env.observation_space)
+        """The layout of the flat observations."""
+        self.observation_space = self.flattener.space
+
+    def observation(self, observation: Any) -> npt.NDArray[np.float32]:
+        """The flat observation."""
+        return self.flattener(observation)
