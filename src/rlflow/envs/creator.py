@@ -31,6 +31,7 @@ def _check_registered(env_id: str) -> None:
                 f"imported ({err}); install it or fix the module part before ':'"
             ) from err
     if name in gym.registry:
+        _check_mujoco(name)
         return
     close = difflib.get_close_matches(name, list(gym.registry), n=3, cutoff=0.6)
     hint = (
@@ -39,6 +40,20 @@ def _check_registered(env_id: str) -> None:
         else ("see gymnasium.pprint_registry() for the registered ids")
     )
     raise ConfigError(f"make_env_creator: unknown Gymnasium env id {env_id!r}; {hint}")
+
+
+def _check_mujoco(env_id: str) -> None:
+    """Raise `ConfigError` naming the ``mujoco`` extra if ``env_id`` is one of Gymnasium's
+    MuJoCo envs (``HalfCheetah-v5``, ...) and mujoco cannot be imported."""
+    if not str(gym.registry[env_id].entry_point).startswith("gymnasium.envs.mujoco"):
+        return
+    try:
+        import mujoco  # noqa: F401
+    except ImportError as err:
+        raise ConfigError(
+            f"make_env_creator: env id {env_id!r} is a MuJoCo env and mujoco could not be "
+            f'imported ({err}); install the mujoco extra: pip install "rl-flow[mujoco]"'
+        ) from None
 
 
 ALE_PREFIX = "ALE/"
