@@ -73,6 +73,10 @@ def wrapper_specs(items: Any, label: str) -> list[WrapperSpec]:
     return specs
 
 
+VECTOR_ENVS = ("auto", "rlflow", "gymnasium", "gymnasium-sync", "gymnasium-async", "envpool")
+"""The values of ``vector_env``, the env engine of a rollout worker (`rlflow.envs.gym_vector`)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class EnvRunConfig(LoggingConfig):
     """Env wrappers and periodic evaluation (the logging, resource and failure fields come
@@ -89,6 +93,15 @@ class EnvRunConfig(LoggingConfig):
     under ``evaluation/`` keys (``evaluation/episode_return_mean``, ...)."""
     evaluation_num_episodes: int = 10
     """Episodes per periodic evaluation, >= 1."""
+    vector_env: str = "auto"
+    """The env engine of each rollout worker (`rlflow.envs.gym_vector`): ``"rlflow"`` (N envs
+    stepped in one in-process loop), ``"gymnasium-sync"`` / ``"gymnasium-async"``
+    (``gymnasium.vector.SyncVectorEnv`` / ``AsyncVectorEnv``, the same trajectories),
+    ``"gymnasium"`` (``gymnasium.make_vec`` with the env's vectorized entry point where it
+    registers one, such as CartPole-v1's numpy ``CartPoleVectorEnv``, else sync),
+    ``"envpool"`` (if installed) or ``"auto"``: the fastest engine measured for the env's family,
+    ``"rlflow"`` so far. Only ``"rlflow"`` restarts failed sub-envs and steps multi-agent envs
+    (another explicit value is a `ConfigError` then; ``"auto"`` picks ``"rlflow"``)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -96,3 +109,8 @@ class EnvRunConfig(LoggingConfig):
         wrapper_specs(self.env_wrappers, f"{name}.env_wrappers")
         check_int(self.evaluation_interval, f"{name}.evaluation_interval", low=0)
         check_int(self.evaluation_num_episodes, f"{name}.evaluation_num_episodes", low=1)
+        if self.vector_env not in VECTOR_ENVS:
+            raise ConfigError(
+                f"{name}.vector_env={self.vector_env!r}: must be one of "
+                f"{', '.join(repr(v) for v in VECTOR_ENVS)}"
+            )
