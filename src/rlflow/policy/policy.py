@@ -36,7 +36,7 @@ from __future__ import annotations
 import abc
 import copy
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -59,6 +59,7 @@ from rlflow.errors import ConfigError
 from rlflow.models import ActionDistribution, dist_class_for
 from rlflow.models.actors import ActorExport
 from rlflow.models.custom import build_policy_model, export_policy_model
+from rlflow.policy.adam import Adam
 from rlflow.policy.spaces import check_custom_model_support, check_policy_spaces
 from rlflow.returns import compute_advantages
 from rlflow.schedules import PiecewiseSchedule
@@ -158,19 +159,19 @@ class TorchPolicy(abc.ABC):
         self.model: nn.Module = self._build_model(config, seed).to(self.device)
         """The network: ``forward(obs) -> (dist_inputs, value)`` and ``value(obs)`` (an
         `ActorCritic`, or the ``model.custom_model``)."""
-        self._optimizer: torch.optim.Optimizer | None = None
+        self._optimizer: Adam | None = None
         self._params = [p for p in self.model.parameters() if p.requires_grad]
 
     @property
-    def optimizer(self) -> torch.optim.Optimizer:
+    def optimizer(self) -> Adam:
         """Adam over ``model``'s parameters at ``lr``, built on first use: rollout workers
         never step, and building one imports ``torch._dynamo`` (about a second per process)."""
         if self._optimizer is None:
-            self._optimizer = torch.optim.Adam(self.model.parameters(), lr=self.lr)
+            self._optimizer = Adam(self.model.parameters(), lr=self.lr)
         return self._optimizer
 
     @optimizer.setter
-    def optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+    def optimizer(self, optimizer: Adam) -> None:
         self._optimizer = optimizer
 
     def on_global_var_update(self, global_vars: Mapping[str, Any]) -> None:
@@ -285,9 +286,13 @@ class TorchPolicy(abc.ABC):
 
     def _backward(self, batch: Mapping[str, Array]) -> dict[str, float]:
         """Fill every parameter's ``.grad`` (clipped) from the loss on ``batch``; return stats."""
+        return self._backward_tensors(self.batch_to_tensors(batch))
+
+    def _backward_tensors(self, tensors: dict[str, torch.Tensor]) -> dict[str, float]:
+        """`_backward` on a batch already converted by `batch_to_tensors`."""
         for p in self._params:
             p.grad = None
-        loss, stats = self.loss(self.batch_to_tensors(batch))
+        loss, stats = self.loss(tensors)
         torch.autograd.backward(loss)
         for p in self._params:
             if p.grad is None:
@@ -361,14 +366,44 @@ class TorchPolicy(abc.ABC):
         lag = self.lag_stats(batch)  # before the first step: later minibatches add the epochs
         totals: dict[str, float] = {}
         steps = 0
-        for _ in range(num_sgd_iter):
-            for minibatch in batch.minibatches(sgd_minibatch_size, rng):
-                for key, val in self.learn_on_batch(minibatch).items():
-                    totals[key] = totals.get(key, 0.0) + val
-                steps += 1
+        for minibatch_stats in self._minibatch_steps(batch, num_sgd_iter, sgd_minibatch_size, rng):
+            for key, val in minibatch_stats.items():
+                totals[key] = totals.get(key, 0.0) + val
+            steps += 1
         stats = {key: total / max(steps, 1) for key, total in totals.items()}
         stats["num_steps"] = float(steps)
         return {**stats, **lag}
+
+    def _minibatch_steps(
+        self, batch: SampleBatch, num_sgd_iter: int, size: int, rng: np.random.Generator
+    ) -> Iterator[dict[str, float]]:
+        """One optimizer step per shuffled minibatch, epoch after epoch; yields each one's stats.
+
+        When `learn_on_batch` and `_backward` are this class's own, the batch is converted to
+        tensors once and each minibatch is indexed from them (the same rows, permutation and
+        numbers as converting each minibatch of ``batch.minibatches(size, rng)``, without
+        re-shuffling and re-converting every column for every step).
+        """
+        plain = (
+            type(self).learn_on_batch is TorchPolicy.learn_on_batch
+            and type(self)._backward is TorchPolicy._backward
+        )
+        if not plain:
+            for _ in range(num_sgd_iter):
+                for minibatch in batch.minibatches(size, rng):
+                    yield self.learn_on_batch(minibatch)
+            return
+        size = check_int(size, "SampleBatch.minibatches: size", low=1)
+        tensors = self.batch_to_tensors(batch)
+        count = batch.count
+        for _ in range(num_sgd_iter):
+            perm = torch.from_numpy(rng.permutation(count)).to(self.device)
+            for start in range(0, count - size + 1, size) if size < count else [0] * (count > 0):
+                rows = perm[start : start + size]
+                stats = self._backward_tensors({k: t[rows] for k, t in tensors.items()})
+                self.optimizer.step()
+                self.num_grad_updates += 1
+                yield stats
 
     # -- state ------------------------------------------------------------------------------
 

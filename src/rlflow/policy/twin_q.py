@@ -53,6 +53,7 @@ from rlflow.data.sample_batch import (
 )
 from rlflow.errors import ConfigError
 from rlflow.models import MLP
+from rlflow.policy.adam import Adam
 from rlflow.policy.policy import TorchPolicy
 from rlflow.policy.spaces import check_policy_spaces
 
@@ -168,7 +169,7 @@ class TwinQPolicy(TorchPolicy):
         self.model = self._build_twin_q(config, seed).to(self.device)
         self.target_model: TwinQModel = copy.deepcopy(self.net).requires_grad_(False)
         """Polyak-averaged copy of :attr:`net`, moved by :meth:`update_target`."""
-        self.optimizer = torch.optim.Adam(self._param_groups(config))
+        self.optimizer = Adam(self._param_groups(config))
         self._params = [p for p in self.model.parameters() if p.requires_grad]
         self._last_td_error: Array | None = None
 
