@@ -60,6 +60,7 @@ RANKS = {
     "data": 4,
     "envs": 4,
     "models": 4,
+    "filters": 4,
     "returns": 5,
     "vtrace": 5,
     "policy": 6,

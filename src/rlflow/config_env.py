@@ -1,5 +1,6 @@
-"""`EnvRunConfig`: Gymnasium wrappers named in a config (``env_wrappers``) and periodic
-evaluation during training (``evaluation_interval``, ``evaluation_num_episodes``).
+"""`EnvRunConfig`: Gymnasium wrappers named in a config (``env_wrappers``), the observation
+filter (``observation_filter``) and periodic evaluation during training
+(``evaluation_interval``, ``evaluation_num_episodes``).
 
 `rlflow.config.AlgorithmConfig` extends it. The wrappers are applied by the env creator that
 `rlflow.envs.config_env_creator` builds from a config; the evaluation runs in
@@ -14,11 +15,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from rlflow.checks import check_int
+from rlflow.checks import check_int, check_type
 from rlflow.config_logging import LoggingConfig
 from rlflow.errors import ConfigError
 
-__all__ = ["EnvRunConfig", "WrapperSpec", "resolve_wrapper", "wrapper_specs"]
+__all__ = [
+    "OBSERVATION_FILTERS",
+    "EnvRunConfig",
+    "WrapperSpec",
+    "resolve_wrapper",
+    "wrapper_specs",
+]
+
+OBSERVATION_FILTERS = ("NoFilter", "MeanStdFilter")
+"""The values of ``observation_filter`` (RLlib's names); see `rlflow.filters`."""
 
 
 class WrapperSpec(NamedTuple):
@@ -87,6 +97,15 @@ class EnvRunConfig(LoggingConfig):
     each a dotted path (``"gymnasium.wrappers.ClipAction"``) or a dict ``{"name": path,
     "kwargs": {...}}`` (``Wrapper(env, **kwargs)``). An unknown name is a `ConfigError` naming
     it. Single-agent Gymnasium envs only. Empty: none."""
+    observation_filter: str = "NoFilter"
+    """``"NoFilter"`` or ``"MeanStdFilter"`` (RLlib's names). ``"MeanStdFilter"``: each rollout
+    worker normalizes every observation element by a running mean and std, ``(x - mean) / (std
+    + 1e-8)`` clipped to [-10, 10], before the policy sees it (sample batches hold the filtered
+    observations); one filter per policy. Once per training iteration the learner merges the
+    workers' new statistics and sends the merged filter back (`rlflow.filters`,
+    `rlflow.ops.filters`). Evaluation, `rlflow.Trainer.compute_actions` and exported policies
+    apply the learner's filter frozen; checkpoints hold it. Box observations only, not images
+    (`ConfigError` otherwise)."""
     evaluation_interval: int = 0
     """Evaluate every this many training iterations, >= 0 (0: never): greedy episodes on a
     fresh env of the learner (`rlflow.Trainer.evaluate`), reported in that iteration's result
@@ -107,6 +126,15 @@ class EnvRunConfig(LoggingConfig):
         super().__post_init__()
         name = type(self).__name__
         wrapper_specs(self.env_wrappers, f"{name}.env_wrappers")
+        label = f"{name}.observation_filter"
+        check_type(self.observation_filter, label, str, "'NoFilter' or 'MeanStdFilter'")
+        if self.observation_filter not in OBSERVATION_FILTERS:
+            close = difflib.get_close_matches(self.observation_filter, OBSERVATION_FILTERS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(
+                f"{label}={self.observation_filter!r}: must be one of "
+                f"{', '.join(repr(f) for f in OBSERVATION_FILTERS)}{hint}"
+            )
         check_int(self.evaluation_interval, f"{name}.evaluation_interval", low=0)
         check_int(self.evaluation_num_episodes, f"{name}.evaluation_num_episodes", low=1)
         if self.vector_env not in VECTOR_ENVS:

@@ -96,7 +96,7 @@ def set_run_state(workers: Any, state: Mapping[str, Any]) -> None:
     """Load `run_state` output into ``workers`` and the driver's RNGs.
 
     Remote workers without a saved state (more than were saved, or dead at save time) get the
-    learner's weights; saved replay buffers are restored whatever this run's
+    learner's weights and observation filters; saved replay buffers are restored whatever this run's
     ``checkpoint_replay_buffers`` (it decides what is saved).
     """
     import torch
@@ -113,6 +113,8 @@ def set_run_state(workers: Any, state: Mapping[str, Any]) -> None:
             len(remotes),
         )
         workers.sync_weights()
+        saved_ids = {id(w) for w, _ in pairs}
+        workers.sync_filters(to=[w for w in remotes if id(w) not in saved_ids])
     restore_replay_buffers(workers, state.get("replay_buffers", {}))
     random.setstate(state["rng"]["python"])
     np.random.set_state(state["rng"]["numpy"])

@@ -23,12 +23,23 @@ import torch
 
 from rlflow.errors import ConfigError
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "SPEC_FILE", "WEIGHTS_FILE", "read_export", "write_export"]
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "READ_VERSIONS",
+    "SPEC_FILE",
+    "WEIGHTS_FILE",
+    "read_export",
+    "write_export",
+]
 
 FORMAT = "rlflow-policy"
 """The ``format`` field of every ``policy.json``."""
-FORMAT_VERSION = 1
-"""The ``format_version`` this rlflow writes and reads."""
+FORMAT_VERSION = 2
+"""The ``format_version`` this rlflow writes. 2 added ``observation_filter`` (a reader that
+ignored it would act on unfiltered observations, so readers of 1 refuse it)."""
+READ_VERSIONS = (1, 2)
+"""The ``format_version`` values this rlflow reads (1: no observation filter)."""
 SPEC_FILE = "policy.json"
 """The spec's file name inside an export directory."""
 WEIGHTS_FILE = "weights.pt"
@@ -77,10 +88,11 @@ def _read_spec(path: Path) -> dict[str, Any]:
         raise ConfigError(f"load_policy: {str(spec_file)!r} is not readable JSON ({err})") from err
     if not isinstance(spec, dict) or spec.get("format") != FORMAT:
         raise ConfigError(f"load_policy: {str(spec_file)!r} is not an {FORMAT} spec")
-    if spec.get("format_version") != FORMAT_VERSION:
+    if spec.get("format_version") not in READ_VERSIONS:
         raise ConfigError(
             f"load_policy: {str(spec_file)!r} has format_version "
-            f"{spec.get('format_version')!r}; this rlflow reads {FORMAT_VERSION}"
+            f"{spec.get('format_version')!r}; this rlflow reads "
+            f"{', '.join(map(str, READ_VERSIONS))}"
         )
     return spec
 

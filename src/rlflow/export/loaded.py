@@ -3,6 +3,9 @@
 Loading imports torch, Gymnasium and the actor's module only: no Ray, no worker, no trainer,
 no config class. Actions follow the env rule of training and evaluation
 (`rlflow.envs.records.env_action`): Box actions clipped to the bounds, Discrete ones as ints.
+Observations are given raw, as the env returns them: an export of a run with
+``observation_filter="MeanStdFilter"`` normalizes them with the learner's filter, frozen
+(`LoadedPolicy.obs_filter`), as `rlflow.Trainer.compute_actions` and evaluation do.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from rlflow.checks import check_bool
 from rlflow.errors import ConfigError
 from rlflow.export.files import read_export
 from rlflow.export.spaces import space_from_json
+from rlflow.filters import filter_from_json
 from rlflow.models.actors import ExportableActor, actor_class
 
 __all__ = ["LoadedPolicy", "batch_actions", "load_policy", "obs_batch"]
@@ -70,6 +74,9 @@ class LoadedPolicy:
         """The export's spec (the parsed ``policy.json``)."""
         self.observation_space = space_from_json(spec["observation_space"])
         self.action_space = space_from_json(spec["action_space"])
+        self.obs_filter = filter_from_json(spec.get("observation_filter"))
+        """The frozen observation filter of the run (None: ``"NoFilter"``): a callable
+        ``raw obs batch -> filtered batch`` applied before the actor."""
         self.generator = torch.Generator()
         """The RNG of exploring actions (reseed it with :meth:`seed`)."""
         self.seed(seed)
@@ -87,10 +94,13 @@ class LoadedPolicy:
             self.generator.manual_seed(int(seed))
 
     def compute_actions(self, obs_batch_: npt.ArrayLike, *, explore: bool = False) -> Array:
-        """Actions ``[B, ...]`` for observations ``[B, *obs_shape]``: greedy (the distribution's
-        mode, argmax Q), or with ``explore`` drawn with :attr:`generator`."""
+        """Actions ``[B, ...]`` for raw observations ``[B, *obs_shape]`` (filtered first by
+        :attr:`obs_filter`, if any): greedy (the distribution's mode, argmax Q), or with
+        ``explore`` drawn with :attr:`generator`."""
         explore = check_bool(explore, "LoadedPolicy.compute_actions: explore")
         obs = obs_batch(self.observation_space, obs_batch_, "LoadedPolicy.compute_actions")
+        if self.obs_filter is not None:
+            obs = self.obs_filter(obs)
         with torch.inference_mode():
             actions = self.actor.act(
                 torch.from_numpy(obs), explore=explore, generator=self.generator
@@ -118,6 +128,10 @@ def load_policy(path: str | Path, *, seed: int | None = None) -> LoadedPolicy:
     path or a damaged, foreign or unsafe export.
     """
     spec, weights = read_export(path)
+    try:
+        filter_from_json(spec.get("observation_filter"))  # a bad record: named with the path
+    except ConfigError as err:
+        raise ConfigError(f"load_policy: {str(path)!r}: {err}") from err
     try:
         cls = actor_class(str(spec["actor_class"]))
         obs_space = space_from_json(spec["observation_space"])

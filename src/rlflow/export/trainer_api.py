@@ -3,7 +3,9 @@
 They act with the learner's policies (the local worker's, in the driver process) and export
 one of them for `rlflow.load_policy`, each while the plan's learner threads (IMPALA, APPO,
 Ape-X) are held between updates (`rlflow.ops.learner_thread.learners_paused`), so a call sees
-one version of the weights. An asynchronous run keeps learning between two calls.
+one version of the weights. An asynchronous run keeps learning between two calls. With an
+``observation_filter`` they take raw observations: the learner's filter normalizes them,
+frozen (its statistics are not updated), and the export holds it.
 """
 
 from __future__ import annotations
@@ -52,15 +54,20 @@ class PolicyUse:
         explore: bool = False,
         policy_id: str = DEFAULT_POLICY_ID,
     ) -> npt.NDArray[Any]:
-        """Actions ``[B, ...]`` of policy ``policy_id`` for observations ``[B, *obs_shape]``:
-        greedy, or sampled with ``explore=True`` (drawing from the policy's generator, and for
-        DQN counting towards its epsilon schedule, as sampling does). Box actions are clipped
-        to the bounds, as the env gets them. `ConfigError` for an unknown ``policy_id`` or
-        observations that are not a batch of the policy's observation space."""
+        """Actions ``[B, ...]`` of policy ``policy_id`` for raw observations ``[B,
+        *obs_shape]`` (normalized first by the learner's observation filter, frozen, if the
+        run has one): greedy, or sampled with ``explore=True`` (drawing from the policy's
+        generator, and for DQN counting towards its epsilon schedule, as sampling does). Box
+        actions are clipped to the bounds, as the env gets them. `ConfigError` for an unknown
+        ``policy_id`` or observations that are not a batch of the policy's observation space."""
         explore = check_bool(explore, "Trainer.compute_actions: explore")
         policy = self._policy("compute_actions", policy_id)
         obs = obs_batch(policy.observation_space, obs_batch_, "Trainer.compute_actions")
-        with learners_paused(self.workers.local_worker()):
+        local = self.workers.local_worker()
+        with learners_paused(local):
+            obs_filter = local.filters.get(policy_id)
+            if obs_filter is not None:
+                obs = obs_filter(obs, update=False)
             actions, _ = policy.compute_actions(obs, explore=explore)
         return batch_actions(policy.action_space, np.asarray(actions))
 
@@ -82,10 +89,18 @@ class PolicyUse:
         and the env (id, ``env_config``, wrappers: observations must be preprocessed as in
         training); ``weights.pt`` the tensors (loaded with ``torch.load(weights_only=True)``).
         A policy class exports its own network by defining ``export_model()``
-        (`rlflow.models.actors`); without one, its `ActorCritic` model is exported.
+        (`rlflow.models.actors`); without one, its `ActorCritic` model is exported. The
+        learner's observation filter of the policy (``observation_filter``) is saved with its
+        current statistics: the loaded policy takes raw observations, as this trainer does.
         """
         policy = self._policy("export_policy", policy_id)
-        with learners_paused(self.workers.local_worker()):
+        local = self.workers.local_worker()
+        with learners_paused(local):
             return export_policy(
-                policy, path, algorithm=self.algorithm, policy_id=policy_id, config=self.config
+                policy,
+                path,
+                algorithm=self.algorithm,
+                policy_id=policy_id,
+                config=self.config,
+                obs_filter=local.filters.get(policy_id),
             )

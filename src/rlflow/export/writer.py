@@ -7,6 +7,11 @@ actor's class and options (`rlflow.models.actors`), the observation and action s
 its ``env_config`` and whether rlflow wraps it (``ALE/...`` ids get the DeepMind wrappers of
 `rlflow.envs.atari.make_atari`); observations given to a loaded policy must come from an env
 built the same way. The weights go to ``weights.pt`` (`rlflow.export.files`).
+
+With ``observation_filter="MeanStdFilter"`` the spec also holds the learner's filter
+(``observation_filter``: mean, std, clip and epsilon, `rlflow.filters.filter_to_json`), which
+the loaded policy applies, frozen, to the raw observations it is given; without one it says
+``{"name": "NoFilter"}``.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from rlflow import __version__
 from rlflow.errors import ConfigError
 from rlflow.export.files import write_export
 from rlflow.export.spaces import space_to_json
+from rlflow.filters import MeanStdFilter, filter_to_json
 from rlflow.models.actors import ActorCriticActor, ActorExport, class_path
 from rlflow.models.nets import ActorCritic
 
@@ -84,11 +90,18 @@ def _check_rebuilds(export: ActorExport, policy: Any) -> None:
 
 
 def export_policy(
-    policy: Any, path: str | Path, *, algorithm: str, policy_id: str, config: Any
+    policy: Any,
+    path: str | Path,
+    *,
+    algorithm: str,
+    policy_id: str,
+    config: Any,
+    obs_filter: MeanStdFilter | None = None,
 ) -> str:
     """Write ``policy`` (of ``algorithm``, named ``policy_id`` in a run with ``config``) as the
-    directory ``path`` (see the module docstring); return its path. An export already there is
-    replaced once the new one is complete."""
+    directory ``path`` (see the module docstring); return its path. ``obs_filter``: the
+    policy's observation filter (the learner's), saved with its current statistics. An export
+    already there is replaced once the new one is complete."""
     export = actor_export(policy)
     try:
         options = json.loads(json.dumps(export.options, allow_nan=False))
@@ -105,5 +118,6 @@ def export_policy(
         "observation_space": space_to_json(policy.observation_space),
         "action_space": space_to_json(policy.action_space),
         "env": env_record(config),
+        "observation_filter": filter_to_json(obs_filter),
     }
     return write_export(path, spec, export.weights)

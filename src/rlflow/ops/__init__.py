@@ -19,6 +19,8 @@ Sources (snake_case functions that build a stream) and stages (PascalCase callab
   :class:`BroadcastUpdateLearnerWeights`, :class:`UpdateKL`;
 - intensity (:mod:`rlflow.ops.intensity`): :class:`KeepTrainingIntensity` (replayed per
   sampled env steps held in an asynchronous plan);
+- filters (:mod:`rlflow.ops.filters`): :class:`SyncObservationFilters` (the learner merges the
+  workers' observation filter deltas and broadcasts the result, once per iteration);
 - learner info (:mod:`rlflow.ops.learner_info`): :func:`record_learner_info` (what every update
   operator calls with its stats) and :func:`pop_policy_lag` (the result's policy lag).
 
@@ -35,6 +37,7 @@ from rlflow.ops.concurrency import (
     concurrently,
     dequeue,
 )
+from rlflow.ops.filters import SyncObservationFilters
 from rlflow.ops.intensity import KeepTrainingIntensity
 from rlflow.ops.learner import (
     BroadcastUpdateLearnerWeights,
@@ -102,6 +105,7 @@ __all__ = [
     "SelectExperiences",
     "StandardizeFields",
     "StoreToReplayBuffer",
+    "SyncObservationFilters",
     "Tagged",
     "TrainOneStep",
     "TrainResult",

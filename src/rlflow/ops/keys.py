@@ -56,6 +56,8 @@ APPLY_GRAD_TIMER: Final = "apply_grad"
 """Time applying gradients on the learner (ApplyGradients)."""
 COMPUTE_GRADS_TIMER: Final = "compute_grads"
 """Time computing gradients on the learner (ComputeGradients)."""
+FILTER_SYNC_TIMER: Final = "filter_sync"
+"""Time to gather, merge and broadcast the observation filters (SyncObservationFilters)."""
 
 # ----------------------------------------------------------------------------- info
 LEARNER_INFO: Final = "learner"

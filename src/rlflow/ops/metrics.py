@@ -18,6 +18,7 @@ from rlflow.config import AlgorithmConfig
 from rlflow.envs import EpisodeStat
 from rlflow.errors import ActorDiedError, WorkerError
 from rlflow.ops import keys
+from rlflow.ops.filters import SyncObservationFilters
 from rlflow.ops.learner_info import pop_policy_lag
 from rlflow.ops.recovery import recreate_in_plan
 from rlflow.workers import WorkerMetrics, WorkerSet
@@ -308,8 +309,14 @@ def standard_metrics_reporting(
     ``config.min_time_s_per_iteration`` seconds passed since the last result (both 0: one
     result per train item), then collects metrics over the last
     ``config.metrics_num_episodes_for_smoothing`` episodes. The learner's policies are told
-    the global ``timestep`` after every train item (their ``lr_schedule`` follows it).
+    the global ``timestep`` after every train item (their ``lr_schedule`` follows it). With an
+    ``observation_filter`` other than ``"NoFilter"`` the workers' filters are synced once per
+    iteration, before the metrics (:class:`~rlflow.ops.filters.SyncObservationFilters`).
     """
     done = _IterationDone(config.min_steps_per_iteration, config.min_time_s_per_iteration)
     collect = CollectMetrics(workers, smoothing_episodes=config.metrics_num_episodes_for_smoothing)
-    return train_op.for_each(_LearnerTimestep(workers)).filter(done).for_each(collect)
+    iterations = train_op.for_each(_LearnerTimestep(workers)).filter(done)
+    if config.observation_filter != "NoFilter":
+        sync = SyncObservationFilters(workers, timeout_s=config.sample_timeout_s)
+        iterations = iterations.for_each(sync)
+    return iterations.for_each(collect)

@@ -1,6 +1,7 @@
-"""Tiny deterministic environments for tests: every value is known in advance; and
-`CrashingEnv` (`rlflow.envs.crashing`), a wrapper that raises in ``step``/``reset`` on cue or
-with a probability, for tests of ``restart_failed_sub_environments``."""
+"""Tiny deterministic environments for tests: every value is known in advance; `CrashingEnv`
+(`rlflow.envs.crashing`), a wrapper that raises in ``step``/``reset`` on cue or with a
+probability, for tests of ``restart_failed_sub_environments``; and `ScaleObservation`, a badly
+scaled env for tests of ``observation_filter``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from gymnasium import spaces
 from rlflow.checks import check_int
 from rlflow.envs.crashing import CrashingEnv, EnvCrashError
 
-__all__ = ["CountingEnv", "CrashingEnv", "EnvCrashError"]
+__all__ = ["CountingEnv", "CrashingEnv", "EnvCrashError", "ScaleObservation"]
 
 
 class CountingEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
@@ -67,3 +68,28 @@ class CountingEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
         done = self._t >= self.episode_len
         obs = np.array([float(self._t)], dtype=np.float32)
         return obs, 1.0, done and not self.truncate, done and self.truncate, {}
+
+
+class ScaleObservation(gym.ObservationWrapper[Any, Any, Any]):
+    """Multiplies a Box env's observations by ``scale`` (its space's bounds too): a badly
+    scaled env, e.g. CartPole-v1 times 1000, for ``env_wrappers``::
+
+        env_wrappers=[{"name": "rlflow.testing.envs.ScaleObservation", "kwargs": {"scale": 1000}}]
+    """
+
+    def __init__(self, env: gym.Env[Any, Any], scale: float = 1000.0) -> None:
+        """Wrap ``env`` (its observation space must be a Box)."""
+        super().__init__(env)
+        space = env.observation_space
+        if not isinstance(space, spaces.Box):
+            raise TypeError(f"ScaleObservation needs a Box observation space, got {space}")
+        self.scale = float(scale)
+        """The factor."""
+        a, b = space.low * self.scale, space.high * self.scale
+        low, high = np.minimum(a, b), np.maximum(a, b)
+        self.observation_space = spaces.Box(low, high, space.shape, space.dtype)
+
+    def observation(self, observation: Any) -> Any:
+        """``observation * scale``, in the space's dtype."""
+        space = self.observation_space
+        return (np.asarray(observation) * self.scale).astype(space.dtype)

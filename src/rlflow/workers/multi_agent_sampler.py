@@ -26,6 +26,12 @@ Episode stats (`rlflow.envs.EpisodeStat`) hold one `rlflow.envs.AgentReturn` per
 from when the agent joined to when it left (or the episode ended), so an agent that leaves
 and re-joins counts each stay as one agent episode. Evaluation (`Sampler.run_episodes`) takes
 the same steps and keeps these stats, but emits no rows.
+
+Observation filters (``filters``: ``{policy id: MeanStdFilter}``, RLlib's choice of one filter
+per policy): an agent's observations go through the filter of its policy as they arrive, once
+each, one batch per policy per env and step: those of a reset, and after a step those of the
+agents that acted (their next or last observations) or will act. Rows hold the filtered
+observations. A policy without a filter sees raw observations.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ from rlflow.envs.validation import (
 )
 from rlflow.envs.vector import AgentReturn, EpisodeStat, env_action
 from rlflow.errors import ConfigError
+from rlflow.filters import MeanStdFilter
 from rlflow.policy import TorchPolicy
 from rlflow.workers.agent_trajectory import AgentTrajectory
 from rlflow.workers.sampler import (
@@ -122,6 +129,8 @@ class MultiAgentSampler(Sampler):
         restart_failed: rebuild an env that raises (see the module docstring).
         env_id: the env's name in messages (default: the env's class name).
         worker_index: the rollout worker's index, for messages.
+        filters: ``{policy id: observation filter}`` (see the module docstring); updated here
+            unless frozen.
 
     Every row has `NEXT_OBS` (replay and V-trace learners read it) and `AGENT_INDEX`.
     """
@@ -139,9 +148,12 @@ class MultiAgentSampler(Sampler):
         restart_failed: bool = False,
         env_id: str | None = None,
         worker_index: int | None = None,
+        filters: Mapping[str, MeanStdFilter] | None = None,
     ) -> None:
         """Build the envs (reset on the first ``sample()``)."""
         super().__init__(explore=explore)
+        self.filters = dict(filters or {})
+        """``{policy id: observation filter}``; policies not in it see raw observations."""
         self._creator = creator
         self.slots = [_EnvSlot(as_multi_agent_env(creator())) for _ in range(num_envs)]
         self.restart_failed = check_bool(restart_failed, "MultiAgentSampler: restart_failed")
@@ -177,13 +189,32 @@ class MultiAgentSampler(Sampler):
         self._begin_episode(slot, obs)
 
     def _begin_episode(self, slot: _EnvSlot, obs: dict[str, Any]) -> None:
-        slot.obs = {a: ob for a, ob in obs.items() if a in slot.env.agents}
         slot.eps_id = self._new_eps_id()
         slot.length = 0
         slot.returns = {}
         slot.finished = []
         slot.policy_of = {}
         slot.trajectories = {}
+        active = slot.env.agents
+        slot.obs = {a: ob for a, ob in obs.items() if a in active}
+        if self.filters:
+            slot.obs = self._filtered(slot, slot.obs, slot.obs)
+
+    def _filtered(self, slot: _EnvSlot, obs: Mapping[str, Any], agents: Any) -> dict[str, Any]:
+        """``obs`` with the observations of ``agents`` (those that are in it) filtered by their
+        policies' filters, one batch per policy; the others unchanged."""
+        groups: dict[str, list[str]] = {}
+        for agent in obs:
+            if agent in agents:
+                pid = self._policy_for(slot, agent)
+                if pid in self.filters:
+                    groups.setdefault(pid, []).append(agent)
+        out = dict(obs)
+        for pid, members in groups.items():
+            batch = self.filters[pid](np.stack([np.asarray(obs[a]) for a in members]))
+            for k, agent in enumerate(members):
+                out[agent] = batch[k]
+        return out
 
     def _policy_for(self, slot: _EnvSlot, agent: str) -> str:
         pid = slot.policy_of.get(agent)
@@ -253,6 +284,10 @@ class MultiAgentSampler(Sampler):
         all_term = bool(step.terminateds.get(ALL_AGENTS, False))
         all_trunc = bool(step.truncateds.get(ALL_AGENTS, False))
         over = all_term or all_trunc
+        obs = step.obs
+        if self.filters:  # those of agents that acted, and (unless it is over) of all to act
+            readers = set(slot.trajectories) if over else {*slot.trajectories, *env.agents}
+            obs = self._filtered(slot, obs, readers)
         for agent, reward in step.rewards.items():
             slot.returns[agent] = slot.returns.get(agent, 0.0) + float(reward)
         for agent in list(slot.trajectories):
@@ -263,10 +298,10 @@ class MultiAgentSampler(Sampler):
             if not traj.pending:  # it sat this step out, yet may be rewarded or leave
                 traj.add_late_reward(reward)
                 if terminated or truncated:
-                    traj.end_idle(step.obs.get(agent), terminated=terminated, truncated=truncated)
+                    traj.end_idle(obs.get(agent), terminated=terminated, truncated=truncated)
                     self._close(slot, agent, record=record, terminated=terminated)
                 continue
-            next_ob = step.obs.get(agent, traj.columns[OBS][-1])
+            next_ob = obs.get(agent, traj.columns[OBS][-1])
             traj.outcome(reward, next_ob, terminated=terminated, truncated=truncated)
             if terminated or truncated:
                 self._close(slot, agent, record=record, terminated=terminated)
@@ -275,7 +310,7 @@ class MultiAgentSampler(Sampler):
             self._start_episode(j, slot, None)
             return
         active = set(env.agents)
-        slot.obs = {a: ob for a, ob in step.obs.items() if a in active}
+        slot.obs = {a: ob for a, ob in obs.items() if a in active}
 
     def _env_step(self, j: int, slot: _EnvSlot, *, record: bool) -> MultiAgentStep | None:
         """Step env ``j`` with its agents' actions; None if it raised and was rebuilt."""

@@ -11,6 +11,12 @@ Sampling and evaluation go through the worker's `rlflow.workers.sampler.Sampler`
 `VectorSampler` for single-agent envs, a `MultiAgentSampler` for multi-agent ones): the one
 env-stepping loop, which also plays the evaluation episodes of `RolloutWorker.evaluate` on
 fresh envs.
+
+Observation filters (``observation_filter``, `rlflow.filters`): a worker holds one filter per
+policy in `RolloutWorker.filters` (none with ``"NoFilter"``), which its sampler updates;
+`RolloutWorker.get_filters` and `RolloutWorker.sync_filters` are the two halves of the
+learner's sync (`rlflow.ops.filters.SyncObservationFilters`). Evaluation uses frozen copies;
+the filters are part of the worker's state (checkpoints).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from rlflow.config import AlgorithmConfig, resolve_policies
 from rlflow.data import DEFAULT_POLICY_ID, NUM_GRAD_UPDATES, MultiAgentBatch, SampleBatch
 from rlflow.envs import EpisodeStat, config_env_creator
 from rlflow.errors import ConfigError
+from rlflow.filters import MeanStdFilter, make_filters
 from rlflow.policy import TorchPolicy
 from rlflow.workers.current import CurrentWorkerReads, current_worker
 from rlflow.workers.records import Gradients, WorkerMetrics
@@ -97,6 +104,11 @@ class RolloutWorker(CurrentWorkerReads):
                 seed=None if policy_seed is None else policy_seed + k * _POLICY_SEED_STRIDE,
                 worker_index=worker_index,
             )
+        self.filters: dict[PolicyID, MeanStdFilter] = make_filters(
+            config.observation_filter,
+            {pid: p.observation_space for pid, p in self.policy_map.items()},
+        )
+        """``{policy id: observation filter}``: empty with ``observation_filter="NoFilter"``."""
         self._sampler: Sampler | None = None
         self.global_vars: dict[str, Any] = {}
         """Values pushed with the weights (``{"timestep": env steps sampled}``)."""
@@ -130,6 +142,7 @@ class RolloutWorker(CurrentWorkerReads):
                 new_eps_id=self._new_eps_id,
                 restart_failed=self.config.restart_failed_sub_environments,
                 worker_index=self.worker_index,
+                filters=self.filters,
             )
         return self._sampler
 
@@ -177,7 +190,8 @@ class RolloutWorker(CurrentWorkerReads):
         The env is built for this call (by ``creator``, default the config's env creator) and
         closed after it, reset with ``seed`` first (then unseeded); the policies act greedily
         unless ``explore``. It steps through the same sampler as :meth:`sample`, so actions are
-        converted and clipped, and episodes counted, exactly as in training. The worker's envs,
+        converted and clipped, observations filtered (by frozen copies of the worker's
+        filters), and episodes counted, exactly as in training. The worker's envs, filters,
         episode ids and stats are untouched (with ``explore`` the actions draw from the
         policies' generators).
         """
@@ -194,6 +208,7 @@ class RolloutWorker(CurrentWorkerReads):
             explore=explore,
             restart_failed=self.config.restart_failed_sub_environments,
             worker_index=self.worker_index,
+            filters={pid: f.frozen_copy() for pid, f in self.filters.items()},
         )
         try:
             return sampler.run_episodes(num_episodes)
@@ -326,8 +341,37 @@ class RolloutWorker(CurrentWorkerReads):
             if hook is not None:
                 hook(self.global_vars)
 
+    # ------------------------------------------------------------------------ filters
+    def get_filters(self, *, flush_after: bool = False) -> dict[PolicyID, MeanStdFilter]:
+        """Copies of the observation filters (RLlib's name), each with its running
+        statistics and its delta (observations since the delta was last taken); with
+        ``flush_after`` the deltas are then taken (emptied): the learner is merging them."""
+        out = {pid: f.copy() for pid, f in self.filters.items()}
+        if flush_after:
+            for f in self.filters.values():
+                f.take_delta()
+        return out
+
+    def apply_filter_changes(self, filters: Mapping[PolicyID, MeanStdFilter]) -> None:
+        """Learner side: add the deltas of another worker's `get_filters` to these filters'
+        running statistics (policies this worker has no filter for are ignored)."""
+        for pid, other in filters.items():
+            mine = self.filters.get(pid)
+            if mine is not None:
+                mine.apply_changes(other)
+
+    def sync_filters(self, filters: Mapping[PolicyID, MeanStdFilter]) -> None:
+        """Worker side: take the learner's filters (RLlib's name), keeping this worker's
+        delta on top (`rlflow.filters.MeanStdFilter.sync`); the filters are updated in place
+        (the sampler holds them)."""
+        for pid, other in filters.items():
+            mine = self.filters.get(pid)
+            if mine is not None:
+                mine.sync(other)
+
     def get_state(self) -> dict[str, Any]:
-        """A picklable snapshot: policy states, RNG, and the envs with their episode trackers.
+        """A picklable snapshot: policy states, RNG, observation filters, and the envs with
+        their episode trackers.
 
         Restoring it with :meth:`set_state` makes the next samples (and, on the local backend,
         a whole synchronous run) continue exactly as they would have.
@@ -339,6 +383,7 @@ class RolloutWorker(CurrentWorkerReads):
             "rng": self._rng.bit_generator.state,
             "next_eps": self._next_eps,
             "global_vars": dict(self.global_vars),
+            "filters": {pid: f.get_state() for pid, f in self.filters.items()},
             "env": env_state,
         }
 
@@ -349,6 +394,9 @@ class RolloutWorker(CurrentWorkerReads):
         self._rng.bit_generator.state = state["rng"]
         self._next_eps = int(state["next_eps"])
         self.global_vars = dict(state["global_vars"])
+        for pid, filter_state in state.get("filters", {}).items():
+            if pid in self.filters:
+                self.filters[pid].set_state(filter_state)
         if state["env"] is not None:
             self._ensure_sampler().set_state(pickle.loads(state["env"]))
 

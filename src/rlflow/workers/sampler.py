@@ -15,6 +15,11 @@ Two samplers fill in ``_step``:
   inference per policy per step, rows kept per agent).
 
 `make_sampler` picks the one for an env.
+
+Observation filters (``observation_filter``, `rlflow.filters`): a sampler given filters passes
+every observation an env returns through its policy's filter once, as it arrives (the reset
+observations, each step's, and the last one of an episode that ended), and both acts on and
+records the filtered ones; without filters (``"NoFilter"``) nothing is added to a step.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from rlflow.envs.multi_agent import MultiAgentEnv
 from rlflow.envs.validation import env_name
 from rlflow.envs.vector import EpisodeStat
 from rlflow.errors import ConfigError
+from rlflow.filters import MeanStdFilter, make_filter
 from rlflow.policy import TorchPolicy
 
 __all__ = [
@@ -145,13 +151,15 @@ def make_sampler(
     restart_failed: bool = False,
     env_id: str | None = None,
     worker_index: int | None = None,
+    filters: Mapping[str, MeanStdFilter] | None = None,
 ) -> Sampler:
     """The sampler for an env: a `MultiAgentSampler` or a `VectorSampler` of its one policy.
 
     ``seed``: env ``j`` is first reset with ``seed + j`` (None: unseeded); ``new_eps_id`` gives
     the episode ids (unique across the run's workers). ``restart_failed``: rebuild an env that
     raises (``restart_failed_sub_environments``); ``env_id`` and ``worker_index`` name the env
-    in error messages.
+    in error messages. ``filters``: ``{policy id: observation filter}`` (`rlflow.filters`; a
+    policy without one sees raw observations), used in place: the sampler updates them.
     """
     from rlflow.workers.multi_agent_sampler import MultiAgentSampler
     from rlflow.workers.vector_sampler import VectorSampler
@@ -162,12 +170,16 @@ def make_sampler(
         "env_id": env_id,
         "worker_index": worker_index,
     }
+    filters = dict(filters or {})
     if multi_agent:
         return MultiAgentSampler(
-            creator, num_envs, policies, mapping_fn, seed, new_eps_id, **options
+            creator, num_envs, policies, mapping_fn, seed, new_eps_id, filters=filters, **options
         )
-    (policy,) = policies.values()
-    return VectorSampler(creator, num_envs, policy, seed, new_eps_id, **options)
+    ((pid, policy),) = policies.items()
+    obs_filter = filters.get(pid)
+    return VectorSampler(
+        creator, num_envs, policy, seed, new_eps_id, obs_filter=obs_filter, **options
+    )
 
 
 def agent_policy_map(
@@ -250,7 +262,9 @@ def check_policy_spaces(config: Any, policy_cls: type[TorchPolicy], algo: str) -
     """Build each policy of a run once, on the driver, on the spaces of one probe env: a
     `ConfigError` naming the algorithm, the env and its spaces if a policy cannot take them
     (DQN with a Box action space; any policy with a MultiDiscrete one: rlflow has no
-    distribution for it). The probe env is closed at once; no actor or backend is started.
+    distribution for it), or its observations cannot be filtered by ``observation_filter``
+    (`rlflow.filters.make_filter`). The probe env is closed at once; no actor or backend is
+    started.
     """
     from rlflow.config import resolve_policies
 
@@ -265,7 +279,8 @@ def check_policy_spaces(config: Any, policy_cls: type[TorchPolicy], algo: str) -
     for pid, (cls, policy_config) in resolve_policies(config, policy_cls).items():
         obs_space, act_space = spaces_of[pid]
         try:
-            cls(obs_space, act_space, policy_config, seed=0)
+            policy = cls(obs_space, act_space, policy_config, seed=0)
+            make_filter(config.observation_filter, policy.observation_space)
         except ConfigError as err:
             policy = "" if pid == DEFAULT_POLICY_ID else f" (policy {pid!r}, {cls.__name__})"
             raise ConfigError(

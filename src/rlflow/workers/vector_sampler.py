@@ -10,6 +10,13 @@ row of the failed step (an action whose outcome never came) is dropped from the 
 the episode's last good row before it, if it is in this fragment, is marked truncated and
 bootstrapped from V(the observation the failed action was taken on), so no trajectory mixes
 two episodes. The episode is not reported in the episode stats; the fragment has one row less.
+
+With an observation filter (``obs_filter``, `rlflow.filters.MeanStdFilter`) every observation
+is filtered as it arrives, each once: the first ones after a reset, then each step the last
+observations of the episodes that ended (the terminal ones, as RLlib does, before the new
+episodes' first ones) and the observations to act on next. The policy acts on, and the
+fragment records (OBS, NEXT_OBS, bootstrap values), the filtered observations. Without one the
+step is unchanged.
 """
 
 from __future__ import annotations
@@ -33,8 +40,10 @@ from rlflow.data.sample_batch import (
     VF_PREDS,
     SampleBatch,
 )
+from rlflow.envs.records import VectorStep
 from rlflow.envs.vector import EpisodeStat, VectorEnv
 from rlflow.errors import ConfigError
+from rlflow.filters import MeanStdFilter
 from rlflow.policy import TorchPolicy
 from rlflow.workers.sampler import Sampler
 
@@ -105,6 +114,8 @@ class VectorSampler(Sampler):
         restart_failed: rebuild a sub-env that raises (see the module docstring).
         env_id: the env's name in messages (default: its Gymnasium id or class).
         worker_index: the rollout worker's index, for messages.
+        obs_filter: the policy's observation filter (None: raw observations); updated here
+            unless it is frozen (see the module docstring).
 
     The envs are built on the first `sample` (or `run_episodes`). Fragment rows are ordered by
     sub-env, then time; columns: OBS, ACTIONS, REWARDS, TERMINATEDS, TRUNCATEDS, LOGP,
@@ -125,9 +136,12 @@ class VectorSampler(Sampler):
         restart_failed: bool = False,
         env_id: str | None = None,
         worker_index: int | None = None,
+        obs_filter: MeanStdFilter | None = None,
     ) -> None:
         """Keep the parts; envs are built on the first step."""
         super().__init__(explore=explore)
+        self.obs_filter = obs_filter
+        """The observation filter (None: observations reach the policy as the env gives them)."""
         self._env_options: dict[str, Any] = {
             "restart_failed": restart_failed,
             "env_id": env_id,
@@ -182,7 +196,8 @@ class VectorSampler(Sampler):
         self.restart()
 
     def _reset(self, venv: VectorEnv) -> None:
-        self._obs = venv.reset()
+        obs = venv.reset()
+        self._obs = obs if self.obs_filter is None else self.obs_filter(obs)
         self._eps_ids = np.array([self._new_eps_id() for _ in range(venv.num_envs)], dtype=np.int64)
 
     def _step(self, t: int, *, record: bool) -> None:
@@ -201,6 +216,8 @@ class VectorSampler(Sampler):
             buf.dist_inputs[t] = extra[ACTION_DIST_INPUTS]
             buf.eps_id[t] = self._eps_ids
         step = venv.step(actions, copy=False)
+        if self.obs_filter is not None:
+            step = self._filtered(step, obs)
         if venv.restarted and record and buf is not None:
             self._cut_failed(buf, t, venv.restarted, step.final_obs)
         if record and buf is not None:
@@ -215,6 +232,27 @@ class VectorSampler(Sampler):
             self._eps_ids[i] = self._new_eps_id()
         # The env's own buffer, overwritten by the next step only after it was read.
         self._obs = step.next_obs
+
+    def _filtered(self, step: VectorStep, acted_on: Array) -> VectorStep:
+        """``step`` with filtered observations (each new one added to the filter's statistics
+        once): the terminal ones of the episodes that ended, then those to act on next. A
+        failed step's final row is the (already filtered) one its action was taken on."""
+        obs_filter, venv = self.obs_filter, self.venv
+        assert obs_filter is not None and venv is not None
+        done = np.flatnonzero(step.terminateds | step.truncateds)
+        if not done.size:
+            next_obs = obs_filter(step.next_obs)
+            return step._replace(next_obs=next_obs, final_obs=next_obs)
+        failed = venv.restarted
+        ended = [i for i in done.tolist() if i not in failed] if failed else done
+        last = obs_filter(step.final_obs[ended]) if len(ended) else None
+        next_obs = obs_filter(step.next_obs)
+        final_obs = next_obs.copy()
+        if last is not None:
+            final_obs[ended] = last
+        for i in failed:
+            final_obs[i] = acted_on[i]
+        return step._replace(next_obs=next_obs, final_obs=final_obs)
 
     def _cut_failed(self, buf: _Buffers, t: int, failed: list[int], last_obs: Array) -> None:
         """Drop row ``t`` of each sub-env in ``failed`` (its step raised; the env was rebuilt)

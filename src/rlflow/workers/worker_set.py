@@ -175,6 +175,22 @@ class WorkerSet:
             for handle, r in zip(targets, refs, strict=True):
                 self._get(r, handle)
 
+    def sync_filters(self, *, to: Sequence[Any] | None = None, blocking: bool = False) -> None:
+        """Send the local worker's observation filters to the remote workers (the healthy
+        ones, or the handles in ``to``): each keeps its own delta on top
+        (`RolloutWorker.sync_filters`). Stored once (``flow.put``); non-blocking unless
+        ``blocking``. Nothing is sent when the run has no filters (``"NoFilter"``)."""
+        if not self._local.filters:
+            return
+        targets = self.healthy_workers() if to is None else list(to)
+        if not targets:
+            return
+        ref = flow.put(self._local.get_filters())
+        refs = [w.sync_filters.remote(ref) for w in targets]
+        if blocking:
+            for handle, r in zip(targets, refs, strict=True):
+                self._get(r, handle)
+
     def _with_versions(
         self, global_vars: Mapping[str, Any] | None, policies: Sequence[str] | None = None
     ) -> dict[str, Any]:
@@ -212,12 +228,12 @@ class WorkerSet:
         """Replace the dead remote worker ``index`` (1..N) by a new actor with the same index
         and config; return its handle, or None while it cannot start.
 
-        Once the new actor answers a ping it is sent the local worker's weights and
-        ``global_vars`` (before it samples), replaces the dead handle, and ``num_restarts``
-        grows by one. While other workers are healthy nobody waits: an actor still starting is
-        kept and None returned (a later call hands it out once it answers); with none healthy
-        it waits up to ``start_timeout_s``. Asked again about the same ``dead`` handle it
-        returns the handle that replaced it, counting nothing.
+        Once the new actor answers a ping it is sent the local worker's weights, observation
+        filters and ``global_vars`` (before it samples), replaces the dead handle, and
+        ``num_restarts`` grows by one. While other workers are healthy nobody waits: an actor
+        still starting is kept and None returned (a later call hands it out once it answers);
+        with none healthy it waits up to ``start_timeout_s``. Asked again about the same
+        ``dead`` handle it returns the handle that replaced it, counting nothing.
 
         Raises :class:`WorkerError` naming the worker when ``recreate_failed_workers`` is False
         or ``max_worker_restarts`` restarts were made (``error`` is the death being answered).
@@ -282,6 +298,7 @@ class WorkerSet:
     def _install(self, index: int, actor: Any, global_vars: Mapping[str, Any] | None) -> Any:
         weights = flow.put(self._local.get_weights())
         actor.set_weights.remote(weights, self._with_versions(global_vars))
+        self.sync_filters(to=[actor])
         for fn in self._on_recreate:
             fn(actor)
         self._remote[index - 1] = actor
