@@ -2,7 +2,10 @@
 
 Where to start: :func:`build_model` turns an observation and action space into an
 :class:`ActorCritic` whose ``forward(obs)`` returns ``(dist_inputs, value)``, and
-:func:`dist_class_for` gives the distribution class that reads those ``dist_inputs``.
+:func:`dist_class_for` gives the distribution class that reads those ``dist_inputs``
+(:class:`Categorical`, :class:`DiagGaussian`, :class:`MultiCategorical`). A user's network with
+the same interface replaces the `ActorCritic` through the config's ``model.custom_model``
+(`rlflow.models.custom`).
 """
 
 from rlflow.models.distributions import (

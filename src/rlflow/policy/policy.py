@@ -1,9 +1,12 @@
 """`TorchPolicy`: the torch policy base every algorithm's policy extends.
 
-A policy owns one :class:`~rlflow.models.ActorCritic` model, an Adam optimizer and a private
-``torch.Generator`` for action sampling. Subclasses write only :meth:`TorchPolicy.loss` (and,
-when needed, :meth:`TorchPolicy.postprocess_trajectory`); everything a rollout worker or a
-learner calls is here:
+A policy owns one model (an :class:`~rlflow.models.ActorCritic`, or the config's
+``model.custom_model``: `rlflow.models.custom`), an Adam optimizer and a private
+``torch.Generator`` for action sampling. The spaces and models a policy class takes are in its
+``observation_space_types``, ``action_space_types`` and ``supports_custom_model``, checked
+first by `rlflow.policy.spaces.check_policy_spaces`. Subclasses write only
+:meth:`TorchPolicy.loss` (and, when needed, :meth:`TorchPolicy.postprocess_trajectory`);
+everything a rollout worker or a learner calls is here:
 
 - acting: :meth:`~TorchPolicy.compute_actions`, :meth:`~TorchPolicy.value` (batched, no grad);
 - learning: :meth:`~TorchPolicy.compute_gradients` / :meth:`~TorchPolicy.apply_gradients`
@@ -23,7 +26,8 @@ trained on a batch are ahead of the weights that sampled it.
 A policy takes its algorithm's typed config (an instance of its ``config_class``) and reads
 attributes: every default and every rule is in the config class, none here. The base reads
 `AlgorithmConfig`'s ``lr``, ``gamma``, ``grad_clip``, ``model`` (defaults of the model
-options: ``{"hidden": (64, 64), "activation": "tanh", "shared": False}``) and
+options: ``{"hidden": (64, 64), "activation": "tanh", "shared": False}``, or
+``custom_model`` and ``custom_model_config``) and
 ``num_torch_threads`` (applied with ``torch.set_num_threads``, process-wide);
 :class:`ActorCriticPolicy` also reads `ActorCriticConfig`'s ``use_critic``, ``use_gae`` and
 ``lambda_``. Runtime facts (the spaces, the seed, the worker's index) are constructor
