@@ -20,7 +20,7 @@ from rlflow.algorithms import ALGORITHMS, DQNConfig, PGConfig, get_algorithm, tu
 from rlflow.algorithms.dqn import DQNPolicy
 from rlflow.config import PolicySpec
 from rlflow.data import DEFAULT_POLICY_ID, NEXT_OBS, OBS, MultiAgentBatch
-from rlflow.envs import config_env_creator
+from rlflow.envs import POINT_NAV_ID, config_env_creator
 from rlflow.envs.multi_agent import ALL_AGENTS, MultiAgentEnv, MultiAgentStep
 from rlflow.errors import ConfigError, ConfigTypeError
 from rlflow.export import load_policy
@@ -416,7 +416,7 @@ TINY: dict[str, Any] = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(set(ALGORITHMS) - {"maml", "ppo_dqn"}))
+@pytest.mark.parametrize("name", sorted(set(ALGORITHMS) - {"ppo_dqn"}))
 def test_every_plan_syncs_the_filters_once_per_iteration(local_backend: None, name: str) -> None:
     spec = get_algorithm(name)
     extra: dict[str, Any] = {}
@@ -424,13 +424,16 @@ def test_every_plan_syncs_the_filters_once_per_iteration(local_backend: None, na
         extra = {"train_batch_size": 20, "sgd_minibatch_size": 10}
     if name in ("sac", "td3"):
         extra = {"env_config": {"episode_len": 3, "continuous": True}, "learning_starts": 20}
+    if name == "maml":  # needs a task-settable env
+        extra = {"env": POINT_NAV_ID, "env_config": {"horizon": 5}, "inner_adaptation_steps": 1}
     config = spec.config_cls(**{**TINY, **extra})
     workers = WorkerSet(config, spec.policy_cls)
     try:
         plan = spec.plan(workers, config)
         assert "SyncObservationFilters" in plan.describe().to_mermaid()
         _, second = plan.take(2)
-        assert second["episode_return_mean"] == 3.0
+        if name != "maml":  # point navigation's returns are negative distances
+            assert second["episode_return_mean"] == 3.0
         assert second["timers"]["filter_sync_time_ms"] >= 0
         assert plan.metrics.timers["filter_sync"].count == 2
         learner = workers.local_worker().filters[PID].running
