@@ -34,6 +34,7 @@ from rlflow.checks import check_bool, check_int
 from rlflow.config import AlgorithmConfig, resolve_policies
 from rlflow.data import DEFAULT_POLICY_ID, NUM_GRAD_UPDATES, MultiAgentBatch, SampleBatch
 from rlflow.envs import EpisodeStat, config_env_creator
+from rlflow.envs.gym_vector import resolve_vector_env
 from rlflow.errors import ConfigError
 from rlflow.filters import MeanStdFilter, make_filters
 from rlflow.policy import TorchPolicy
@@ -90,6 +91,13 @@ class RolloutWorker(CurrentWorkerReads):
             self.multi_agent = is_multi_agent_env(probe)
             """True when the env is multi-agent (sampling returns `MultiAgentBatch`)."""
             spaces_of = self._policy_spaces(probe)
+            self.vector_env = resolve_vector_env(
+                config.vector_env,
+                self._creator,
+                restart_failed=config.restart_failed_sub_environments,
+                multi_agent=self.multi_agent,
+            )
+            """The env engine of sampling (`rlflow.envs.gym_vector`)."""
         finally:
             probe.close()
         self.policy_map: dict[PolicyID, TorchPolicy] = {}
@@ -143,6 +151,7 @@ class RolloutWorker(CurrentWorkerReads):
                 restart_failed=self.config.restart_failed_sub_environments,
                 worker_index=self.worker_index,
                 filters=self.filters,
+                vector_env=self.vector_env,
             )
         return self._sampler
 

@@ -152,6 +152,7 @@ def make_sampler(
     env_id: str | None = None,
     worker_index: int | None = None,
     filters: Mapping[str, MeanStdFilter] | None = None,
+    vector_env: str = "rlflow",
 ) -> Sampler:
     """The sampler for an env: a `MultiAgentSampler` or a `VectorSampler` of its one policy.
 
@@ -160,6 +161,7 @@ def make_sampler(
     raises (``restart_failed_sub_environments``); ``env_id`` and ``worker_index`` name the env
     in error messages. ``filters``: ``{policy id: observation filter}`` (`rlflow.filters`; a
     policy without one sees raw observations), used in place: the sampler updates them.
+    ``vector_env``: the env engine of a single-agent env (`rlflow.envs.gym_vector`).
     """
     from rlflow.workers.multi_agent_sampler import MultiAgentSampler
     from rlflow.workers.vector_sampler import VectorSampler
@@ -178,7 +180,14 @@ def make_sampler(
     ((pid, policy),) = policies.items()
     obs_filter = filters.get(pid)
     return VectorSampler(
-        creator, num_envs, policy, seed, new_eps_id, obs_filter=obs_filter, **options
+        creator,
+        num_envs,
+        policy,
+        seed,
+        new_eps_id,
+        obs_filter=obs_filter,
+        vector_env=vector_env,
+        **options,
     )
 
 

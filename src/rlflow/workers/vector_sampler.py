@@ -40,6 +40,7 @@ from rlflow.data.sample_batch import (
     VF_PREDS,
     SampleBatch,
 )
+from rlflow.envs.gym_vector import GymVectorEnv, make_vector_env
 from rlflow.envs.records import VectorStep
 from rlflow.envs.vector import EpisodeStat, VectorEnv
 from rlflow.errors import ConfigError
@@ -116,6 +117,8 @@ class VectorSampler(Sampler):
         worker_index: the rollout worker's index, for messages.
         obs_filter: the policy's observation filter (None: raw observations); updated here
             unless it is frozen (see the module docstring).
+        vector_env: the env engine, ``"rlflow"`` or a Gymnasium one
+            (`rlflow.envs.gym_vector.make_vector_env`).
 
     The envs are built on the first `sample` (or `run_episodes`). Fragment rows are ordered by
     sub-env, then time; columns: OBS, ACTIONS, REWARDS, TERMINATEDS, TRUNCATEDS, LOGP,
@@ -137,6 +140,7 @@ class VectorSampler(Sampler):
         env_id: str | None = None,
         worker_index: int | None = None,
         obs_filter: MeanStdFilter | None = None,
+        vector_env: str = "rlflow",
     ) -> None:
         """Keep the parts; envs are built on the first step."""
         super().__init__(explore=explore)
@@ -146,6 +150,7 @@ class VectorSampler(Sampler):
             "restart_failed": restart_failed,
             "env_id": env_id,
             "worker_index": worker_index,
+            "vector_env": vector_env,
         }
         self.policy = policy
         """The policy that acts and postprocesses."""
@@ -153,7 +158,7 @@ class VectorSampler(Sampler):
         self._num_envs = num_envs
         self._seed = seed
         self._new_eps_id = new_eps_id
-        self.venv: VectorEnv | None = None
+        self.venv: VectorEnv | GymVectorEnv | None = None
         """The vector env (None until the first step)."""
         self._obs: Array | None = None
         self._eps_ids: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
@@ -164,10 +169,12 @@ class VectorSampler(Sampler):
     def _start(self, length: int) -> None:
         self._length = length
         if self.venv is None:
-            self.venv = VectorEnv(self._creator, self._num_envs, self._seed, **self._env_options)
+            self.venv = make_vector_env(
+                self._creator, self._num_envs, self._seed, **self._env_options
+            )
             self._reset(self.venv)
 
-    def _built(self) -> VectorEnv:
+    def _built(self) -> VectorEnv | GymVectorEnv:
         """The vector env, built and reset (seeded) first if needed."""
         self._start(self._length)
         assert self.venv is not None
@@ -195,7 +202,7 @@ class VectorSampler(Sampler):
             target.set_task(task)
         self.restart()
 
-    def _reset(self, venv: VectorEnv) -> None:
+    def _reset(self, venv: VectorEnv | GymVectorEnv) -> None:
         obs = venv.reset()
         self._obs = obs if self.obs_filter is None else self.obs_filter(obs)
         self._eps_ids = np.array([self._new_eps_id() for _ in range(venv.num_envs)], dtype=np.int64)
@@ -334,7 +341,7 @@ class VectorSampler(Sampler):
         """Sub-env rebuilds of this sampler's vector env so far."""
         return 0 if self.venv is None else self.venv.num_restarts
 
-    def get_state(self) -> tuple[VectorEnv, Array, npt.NDArray[np.int64]] | None:
+    def get_state(self) -> tuple[VectorEnv | GymVectorEnv, Array, npt.NDArray[np.int64]] | None:
         """``(vector env, observations to act on, episode ids)`` (pickle it whole); None
         before the envs are built."""
         if self.venv is None or self._obs is None:
