@@ -108,3 +108,21 @@ def test_dict_policy_acts_on_flattened_observations(local_backend: None, tmp_pat
     loaded = load_policy(path)
     assert loaded.observation_space.shape == (8,)
     assert loaded.compute_single_action(flat) == action
+
+
+@pytest.mark.parametrize("algo", ["pg", "a2c", "a3c", "appo"])
+def test_the_other_policy_gradient_algorithms_train_on_multi_discrete(
+    local_backend: None, algo: str
+) -> None:
+    fields = {k: v for k, v in SMALL.items() if k in ("num_workers", "rollout_fragment_length")}
+    with Trainer(
+        algo, env=MultiDiscreteTargetEnv, backend="local", train_batch_size=64, **fields
+    ) as trainer:
+        policy = trainer.workers.local_worker().policy_map["default_policy"]
+        before = {k: v.copy() for k, v in policy.get_weights().items()}
+        for _ in range(3):
+            result = trainer.train()
+        after = policy.get_weights()
+    assert result["num_env_steps_trained"] > 0
+    assert any(not np.array_equal(before[k], after[k]) for k in before)
+    assert all(np.isfinite(v).all() for v in after.values())
