@@ -96,9 +96,10 @@ class RunningStat:
         count = x.shape[0]
         if count == 0:
             return 0, np.zeros(x.shape[1:]), np.zeros(x.shape[1:])
-        mean = x.mean(axis=0)
+        mean = x.sum(axis=0) / count
         dev = x - mean
-        return count, mean, np.einsum("i...,i...->...", dev, dev)
+        dev *= dev
+        return count, mean, dev.sum(axis=0)
 
     def push(self, batch: npt.ArrayLike) -> None:
         """Add the samples of ``batch`` (shape ``[B, *shape]``)."""
@@ -123,8 +124,11 @@ class RunningStat:
             return
         n = n_a + n_b
         delta = mean_b - self.mean
-        self.mean = self.mean + delta * (n_b / n)
-        self.m2 = self.m2 + m2_b + delta * delta * (n_a * n_b / n)
+        self.mean += delta * (n_b / n)  # in place: copies never share these arrays
+        self.m2 += m2_b
+        delta *= delta
+        delta *= n_a * n_b / n
+        self.m2 += delta
         self.n = n
 
     @property
@@ -164,9 +168,10 @@ class RunningStat:
 def normalize(obs: npt.ArrayLike, mean: Array, std: Array, clip: float, epsilon: float) -> Array:
     """``clip((obs - mean) / (std + epsilon), -clip, clip)`` as float32: the one formula of
     training, evaluation and exported policies (so their outputs are bit-identical)."""
-    x = np.asarray(obs, dtype=np.float64)
-    out: Array = np.clip((x - mean) / (std + epsilon), -clip, clip).astype(np.float32)
-    return out
+    out: Array = np.asarray(obs, dtype=np.float64) - mean
+    out /= std + epsilon
+    np.clip(out, -clip, clip, out=out)
+    return out.astype(np.float32)
 
 
 class MeanStdFilter:
