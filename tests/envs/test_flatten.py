@@ -77,6 +77,12 @@ def test_an_observation_that_does_not_fit_names_the_part() -> None:
     with pytest.raises(ConfigError) as info:
         flattener({"pos": np.zeros(2), "door": 1})  # "more" missing
     assert "('more', 0)" in str(info.value) and "FlattenObservations" in str(info.value)
+    obs = {"pos": np.zeros(2), "door": 0, "more": (np.array([1, 2]), np.array([1, 0]))}
+    with pytest.raises(ConfigError, match=r"part \('door',\).*value \[0\] outside"):
+        flattener(obs)  # Discrete(3, start=1) takes 1, 2, 3
+    obs = {**obs, "door": 1, "more": (np.array([1, 3]), np.array([1, 0]))}
+    with pytest.raises(ConfigError, match=r"part \('more', 0\).*value \[1, 3\] outside"):
+        flattener(obs)
 
 
 def test_wrapper_flattens_every_step() -> None:

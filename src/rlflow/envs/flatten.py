@@ -63,8 +63,12 @@ class _Part(NamedTuple):
     size: int
     """Number of values the leaf takes."""
     one_hot: Array | None
-    """For Discrete/MultiDiscrete: per component, its first one-hot index minus its start
-    (add the value to get the index, relative to ``offset``); None: values copied as they are."""
+    """For Discrete/MultiDiscrete: per component, its first one-hot index (relative to
+    ``offset``); None: values copied as they are."""
+    starts: Array | None
+    """For Discrete/MultiDiscrete: per component, its smallest value."""
+    counts: Array | None
+    """For Discrete/MultiDiscrete: per component, its number of values."""
 
 
 def unflattenable_part(space: gym.Space[Any]) -> tuple[str, gym.Space[Any]] | None:
@@ -102,17 +106,28 @@ def _parts(space: gym.Space[Any], path: tuple[Any, ...], offset: int) -> list[_P
             offset = out[-1].offset + out[-1].size if out else offset
         return out
     if isinstance(space, spaces.Discrete):
-        return [_Part(path, offset, int(space.n), np.array([-int(space.start)]))]
+        n, start = np.array([int(space.n)]), np.array([int(space.start)])
+        return [_Part(path, offset, int(space.n), np.zeros(1, np.int64), start, n)]
     if isinstance(space, spaces.MultiDiscrete):
-        nvec, start = space.nvec.reshape(-1), np.asarray(space.start).reshape(-1)
-        firsts = np.concatenate([[0], np.cumsum(nvec)[:-1]]) - start
-        return [_Part(path, offset, int(nvec.sum()), firsts.astype(np.int64))]
+        nvec = space.nvec.reshape(-1).astype(np.int64)
+        start = np.broadcast_to(np.asarray(space.start), space.nvec.shape).reshape(-1)
+        firsts = np.concatenate([[0], np.cumsum(nvec)[:-1]]).astype(np.int64)
+        return [_Part(path, offset, int(nvec.sum()), firsts, start.astype(np.int64), nvec)]
     if isinstance(space, spaces.Box | spaces.MultiBinary):
-        return [_Part(path, offset, int(np.prod(space.shape)), None)]
+        return [_Part(path, offset, int(np.prod(space.shape)), None, None, None)]
     raise ConfigError(
         f"cannot flatten observation space part {space!r} at {path!r}: flattened parts are "
         "Box, Discrete, MultiDiscrete, MultiBinary, Dict and Tuple"
     )
+
+
+def _choices(values: Array, part: _Part) -> Array:
+    """``values`` of a Discrete/MultiDiscrete part as 0-based choices; `ValueError` when one
+    is outside its component's range (it would set another part's one-hot entry)."""
+    choices = values.astype(np.int64) - part.starts
+    if np.any(choices < 0) or np.any(choices >= part.counts):
+        raise ValueError(f"value {values.tolist()} outside the part's range")
+    return choices
 
 
 def _bounds(space: gym.Space[Any], part: _Part) -> tuple[Array, Array]:
@@ -160,7 +175,7 @@ class ObservationFlattener:
                 if part.one_hot is None:
                     out[part.offset : part.offset + part.size] = flat
                 else:
-                    out[part.offset + part.one_hot + flat.astype(np.int64)] = 1.0
+                    out[part.offset + part.one_hot + _choices(flat, part)] = 1.0
             except (KeyError, IndexError, TypeError, ValueError) as err:
                 raise ConfigError(
                     f"FlattenObservations: observation part {part.path!r} does not fit "
