@@ -4,28 +4,37 @@ Both sides use the same 2 cores: the plan reads 2 Ray rollout actors (CartPole-v
 MLP policy with batched inference, postprocessing with GAE); the baseline steps the same vector
 env with random actions in 2 plain processes, nothing else. Prints env steps/s of each and the
 ratio. Run: ``python benchmarks/sampling.py [--seconds 10] [--envs 8] [--fragment 100]``.
+
+``--vector-env rlflow,gymnasium-sync,gymnasium,envpool`` (and ``--env``) measures each env
+engine (`rlflow.envs.gym_vector`, config ``vector_env``): its raw stepping and its sampling
+plan, medians of ``--rounds`` paired rounds, each beside rlflow's raw loop and the ratio, with
+the load average. ``--modes`` picks the ``parallel_rollouts`` modes (default both).
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
+import statistics
 import time
 
 import numpy as np
 
 from rlflow import flow
 from rlflow.algorithms import PPOConfig
-from rlflow.envs import VectorEnv, make_env_creator
+from rlflow.envs import make_env_creator
+from rlflow.envs.gym_vector import make_vector_env
 from rlflow.ops import keys, parallel_rollouts
 from rlflow.policy import PPOPolicy
 from rlflow.workers import WorkerSet
 
 
-def _raw_stepper(args: tuple[int, int, float, str]) -> int:
-    """Step a VectorEnv with random actions for ``seconds``; return the env steps taken."""
-    num_envs, seed, seconds, env_id = args
-    venv = VectorEnv(make_env_creator(env_id), num_envs, seed)
+def _raw_stepper(args: tuple[int, int, float, str, str]) -> int:
+    """Step a vector env of engine ``vector_env`` with random actions for ``seconds``; return
+    the env steps taken."""
+    num_envs, seed, seconds, env_id, vector_env = args
+    venv = make_vector_env(make_env_creator(env_id), num_envs, seed, vector_env=vector_env)
     venv.reset()
     num_actions = int(venv.action_space.n)  # type: ignore[attr-defined]
     rng = np.random.default_rng(seed)
@@ -40,24 +49,41 @@ def _raw_stepper(args: tuple[int, int, float, str]) -> int:
 
 
 def raw_steps_per_s(
-    num_envs: int, seconds: float, processes: int = 2, env_id: str = "CartPole-v1"
+    num_envs: int,
+    seconds: float,
+    processes: int = 2,
+    env_id: str = "CartPole-v1",
+    vector_env: str = "rlflow",
 ) -> float:
-    """Env steps/s of ``processes`` processes stepping random actions in ``env_id``.
+    """Env steps/s of ``processes`` processes stepping random actions in ``env_id`` on the
+    engine ``vector_env``.
 
     ``env_id`` is built by `rlflow.envs.make_env_creator` (``ALE/...`` ids: DeepMind-wrapped,
     so one env step is 4 frames), as the rollout workers build it.
     """
     with mp.get_context("spawn").Pool(processes) as pool:
-        pool.map(_raw_stepper, [(num_envs, i, 0.5, env_id) for i in range(processes)])  # warm up
-        jobs = [(num_envs, i, seconds, env_id) for i in range(processes)]
+        warm = [(num_envs, i, 0.5, env_id, vector_env) for i in range(processes)]
+        pool.map(_raw_stepper, warm)
+        jobs = [(num_envs, i, seconds, env_id, vector_env) for i in range(processes)]
         counts = pool.map(_raw_stepper, jobs)
     return sum(counts) / seconds
 
 
-def plan_steps_per_s(mode: str, num_envs: int, fragment: int, seconds: float) -> float:
+def plan_steps_per_s(
+    mode: str,
+    num_envs: int,
+    fragment: int,
+    seconds: float,
+    env_id: str = "CartPole-v1",
+    vector_env: str = "rlflow",
+) -> float:
     """Env steps/s read from ``parallel_rollouts(mode)`` over 2 Ray rollout workers."""
     config = PPOConfig(
-        num_workers=2, num_envs_per_worker=num_envs, rollout_fragment_length=fragment
+        env=env_id,
+        num_workers=2,
+        num_envs_per_worker=num_envs,
+        rollout_fragment_length=fragment,
+        vector_env=vector_env,
     )
     workers = WorkerSet(config, PPOPolicy)
     rollouts = parallel_rollouts(workers, mode=mode)  # type: ignore[call-overload]
@@ -71,7 +97,34 @@ def plan_steps_per_s(mode: str, num_envs: int, fragment: int, seconds: float) ->
     elapsed = time.perf_counter() - start
     steps = ctx.counters[keys.NUM_ENV_STEPS_SAMPLED] - start_steps
     workers.stop()
-    return steps / elapsed
+    return float(steps / elapsed)
+
+
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def measure(args: argparse.Namespace) -> dict[tuple[str, str], list[float]]:
+    """``{(engine, "raw" or mode): [steps/s per round]}``, rounds paired over the engines."""
+    engines, modes = args.vector_env.split(","), args.modes.split(",")
+    rates: dict[tuple[str, str], list[float]] = {}
+    for r in range(args.rounds):
+        for engine in engines:
+            rate = raw_steps_per_s(args.envs, args.seconds, env_id=args.env, vector_env=engine)
+            rates.setdefault((engine, "raw"), []).append(rate)
+        flow.init(backend="ray", num_cpus=2, include_dashboard=False, log_to_driver=False)
+        try:
+            for engine in engines:
+                for mode in modes:
+                    rate = plan_steps_per_s(
+                        mode, args.envs, args.fragment, args.seconds, args.env, engine
+                    )
+                    rates.setdefault((engine, mode), []).append(rate)
+        finally:
+            flow.shutdown()
+        print(f"round {r + 1}/{args.rounds} done; {_load()}", flush=True)
+    return rates
 
 
 def main() -> None:
@@ -80,22 +133,21 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--envs", type=int, default=8, help="envs per worker / process")
     parser.add_argument("--fragment", type=int, default=100, help="rollout_fragment_length")
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--vector-env", default="rlflow", help="engines, comma-separated")
+    parser.add_argument("--modes", default="bulk_sync,async")
+    parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
-    raw = raw_steps_per_s(args.envs, args.seconds)
-    flow.init(backend="ray", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        results = {
-            mode: plan_steps_per_s(mode, args.envs, args.fragment, args.seconds)
-            for mode in ("bulk_sync", "async")
-        }
-    finally:
-        flow.shutdown()
-    print(f"raw random-action stepping, 2 processes x {args.envs} envs: {raw:10.0f} steps/s")
-    for mode, rate in results.items():
-        print(
-            f"parallel_rollouts({mode}), 2 workers x {args.envs} envs, policy + GAE: "
-            f"{rate:10.0f} steps/s   ratio to raw: {rate / raw:.2f}"
-        )
+    print(f"{args.env}, 2 processes / workers x {args.envs} envs; before: {_load()}")
+    rates = {k: statistics.median(v) for k, v in measure(args).items()}
+    engines = args.vector_env.split(",")
+    base = rates[(engines[0], "raw")]
+    print(f"medians of {args.rounds} round(s); ratios to {engines[0]!r} raw ({base:.0f}/s)")
+    for (engine, what), rate in rates.items():
+        name = "raw random-action stepping" if what == "raw" else f"parallel_rollouts({what})"
+        name += " + policy + GAE" if what != "raw" else ""
+        print(f"{engine:16s} {name:45s} {rate:10.0f} steps/s   ratio: {rate / base:.2f}")
+    print(f"after: {_load()}")
 
 
 if __name__ == "__main__":
