@@ -124,8 +124,9 @@ def _parts(space: gym.Space[Any], path: tuple[Any, ...], offset: int) -> list[_P
 def _choices(values: Array, part: _Part) -> Array:
     """``values`` of a Discrete/MultiDiscrete part as 0-based choices; `ValueError` when one
     is outside its component's range (it would set another part's one-hot entry)."""
-    choices = values.astype(np.int64) - part.starts
-    if np.any(choices < 0) or np.any(choices >= part.counts):
+    starts = np.zeros(1, np.int64) if part.starts is None else part.starts
+    choices = values.astype(np.int64) - starts
+    if np.any(choices < 0) or (part.counts is not None and np.any(choices >= part.counts)):
         raise ValueError(f"value {values.tolist()} outside the part's range")
     return choices
 
