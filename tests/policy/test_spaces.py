@@ -12,7 +12,7 @@ from gymnasium import spaces
 
 from rlflow import Trainer
 from rlflow.algorithms import ALGORITHMS
-from rlflow.envs.targets import DictTargetEnv, MultiDiscreteTargetEnv
+from rlflow.envs.targets import DictTargetEnv, MultiDiscreteTargetEnv, TupleTargetEnv
 from rlflow.errors import ConfigError
 from rlflow.policy import PPOPolicy
 from rlflow.policy.spaces import ALGORITHMS_FOR_ACTIONS, check_policy_spaces
@@ -41,6 +41,10 @@ class SequenceObs(_Env):
     observation_space = spaces.Sequence(spaces.Discrete(3))
 
 
+class GraphObs(_Env):
+    observation_space = spaces.Graph(spaces.Box(-1, 1, (2,)), None)
+
+
 class MultiBinaryActions(_Env):
     action_space = spaces.MultiBinary(2)
 
@@ -67,6 +71,7 @@ CASES = [
     ("ppo", TextObs, "PPOPolicy takes Box or Discrete observation spaces, not Text(1, 5"),
     ("appo", SequenceObs, "APPOPolicy takes Box or Discrete observation spaces, not Sequence("),
     ("ppo", DictWithText, "its part ['name'] is Text(1, 5, "),
+    ("a2c", GraphObs, "PGPolicy takes Box or Discrete observation spaces, not Graph("),
 ]  # fmt: skip
 
 
@@ -111,9 +116,11 @@ def test_check_policy_spaces_directly() -> None:
 
 
 def test_supported_structured_spaces_pass_the_check() -> None:
-    from rlflow.algorithms import IMPALAConfig, PPOConfig
+    from rlflow.algorithms import DQNConfig, IMPALAConfig, PPOConfig
+    from rlflow.algorithms.dqn import DQNPolicy
     from rlflow.algorithms.impala import VTracePolicy
     from rlflow.trainer import check_env
 
     check_env(PPOConfig(env=DictTargetEnv), PPOPolicy, algo="ppo")
+    check_env(DQNConfig(env=TupleTargetEnv), DQNPolicy, algo="dqn")  # flattened: a Box
     check_env(IMPALAConfig(env=MultiDiscreteTargetEnv), VTracePolicy, algo="impala")
