@@ -19,7 +19,14 @@ from rlflow import Trainer, flow
 from rlflow.algorithms import ALGORITHMS, DQNConfig, PGConfig, get_algorithm, tuned_config
 from rlflow.algorithms.dqn import DQNPolicy
 from rlflow.config import PolicySpec
-from rlflow.data import DEFAULT_POLICY_ID, NEXT_OBS, OBS, MultiAgentBatch
+from rlflow.data import (
+    DEFAULT_POLICY_ID,
+    NEXT_OBS,
+    OBS,
+    TERMINATEDS,
+    TRUNCATEDS,
+    MultiAgentBatch,
+)
 from rlflow.envs import POINT_NAV_ID, config_env_creator
 from rlflow.envs.multi_agent import ALL_AGENTS, MultiAgentEnv, MultiAgentStep
 from rlflow.errors import ConfigError, ConfigTypeError
@@ -238,6 +245,28 @@ def test_next_observations_are_filtered_too(local_backend: None) -> None:
     np.testing.assert_allclose(batch[OBS][:, 0], obs, atol=1e-6)
     np.testing.assert_allclose(batch[NEXT_OBS][:, 0], next_obs, atol=1e-6)
     assert worker.filters[PID].running.n == len(seen) == 1 + 8 + 2  # reset, steps, 2 terminals
+
+
+@pytest.mark.parametrize("engine", ["rlflow", "gymnasium"])
+def test_each_observation_is_counted_once_by_every_env_engine(
+    local_backend: None, engine: str
+) -> None:
+    """rlflow's loop resets on the step an episode ends (its last observation comes apart, in
+    ``final_obs``); CartPole's vectorized engine resets on the next step (the last observation
+    is the next one, the reset row is dropped). Either way each observation counts once."""
+    config = PGConfig(
+        env="CartPole-v1", vector_env=engine, num_envs_per_worker=4, rollout_fragment_length=50,
+        num_workers=0, model={"hidden": (8,)}, **MSF,
+    )  # fmt: skip
+    worker = RolloutWorker(config, PGPolicy, worker_index=0)
+    batch = worker.sample()
+    ended = int((batch[TERMINATEDS] | batch[TRUNCATEDS]).sum())
+    assert ended > 0
+    n = worker.filters[PID].running.n
+    if engine == "rlflow":
+        assert n == 4 + 4 * 50 + ended  # resets, next observations, last ones
+    else:
+        assert n == 4 + 4 * 50  # the last observations were next observations
 
 
 def test_no_filter_changes_nothing(local_backend: None) -> None:

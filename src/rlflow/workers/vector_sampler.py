@@ -243,7 +243,9 @@ class VectorSampler(Sampler):
     def _filtered(self, step: VectorStep, acted_on: Array) -> VectorStep:
         """``step`` with filtered observations (each new one added to the filter's statistics
         once): the terminal ones of the episodes that ended, then those to act on next. A
-        failed step's final row is the (already filtered) one its action was taken on."""
+        failed step's final row (and a next-step engine's reset row, `VectorEnv.restarted`
+        alike) is the already filtered one its action was taken on; a next-step engine's
+        terminal observations are its next ones, filtered once as such."""
         obs_filter, venv = self.obs_filter, self.venv
         assert obs_filter is not None and venv is not None
         done = np.flatnonzero(step.terminateds | step.truncateds)
@@ -251,7 +253,10 @@ class VectorSampler(Sampler):
             next_obs = obs_filter(step.next_obs)
             return step._replace(next_obs=next_obs, final_obs=next_obs)
         failed = venv.restarted
-        ended = [i for i in done.tolist() if i not in failed] if failed else done
+        if getattr(venv, "step_mode", "same") == "next":
+            ended: Any = []  # a next-step engine's last observations are its next ones
+        else:
+            ended = [i for i in done.tolist() if i not in failed] if failed else done
         last = obs_filter(step.final_obs[ended]) if len(ended) else None
         next_obs = obs_filter(step.next_obs)
         final_obs = next_obs.copy()
