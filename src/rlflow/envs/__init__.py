@@ -1,4 +1,5 @@
-"""Environment creation and in-process vector envs.
+"""Environment creation and in-process vector envs; flattened structured observations
+(`rlflow.envs.flatten`: the env creator of a config applies `FlattenObservations`).
 
 Importing this package registers the Gymnasium ids :data:`POINT_NAV_ID`
 (``rlflow/PointNav2D-v0``, `rlflow.envs.point_nav.PointNavigation2D`) and
@@ -8,6 +9,7 @@ Importing this package registers the Gymnasium ids :data:`POINT_NAV_ID`
 
 from rlflow.envs.crashing import CARTPOLE_CRASHING_ID
 from rlflow.envs.creator import EnvCreator, config_env_creator, make_env_creator
+from rlflow.envs.flatten import FlattenObservations, flatten_observation, flatten_space
 from rlflow.envs.vector import AgentReturn, EpisodeStat, VectorEnv, VectorStep
 
 __all__ = [
@@ -15,9 +17,12 @@ __all__ = [
     "CARTPOLE_CRASHING_ID",
     "EnvCreator",
     "EpisodeStat",
+    "FlattenObservations",
     "VectorEnv",
     "VectorStep",
     "config_env_creator",
+    "flatten_observation",
+    "flatten_space",
     "make_env_creator",
 ]
 
