@@ -57,6 +57,11 @@ class WrongShapes(TinyModel):
         return logits, value[:, None]
 
 
+class FailsOnCall(TinyModel):
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        raise ValueError("no value for you")
+
+
 class Broken(TinyModel):
     def __init__(self, *args: Any) -> None:
         raise RuntimeError("no weights here")
@@ -95,6 +100,7 @@ def test_a_string_path_imports_the_class() -> None:
     [
         (WrongShapes, "must return (dist_inputs [B, 2], value [B]); for B=1 it returned"),
         (Broken, "raised RuntimeError('no weights here')"),
+        (FailsOnCall, "FailsOnCall raised ValueError('no value for you') on a batch of one"),
     ],
 )
 def test_a_model_that_does_not_fit_is_refused_when_built(cls: type, needle: str) -> None:

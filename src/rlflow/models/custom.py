@@ -74,13 +74,22 @@ def _dummy_obs(space: gym.Space[Any]) -> torch.Tensor:
 
 
 def _check_outputs(model: nn.Module, obs_space: gym.Space[Any], num_outputs: int) -> None:
-    """Call the model once on a zero observation; `ConfigError` unless ``forward`` gives
-    ``([1, num_outputs], [1])`` and ``value`` gives ``[1]``."""
+    """Call the model once (in eval mode, without gradients) on a zero observation;
+    `ConfigError` unless ``forward`` gives ``([1, num_outputs], [1])`` and ``value`` ``[1]``."""
     name = type(model).__name__
     obs = _dummy_obs(obs_space)
-    with torch.no_grad():
-        out = model(obs)
-        value = model.value(obs)  # type: ignore[operator]
+    training = model.training
+    try:
+        with torch.no_grad():  # in eval mode: no batch-norm statistics move
+            out = model.train(False)(obs)
+            value = model.value(obs)  # type: ignore[operator]
+    except Exception as err:  # the user's code: reported with its key
+        raise ConfigError(
+            f"{CUSTOM_MODEL}: {name} raised {err!r} on a batch of one zero observation of "
+            f"{obs_space}"
+        ) from err
+    finally:
+        model.train(training)
     shapes_ok = (
         isinstance(out, tuple)
         and len(out) == 2
