@@ -245,7 +245,7 @@ def test_configs_reject_bad_values(cls: type, kwargs: dict[str, Any], message: s
 def test_a_discrete_action_space_is_rejected_before_any_actor_starts(algo: str) -> None:
     with pytest.raises(ConfigError, match=rf"algorithm '{algo}' cannot use env 'CartPole-v1'") as e:
         Trainer(algo, env="CartPole-v1", backend="local", num_workers=1)
-    assert "Discrete(2)" in str(e.value) and "must be a 1-D Box with finite bounds" in str(e.value)
+    assert "Discrete(2)" in str(e.value) and "Policy takes Box action spaces, not" in str(e.value)
 
 
 # --------------------------------------------------------------------------- multi-agent
