@@ -8,7 +8,9 @@ ratio. Run: ``python benchmarks/sampling.py [--seconds 10] [--envs 8] [--fragmen
 ``--vector-env rlflow,gymnasium-sync,gymnasium,envpool`` (and ``--env``) measures each env
 engine (`rlflow.envs.gym_vector`, config ``vector_env``): its raw stepping and its sampling
 plan, medians of ``--rounds`` paired rounds, each beside rlflow's raw loop and the ratio, with
-the load average. ``--modes`` picks the ``parallel_rollouts`` modes (default both).
+the load average. ``--modes`` picks the ``parallel_rollouts`` modes (default both). With an
+``ALE/`` id, ``ale-vector`` adds the raw stepping of ale_py's C++ ``AtariVectorEnv``
+(`ALE_VECTOR`).
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ import multiprocessing as mp
 import os
 import statistics
 import time
+from typing import Any
 
 import numpy as np
 
 from rlflow import flow
 from rlflow.algorithms import PPOConfig
 from rlflow.envs import make_env_creator
-from rlflow.envs.gym_vector import make_vector_env
+from rlflow.envs.gym_vector import GymVectorEnv, make_vector_env
 from rlflow.ops import keys, parallel_rollouts
 from rlflow.policy import PPOPolicy
 from rlflow.workers import WorkerSet
@@ -34,9 +37,12 @@ def _raw_stepper(args: tuple[int, int, float, str, str]) -> int:
     """Step a vector env of engine ``vector_env`` with random actions for ``seconds``; return
     the env steps taken."""
     num_envs, seed, seconds, env_id, vector_env = args
-    venv = make_vector_env(make_env_creator(env_id), num_envs, seed, vector_env=vector_env)
+    if vector_env == ALE_VECTOR:
+        venv: Any = _ale_vector_env(env_id, num_envs, seed)
+    else:
+        venv = make_vector_env(make_env_creator(env_id), num_envs, seed, vector_env=vector_env)
     venv.reset()
-    num_actions = int(venv.action_space.n)  # type: ignore[attr-defined]
+    num_actions = int(venv.action_space.n)
     rng = np.random.default_rng(seed)
     steps = 0
     deadline = time.perf_counter() + seconds
@@ -46,6 +52,22 @@ def _raw_stepper(args: tuple[int, int, float, str, str]) -> int:
         steps += 100 * num_envs
     venv.close()
     return steps
+
+
+ALE_VECTOR = "ale-vector"
+"""Raw stepping only (not a ``vector_env`` value): ale_py's C++ ``AtariVectorEnv`` of an
+``ALE/`` id (DeepMind-style preprocessing in C++: 84x84 grayscale, 4 stacked frames, frame skip
+4, episodic life, clipped rewards; frames channel-first, one thread per process) behind
+`rlflow.envs.gym_vector.GymVectorEnv`."""
+
+
+def _ale_vector_env(env_id: str, num_envs: int, seed: int) -> Any:
+    from ale_py.vector_env import AtariVectorEnv
+
+    game = env_id.removeprefix("ALE/").split("-")[0]
+    game = "".join("_" + c.lower() if c.isupper() and i else c.lower() for i, c in enumerate(game))
+    venv = AtariVectorEnv(game, num_envs, num_threads=1, episodic_life=True)
+    return GymVectorEnv(venv, seed)
 
 
 def raw_steps_per_s(
@@ -115,7 +137,7 @@ def measure(args: argparse.Namespace) -> dict[tuple[str, str], list[float]]:
             rates.setdefault((engine, "raw"), []).append(rate)
         flow.init(backend="ray", num_cpus=2, include_dashboard=False, log_to_driver=False)
         try:
-            for engine in engines:
+            for engine in (e for e in engines if e != ALE_VECTOR):
                 for mode in modes:
                     rate = plan_steps_per_s(
                         mode, args.envs, args.fragment, args.seconds, args.env, engine
