@@ -12,6 +12,7 @@ from gymnasium import spaces
 from rlflow.algorithms.ppo.config import PPOConfig
 from rlflow.envs import config_env_creator
 from rlflow.envs.flatten import (
+    FlattenMultiAgentObservations,
     FlattenObservations,
     ObservationFlattener,
     flatten_observation,
@@ -19,7 +20,12 @@ from rlflow.envs.flatten import (
     needs_flattening,
     unflattenable_part,
 )
-from rlflow.envs.targets import DictTargetEnv, MultiDiscreteTargetEnv, TupleTargetEnv
+from rlflow.envs.targets import (
+    DictTargetEnv,
+    MultiAgentDictTargetEnv,
+    MultiDiscreteTargetEnv,
+    TupleTargetEnv,
+)
 from rlflow.envs.validation import env_name
 from rlflow.errors import ConfigError
 
@@ -124,3 +130,16 @@ def test_creator_leaves_box_envs_and_unflattenable_spaces_alone() -> None:
 def test_env_name_sees_through_the_creator() -> None:
     assert env_name(config_env_creator(PPOConfig(env="CartPole-v1"))) == "CartPole-v1"
     assert env_name(gym.make("CartPole-v1")) == "CartPole-v1"
+
+
+def test_multi_agent_envs_get_each_agent_flattened() -> None:
+    env = config_env_creator(PPOConfig(env=MultiAgentDictTargetEnv))()
+    assert isinstance(env, FlattenMultiAgentObservations)
+    assert {a: s.shape for a, s in env.observation_spaces.items()} == {"a": (8,), "b": (8,)}
+    obs, _ = env.reset(seed=0)
+    right = {a: int(np.argmax(o[5:8])) for a, o in obs.items()}
+    step = env.step(right)
+    assert step.rewards == {"a": 1.0, "b": 1.0} and step.obs["a"].shape == (8,)
+    assert env.agents == ["a", "b"]
+    plain = config_env_creator(PPOConfig(env="multi_cartpole"))()
+    assert not isinstance(plain, FlattenMultiAgentObservations)

@@ -131,14 +131,31 @@ def _apply_wrappers(creator: Callable[[], Any], wrappers: tuple[Any, ...]) -> An
 def flatten_if_structured(creator: Callable[[], Any]) -> Any:
     """``creator()``, wrapped in `rlflow.envs.flatten.FlattenObservations` when it is a
     single-agent env whose observation space is a ``Dict``, ``Tuple``, ``MultiDiscrete`` or
-    ``MultiBinary`` that can be flattened (`rlflow.envs.flatten.needs_flattening`); any other
-    env as it is."""
-    from rlflow.envs.flatten import FlattenObservations, needs_flattening
+    ``MultiBinary`` that can be flattened (`rlflow.envs.flatten.needs_flattening`), in
+    `rlflow.envs.flatten.FlattenMultiAgentObservations` when it is a multi-agent env (PettingZoo
+    ones adapted first) with such an agent space; any other env as it is."""
+    from rlflow.envs.flatten import (
+        FlattenMultiAgentObservations,
+        FlattenObservations,
+        needs_flattening,
+    )
 
     env = creator()
-    if isinstance(env, gym.Env) and needs_flattening(env.observation_space):
-        return FlattenObservations(env)
-    return env
+    if isinstance(env, gym.Env):
+        return FlattenObservations(env) if needs_flattening(env.observation_space) else env
+    agents = getattr(env, "possible_agents", None)
+    if agents is None:
+        return env
+    from rlflow.envs.multi_agent import MultiAgentEnv, from_pettingzoo
+
+    spaces_of = getattr(env, "observation_spaces", None)
+    if not isinstance(spaces_of, dict):  # PettingZoo: a method per agent
+        spaces_of = {agent: env.observation_space(agent) for agent in agents}
+    if not any(needs_flattening(space) for space in spaces_of.values()):
+        return env
+    return FlattenMultiAgentObservations(
+        env if isinstance(env, MultiAgentEnv) else from_pettingzoo(env)
+    )
 
 
 def config_env_creator(config: Any) -> EnvCreator:

@@ -16,8 +16,10 @@ Per part:
 
 A space with a part of any other kind (``Text``, ``Graph``, ``Sequence``, ``OneOf``) is left as
 it is, and the algorithm's policy refuses it, naming the part (:func:`unflattenable_part`).
-Multi-agent envs are not wrapped. Observations given to a trained policy by hand
-(`Trainer.compute_single_action`, `rlflow.load_policy`) are the flat ones:
+A multi-agent env (a `rlflow.envs.multi_agent.MultiAgentEnv`, or a PettingZoo env, adapted
+first) whose agents have such spaces is wrapped in :class:`FlattenMultiAgentObservations`,
+which flattens each agent's observations the same way. Observations given to a trained policy
+by hand (`Trainer.compute_single_action`, `rlflow.load_policy`) are the flat ones:
 :func:`flatten_observation` makes them.
 
 >>> space = spaces.Dict({"pos": spaces.Box(-1.0, 1.0, (2,)), "door": spaces.Discrete(3)})
@@ -29,6 +31,7 @@ Multi-agent envs are not wrapped. Observations given to a trained policy by hand
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -36,9 +39,11 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
 
+from rlflow.envs.multi_agent import AgentID, MultiAgentDict, MultiAgentEnv, MultiAgentStep
 from rlflow.errors import ConfigError
 
 __all__ = [
+    "FlattenMultiAgentObservations",
     "FlattenObservations",
     "ObservationFlattener",
     "flatten_observation",
@@ -219,3 +224,50 @@ class FlattenObservations(gym.ObservationWrapper[npt.NDArray[np.float32], Any, A
     def observation(self, observation: Any) -> npt.NDArray[np.float32]:
         """The flat observation."""
         return self.flattener(observation)
+
+
+class FlattenMultiAgentObservations(MultiAgentEnv):
+    """A multi-agent env whose agents' structured observations are flattened (each agent's
+    space as :class:`FlattenObservations` does; other agents' observations pass unchanged).
+    The env creator applies it when any agent's space :func:`needs_flattening`.
+    """
+
+    def __init__(self, env: MultiAgentEnv) -> None:
+        """Wrap ``env``; `ConfigError` if an agent's space cannot be flattened."""
+        self.env = env
+        """The wrapped env."""
+        self.possible_agents = list(env.possible_agents)
+        self.flatteners = {
+            agent: ObservationFlattener(space)
+            for agent, space in env.observation_spaces.items()
+            if needs_flattening(space)
+        }
+        """The layout of each flattened agent's observations."""
+        self.observation_spaces = {
+            agent: self.flatteners[agent].space if agent in self.flatteners else space
+            for agent, space in env.observation_spaces.items()
+        }
+        self.action_spaces = dict(env.action_spaces)
+        self.agents = list(env.agents)
+
+    def _flat(self, obs: MultiAgentDict) -> MultiAgentDict:
+        flat = self.flatteners
+        return {a: flat[a](o) if a in flat else o for a, o in obs.items()}
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[MultiAgentDict, MultiAgentDict]:
+        """Reset the wrapped env; its observations flattened."""
+        obs, infos = self.env.reset(seed=seed, options=options)
+        self.agents = list(self.env.agents)
+        return self._flat(obs), infos
+
+    def step(self, action_dict: Mapping[AgentID, Any]) -> MultiAgentStep:
+        """Step the wrapped env; its observations flattened."""
+        step = self.env.step(action_dict)
+        self.agents = list(self.env.agents)
+        return step._replace(obs=self._flat(step.obs))
+
+    def close(self) -> None:
+        """Close the wrapped env."""
+        self.env.close()

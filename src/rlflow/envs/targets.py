@@ -9,7 +9,8 @@ observation earns 1.0 a step (return ``episode_len``) and a uniformly random one
   noise parts), ``Discrete`` actions;
 - :class:`TupleTargetEnv`: a nested ``Tuple`` observation, ``Discrete`` actions;
 - :class:`MultiDiscreteTargetEnv`: a ``Box`` observation (the targets one-hot), ``MultiDiscrete``
-  actions.
+  actions;
+- :class:`MultiAgentDictTargetEnv`: two agents, each on its own :class:`DictTargetEnv`.
 
 >>> env = MultiDiscreteTargetEnv(nvec=(2, 3), episode_len=2)
 >>> obs, _ = env.reset(seed=0)
@@ -28,8 +29,15 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from rlflow.checks import check_int
+from rlflow.envs.multi_agent import ALL_AGENTS, MultiAgentEnv, MultiAgentStep
 
-__all__ = ["DictTargetEnv", "MultiDiscreteTargetEnv", "TargetEnv", "TupleTargetEnv"]
+__all__ = [
+    "DictTargetEnv",
+    "MultiAgentDictTargetEnv",
+    "MultiDiscreteTargetEnv",
+    "TargetEnv",
+    "TupleTargetEnv",
+]
 
 Array = npt.NDArray[Any]
 
@@ -138,3 +146,43 @@ class MultiDiscreteTargetEnv(TargetEnv):
         obs = np.zeros(int(self.nvec.sum()), np.float32)
         obs[self._firsts + self.targets] = 1.0
         return obs
+
+
+class MultiAgentDictTargetEnv(MultiAgentEnv):
+    """Agents ``"a"`` and ``"b"``, each on its own :class:`DictTargetEnv` (``Dict``
+    observations, ``Discrete`` actions); both episodes end together after ``episode_len``
+    steps, so an episode's return (the sum over agents) is at most ``2 * episode_len``."""
+
+    def __init__(self, episode_len: int = 8) -> None:
+        """Two target envs of ``episode_len`` steps."""
+        self.possible_agents = ["a", "b"]
+        self.agents = []
+        self.envs = {a: DictTargetEnv(episode_len=episode_len) for a in self.possible_agents}
+        """Each agent's env."""
+        self.observation_spaces = {a: e.observation_space for a, e in self.envs.items()}
+        self.action_spaces = {a: e.action_space for a, e in self.envs.items()}
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Reset both agents' envs (seeds ``seed`` and ``seed + 1``)."""
+        self.agents = list(self.possible_agents)
+        obs = {
+            a: env.reset(seed=None if seed is None else seed + i)[0]
+            for i, (a, env) in enumerate(self.envs.items())
+        }
+        return obs, {a: {} for a in obs}
+
+    def step(self, action_dict: Any) -> MultiAgentStep:
+        """Step each agent's env with its action."""
+        self._check_action_keys(action_dict)
+        out = {a: self.envs[a].step(action_dict[a]) for a in self.agents}
+        done = all(o[2] for o in out.values())
+        self.agents = [] if done else list(self.agents)
+        return MultiAgentStep(
+            {a: o[0] for a, o in out.items()},
+            {a: o[1] for a, o in out.items()},
+            {**{a: o[2] for a, o in out.items()}, ALL_AGENTS: done},
+            {**{a: False for a in out}, ALL_AGENTS: False},
+            {a: {} for a in out},
+        )
