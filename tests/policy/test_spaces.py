@@ -109,7 +109,7 @@ def test_check_policy_spaces_directly() -> None:
     check_policy_spaces(PPOPolicy, box, spaces.MultiDiscrete([2, 2]))
     check_policy_spaces(PPOPolicy, spaces.Discrete(4), box)
     check_policy_spaces(TwinQPolicy, box, box)
-    with pytest.raises(ConfigError, match="single-agent envs only"):
+    with pytest.raises(ConfigError, match=r"flat space \(rlflow.envs.flatten_space\)"):
         check_policy_spaces(PPOPolicy, spaces.Dict({"a": box}), spaces.Discrete(2))
     with pytest.raises(ConfigError, match=r"^TwinQPolicy takes Box observation spaces, not Disc"):
         check_policy_spaces(TwinQPolicy, spaces.Discrete(3), box)

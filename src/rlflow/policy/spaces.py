@@ -53,8 +53,8 @@ def _obs_problem(space: gym.Space[Any], types: tuple[type, ...]) -> str | None:
             note = f": its part {part[0]} is {part[1]}, which cannot be flattened"
         else:
             note = (
-                "; the env creator flattens such observations of single-agent envs only: "
-                "flatten a multi-agent env's in the env (rlflow.envs.flatten.ObservationFlattener)"
+                "; the env creator flattens such observations, so a policy is given the flat "
+                "space (rlflow.envs.flatten_space), e.g. in its PolicySpec"
             )
     return (
         f"observation spaces, not {space}{note} (the env creator flattens Dict, Tuple, "
