@@ -96,10 +96,11 @@ class RunningStat:
         count = x.shape[0]
         if count == 0:
             return 0, np.zeros(x.shape[1:]), np.zeros(x.shape[1:])
-        mean = x.sum(axis=0) / count
+        mean = np.add.reduce(x, axis=0)
+        mean /= count
         dev = x - mean
         dev *= dev
-        return count, mean, dev.sum(axis=0)
+        return count, mean, np.add.reduce(dev, axis=0)
 
     def push(self, batch: npt.ArrayLike) -> None:
         """Add the samples of ``batch`` (shape ``[B, *shape]``)."""
@@ -170,7 +171,8 @@ def normalize(obs: npt.ArrayLike, mean: Array, std: Array, clip: float, epsilon:
     training, evaluation and exported policies (so their outputs are bit-identical)."""
     out: Array = np.asarray(obs, dtype=np.float64) - mean
     out /= std + epsilon
-    np.clip(out, -clip, clip, out=out)
+    np.minimum(out, clip, out=out)  # np.clip, at half its cost on small arrays
+    np.maximum(out, -clip, out=out)
     return out.astype(np.float32)
 
 

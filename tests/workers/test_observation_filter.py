@@ -55,31 +55,43 @@ SCALED_CARTPOLE = [{"name": "rlflow.testing.envs.ScaleObservation", "kwargs": {"
 
 
 def reference(
-    episode_len: int, steps: int, *, num_envs: int = 1, offset: float = 0.0, scale: float = 1.0
+    episode_len: int,
+    steps: int,
+    *,
+    num_envs: int = 1,
+    offset: float = 0.0,
+    scale: float = 1.0,
+    one_batch_at_ends: bool = True,
 ) -> tuple[Array, Array, Array]:
     """What a MeanStdFilter makes of a counting env's observations (``offset + scale * k`` at
     step k of an episode of ``episode_len`` steps; ``num_envs`` copies in lockstep), computed
     from scratch with numpy: the filtered observations acted on, the filtered next observations,
-    and every raw value the filter saw, in order (a reset's, then each step's: the terminal one
-    of an episode that ended before the next episode's first)."""
+    and every raw value the filter saw (a reset's, then each step's: the terminal one of an
+    episode that ended with the next episode's first, in one batch, or in two batches without
+    ``one_batch_at_ends``, as the multi-agent sampler filters them)."""
     seen: list[float] = []
 
-    def push(value: float) -> np.float32:
-        seen.extend([value] * num_envs)
+    def push(*values: float) -> list[np.float32]:
+        for value in values:
+            seen.extend([value] * num_envs)
         a = np.array(seen, dtype=np.float64)
         std = a.std(ddof=1) if a.size > 1 else 1.0
-        return np.float32(np.clip((value - a.mean()) / (std + EPSILON), -CLIP, CLIP))
+        return [np.float32(np.clip((v - a.mean()) / (std + EPSILON), -CLIP, CLIP)) for v in values]
 
     obs, next_obs = [], []
-    current, k = push(offset), 0
+    (current,), k = push(offset), 0
     for _ in range(steps):
         obs.append(current)
         k += 1
-        if k == episode_len:
-            next_obs.append(push(offset + scale * k))
-            current, k = push(offset), 0
+        if k == episode_len and one_batch_at_ends:
+            last, current = push(offset + scale * k, offset)
+            next_obs.append(last)
+            k = 0
+        elif k == episode_len:
+            next_obs.extend(push(offset + scale * k))
+            (current,), k = push(offset), 0
         else:
-            current = push(offset + scale * k)
+            (current,) = push(offset + scale * k)
             next_obs.append(current)
     return np.array(obs), np.array(next_obs), np.array(seen)
 
@@ -328,7 +340,7 @@ def test_multi_agent_sampler_keeps_one_filter_per_policy(local_backend: None) ->
     batch = worker.sample()
     assert isinstance(batch, MultiAgentBatch)
     for pid, offset, scale in (("pa", 0.0, 1.0), ("pb", 100.0, 10.0)):
-        obs, next_obs, seen = reference(3, 8, offset=offset, scale=scale)
+        obs, next_obs, seen = reference(3, 8, offset=offset, scale=scale, one_batch_at_ends=False)
         rows = batch.policy_batches[pid]
         np.testing.assert_allclose(rows[OBS][:, 0], obs, atol=1e-6)
         np.testing.assert_allclose(rows[NEXT_OBS][:, 0], next_obs, atol=1e-6)

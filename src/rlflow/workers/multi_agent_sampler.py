@@ -30,7 +30,8 @@ the same steps and keeps these stats, but emits no rows.
 Observation filters (``filters``: ``{policy id: MeanStdFilter}``, RLlib's choice of one filter
 per policy): an agent's observations go through the filter of its policy as they arrive, once
 each, one batch per policy per env and step: those of a reset, and after a step those of the
-agents that acted (their next or last observations) or will act. Rows hold the filtered
+agents that acted (their next or last observations) or will act; when the episode ended,
+the next episode's first observations come in their own batch. Rows hold the filtered
 observations. A policy without a filter sees raw observations.
 """
 

@@ -12,9 +12,9 @@ bootstrapped from V(the observation the failed action was taken on), so no traje
 two episodes. The episode is not reported in the episode stats; the fragment has one row less.
 
 With an observation filter (``obs_filter``, `rlflow.filters.MeanStdFilter`) every observation
-is filtered as it arrives, each once: the first ones after a reset, then each step the last
-observations of the episodes that ended (the terminal ones, as RLlib does, before the new
-episodes' first ones) and the observations to act on next. The policy acts on, and the
+is filtered as it arrives, each once: the first ones after a reset, then each step, in one
+batch, the last observations of the episodes that ended (the terminal ones, which RLlib's
+filters see too) and the observations to act on next. The policy acts on, and the
 fragment records (OBS, NEXT_OBS, bootstrap values), the filtered observations. Without one the
 step is unchanged.
 """
@@ -242,10 +242,10 @@ class VectorSampler(Sampler):
 
     def _filtered(self, step: VectorStep, acted_on: Array) -> VectorStep:
         """``step`` with filtered observations (each new one added to the filter's statistics
-        once): the terminal ones of the episodes that ended, then those to act on next. A
-        failed step's final row (and a next-step engine's reset row, `VectorEnv.restarted`
-        alike) is the already filtered one its action was taken on; a next-step engine's
-        terminal observations are its next ones, filtered once as such."""
+        once, in one batch): the terminal ones of the episodes that ended and those to act on
+        next. A failed step's final row (and a next-step engine's reset row,
+        `VectorEnv.restarted` alike) is the already filtered one its action was taken on; a
+        next-step engine's terminal observations are its next ones, filtered once as such."""
         obs_filter, venv = self.obs_filter, self.venv
         assert obs_filter is not None and venv is not None
         done = np.flatnonzero(step.terminateds | step.truncateds)
@@ -257,11 +257,15 @@ class VectorSampler(Sampler):
             ended: Any = []  # a next-step engine's last observations are its next ones
         else:
             ended = [i for i in done.tolist() if i not in failed] if failed else done
-        last = obs_filter(step.final_obs[ended]) if len(ended) else None
-        next_obs = obs_filter(step.next_obs)
-        final_obs = next_obs.copy()
-        if last is not None:
-            final_obs[ended] = last
+        if len(ended):  # one batch: the last observations, then the next ones
+            k = len(ended)
+            both = obs_filter(np.concatenate([step.final_obs[ended], step.next_obs]))
+            next_obs = both[k:]
+            final_obs = next_obs.copy()
+            final_obs[ended] = both[:k]
+        else:
+            next_obs = obs_filter(step.next_obs)
+            final_obs = next_obs.copy()
         for i in failed:
             final_obs[i] = acted_on[i]
         return step._replace(next_obs=next_obs, final_obs=final_obs)
