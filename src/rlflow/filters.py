@@ -22,9 +22,9 @@ without learning: evaluation, `rlflow.Trainer.compute_actions` and exported poli
 
 Observations must be a ``Box`` that is not an image: the image model divides pixels by 255
 itself (`rlflow.models.nets.NatureCNN`), so normalized frames would reach it scaled wrongly;
-`make_filter` refuses images, ``Discrete`` and nested spaces with a `ConfigError`. (A
-single-agent env's Dict and Tuple observations are flattened into one Box before any filter
-sees them, `rlflow.envs.flatten`, so those are filtered as that vector.)
+`make_filter` refuses images, ``Discrete`` and nested spaces with a `ConfigError`. (The env
+creator flattens Dict and Tuple observations into one Box before any filter sees them,
+`rlflow.envs.flatten`, so those are filtered as that vector.)
 """
 
 from __future__ import annotations
