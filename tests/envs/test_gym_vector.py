@@ -172,7 +172,7 @@ def test_trainer_refuses_an_engine_without_restarts_before_any_actor_starts() ->
         )  # fmt: skip
 
 
-SMALL_PPO = {
+SMALL_PPO: dict[str, Any] = {
     "env": "CartPole-v1",
     "num_workers": 1,
     "num_envs_per_worker": 4,
