@@ -147,7 +147,8 @@ def run_sb3(seed: int, budget_s: float) -> Run:
 
 def show_curves(runs: list[Run]) -> None:
     """Both curves side by side: a row per TABLE_EVERY env steps, each cell the run's first
-    report at or past the row's steps (its seconds and return), and each run's last report."""
+    report at or past the row's steps and before the next row's (its seconds and return; blank
+    if none, e.g. during the steps before learning), and each run's last report."""
     print(f"\nSAC {ENV_ID}: mean return of the last {WINDOW} episodes (exploring policy)")
     print(f"{'env steps':>10}" + "".join(f"{r.library + ' s':>12}{'return':>9}" for r in runs))
     last = max(r.curve[-1].steps for r in runs)
@@ -155,7 +156,7 @@ def show_curves(runs: list[Run]) -> None:
     for steps in sorted(rows):
         cells = ""
         for r in runs:
-            hit = next((p for p in r.curve if p.steps >= steps), None)
+            hit = next((p for p in r.curve if steps <= p.steps < steps + TABLE_EVERY), None)
             cells += f"{hit.seconds:>12.0f}{hit.ret:>9.1f}" if hit else f"{'':>12}{'':>9}"
         print(f"{steps:>10}{cells}")
 
