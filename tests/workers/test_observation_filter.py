@@ -657,8 +657,8 @@ def test_ppo_learns_cartpole_scaled_by_1000_with_the_filter(
 ) -> None:
     """CartPole-v1 observations times 1000: PPO's tuned config with MeanStdFilter reaches 475
     within 150k env steps on seed 0 (63,488 measured; seeds 0-4: 53k to 102k). Without the
-    filter seeds 0-2 stay below it in 150k (best 249, 354, 440). The greedy policy, evaluated and exported through the frozen
-    filter on the raw scaled env, plays as well."""
+    filter seeds 0-2 stay below it in 150k (best 249, 354, 440). The greedy policy, evaluated
+    and exported through the frozen filter on the raw scaled env, plays as well."""
     config = tuned_config(
         "ppo", "CartPole-v1", seed=0, env_wrappers=SCALED_CARTPOLE, min_steps_per_iteration=2000
     )
