@@ -153,7 +153,7 @@ def _fetch_round(
     raises are the replies fetched one by one, to tell which shard failed."""
     try:
         values = backend.get(refs)
-    except Exception:
+    except Exception:  # noqa: BLE001 - any failure: refetch one by one to name the shard
         values = None
     items = []
     for i, (ref, pos) in enumerate(zip(refs, positions, strict=True)):
