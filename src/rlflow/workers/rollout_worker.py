@@ -39,6 +39,7 @@ from rlflow.errors import ConfigError
 from rlflow.filters import MeanStdFilter, make_filters
 from rlflow.policy import TorchPolicy
 from rlflow.workers.current import CurrentWorkerReads, current_worker
+from rlflow.workers.filter_sync import WorkerFilters
 from rlflow.workers.records import Gradients, WorkerMetrics
 from rlflow.workers.sampler import Sampler, is_multi_agent_env, make_sampler, policy_spaces
 from rlflow.workers.vector_sampler import VectorSampler
@@ -58,7 +59,7 @@ _POLICY_SEED_STRIDE = 100_003
 """Policy p (in the order of ``config.policies``) of worker k is seeded ``seed + k + p * this``."""
 
 
-class RolloutWorker(CurrentWorkerReads):
+class RolloutWorker(CurrentWorkerReads, WorkerFilters):
     """Vector env + policy map: samples postprocessed batches, computes and applies gradients.
 
     Args:
@@ -349,34 +350,6 @@ class RolloutWorker(CurrentWorkerReads):
             hook = getattr(policy, "on_global_var_update", None)
             if hook is not None:
                 hook(self.global_vars)
-
-    # ------------------------------------------------------------------------ filters
-    def get_filters(self, *, flush_after: bool = False) -> dict[PolicyID, MeanStdFilter]:
-        """Copies of the observation filters (RLlib's name), each with its running
-        statistics and its delta (observations since the delta was last taken); with
-        ``flush_after`` the deltas are then taken (emptied): the learner is merging them."""
-        out = {pid: f.copy() for pid, f in self.filters.items()}
-        if flush_after:
-            for f in self.filters.values():
-                f.take_delta()
-        return out
-
-    def apply_filter_changes(self, filters: Mapping[PolicyID, MeanStdFilter]) -> None:
-        """Learner side: add the deltas of another worker's `get_filters` to these filters'
-        running statistics (policies this worker has no filter for are ignored)."""
-        for pid, other in filters.items():
-            mine = self.filters.get(pid)
-            if mine is not None:
-                mine.apply_changes(other)
-
-    def sync_filters(self, filters: Mapping[PolicyID, MeanStdFilter]) -> None:
-        """Worker side: take the learner's filters (RLlib's name), keeping this worker's
-        delta on top (`rlflow.filters.MeanStdFilter.sync`); the filters are updated in place
-        (the sampler holds them)."""
-        for pid, other in filters.items():
-            mine = self.filters.get(pid)
-            if mine is not None:
-                mine.sync(other)
 
     def get_state(self) -> dict[str, Any]:
         """A picklable snapshot: policy states, RNG, observation filters, and the envs with
