@@ -63,6 +63,7 @@ CASES = [
     ("dqn", MultiDiscreteTargetEnv, f"DQNPolicy takes Discrete action spaces, not {MULTI}; "
      f"{MD_ALGOS}"),
     ("apex", "Pendulum-v1", f"DQNPolicy takes Discrete action spaces, not {PENDULUM}; {BOX_ALGOS}"),
+    ("dqn", "Pendulum-v1", f"its action space is {PENDULUM}"),
     ("sac", "CartPole-v1", f"SACPolicy takes Box action spaces, not Discrete(2); {DISCRETE_ALGOS}"),
     ("td3", DictTargetEnv, f"TD3Policy takes Box action spaces, not Discrete(3); {DISCRETE_ALGOS}"),
     ("td3", UnboundedBoxActions, "must be a 1-D Box with finite bounds for TD3"),

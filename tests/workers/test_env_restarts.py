@@ -296,12 +296,6 @@ class FiveObs(gym.Env[Array, int]):
         return np.zeros(5, np.float32), 0.0, False, False, {}
 
 
-class MultiDiscreteActions(FiveObs):
-    def __init__(self) -> None:
-        super().__init__()
-        self.action_space = spaces.MultiDiscrete([2, 3])
-
-
 def test_worker_names_env_expected_and_got_for_a_wrong_observation_shape() -> None:
     config = PPOConfig(env=FiveObs, num_workers=0, model={"hidden": (4,)})
     worker = RolloutWorker(config, PPOPolicy, worker_index=2)
@@ -312,26 +306,6 @@ def test_worker_names_env_expected_and_got_for_a_wrong_observation_shape() -> No
         "expected shape (4,)"
     )
     assert expected in str(info.value)
-
-
-@pytest.mark.parametrize(
-    ("algo", "env", "space"),
-    [("dqn", "Pendulum-v1", "Box(-2.0, 2.0, (1,)"), ("dqn", MultiDiscreteActions, "MultiDiscrete")],
-)
-def test_unsupported_action_space_is_rejected_before_any_actor_starts(
-    monkeypatch: pytest.MonkeyPatch, algo: str, env: Any, space: str
-) -> None:
-    def no_workers(*args: Any) -> None:
-        raise AssertionError("workers were started")
-
-    monkeypatch.setattr("rlflow.trainer._make_workers", no_workers)
-    monkeypatch.setattr("rlflow.trainer.acquire_backend", no_workers)
-    with pytest.raises(ConfigError) as info:
-        Trainer(algo, env=env, num_workers=1, backend="ray")
-    message = str(info.value)
-    name = env if isinstance(env, str) else env.__name__
-    assert f"algorithm {algo!r} cannot use env {name!r}" in message
-    assert f"action space is {space}" in message
 
 
 def test_check_env_accepts_what_the_algorithm_supports() -> None:
