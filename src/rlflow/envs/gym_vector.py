@@ -48,7 +48,7 @@ from rlflow.config_env import VECTOR_ENVS
 from rlflow.envs.creator import flatten_if_structured
 from rlflow.envs.game_score import GAME_SCORE, reports_game_score
 from rlflow.envs.records import EpisodeStat, VectorStep, env_action
-from rlflow.envs.validation import check_observation
+from rlflow.envs.validation import check_action_batch, check_observation
 from rlflow.envs.vector import VectorEnv
 from rlflow.errors import ConfigError, RLFlowError
 
@@ -354,12 +354,7 @@ class GymVectorEnv:
     def _actions(self, actions: Array) -> Any:
         """Check the shape of ``actions``; the batch as the engine takes it."""
         space = self.action_space
-        expected = (self.num_envs, *space.shape)  # type: ignore[misc]
-        if actions.shape != expected:
-            raise ConfigError(
-                f"GymVectorEnv.step: actions have shape {actions.shape}, expected {expected} "
-                f"for {self.num_envs} sub-envs with action space {space}"
-            )
+        check_action_batch(space, actions, self.num_envs, owner="GymVectorEnv.step")
         if isinstance(space, gym.spaces.Discrete):
             return actions.astype(np.int64, copy=False)
         return env_action(space, actions)

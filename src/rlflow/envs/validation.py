@@ -96,6 +96,17 @@ def _problem(space: Any, ob: Any) -> str | None:
     return None
 
 
+def check_action_batch(space: Any, actions: Any, num_envs: int, *, owner: str) -> None:
+    """Raise `ConfigError` unless ``actions`` has shape ``(num_envs, *space.shape)``: one
+    action per sub-env of a vector env; ``owner`` names the caller (``"VectorEnv.step"``)."""
+    expected = (num_envs, *space.shape)
+    if actions.shape != expected:
+        raise ConfigError(
+            f"{owner}: actions have shape {actions.shape}, expected {expected} "
+            f"for {num_envs} sub-envs with action space {space}"
+        )
+
+
 def check_observation(space: Any, ob: Any, *, where: str) -> None:
     """Raise `ConfigError` unless observation ``ob`` fits ``space``: shape, dtype (castable to
     the space's within its kind: float64 for float32 is fine, float for uint8 is not) and

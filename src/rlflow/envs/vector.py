@@ -20,6 +20,7 @@ from rlflow.envs.records import AgentReturn, EpisodeStat, VectorStep, env_action
 from rlflow.envs.validation import (
     MAX_RESTART_ATTEMPTS,
     OBS_CHECK_STEPS,
+    check_action_batch,
     check_observation,
     check_spaces,
     close_quietly,
@@ -312,12 +313,7 @@ class VectorEnv:
     def _action_rows(self, actions: Array) -> Any:
         """Check the shape of ``actions`` and convert them to one action per sub-env."""
         space = self.action_space
-        expected = (self.num_envs, *space.shape)  # type: ignore[misc]
-        if actions.shape != expected:
-            raise ConfigError(
-                f"VectorEnv.step: actions have shape {actions.shape}, expected {expected} "
-                f"for {self.num_envs} sub-envs with action space {space}"
-            )
+        check_action_batch(space, actions, self.num_envs, owner="VectorEnv.step")
         return env_actions(space, actions)
 
     def __getstate__(self) -> dict[str, Any]:
