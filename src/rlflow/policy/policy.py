@@ -165,8 +165,8 @@ class TorchPolicy(PolicyLearning):
 
     @property
     def optimizer(self) -> Adam:
-        """Adam over ``model``'s parameters at ``lr``, built on first use: rollout workers
-        never step, and building one imports ``torch._dynamo`` (about a second per process)."""
+        """Adam (`rlflow.policy.adam.Adam`) over ``model``'s parameters at ``lr``, built on
+        first use (rollout workers never step)."""
         if self._optimizer is None:
             self._optimizer = Adam(self.model.parameters(), lr=self.lr)
         return self._optimizer
