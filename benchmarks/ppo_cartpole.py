@@ -13,6 +13,8 @@ Three runs per seed, on the same machine, one after the other:
   yaml's ``min_steps_per_iteration: 2000`` (a reporting setting) is set to 0 here so that the
   return is checked every 256 steps, as for SB3; learning is unchanged.
 - ``ray``: the same config on a Ray session of 2 CPUs (2 rollout actors + the learner).
+- ``ray-ahead``: ``ray`` with ``sample_ahead=True``: the workers sample the next batch while
+  the learner trains on this one (weights one update round stale; the sync default is exact).
 
 Torch uses 1 thread everywhere. "Return" is the same number in both libraries: the mean
 undiscounted return of the last 100 finished training episodes (all envs, exploring policy):
@@ -27,7 +29,7 @@ reported apart as setup. A run that does not reach the target within its cap, or
 Timings are noisy on a small shared machine: the load average is printed before and after.
 
     python benchmarks/ppo_cartpole.py [--seeds 0,1,2] [--quick] [--max-steps 200000]
-        [--only sb3,local,ray]
+        [--only sb3,local,ray,ray-ahead]
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from rlflow import Trainer, flow
 from rlflow.algorithms import tuned_config
 
 ENV_ID = "CartPole-v1"
-RUNNERS = ("sb3", "local", "ray")
+RUNNERS = ("sb3", "local", "ray", "ray-ahead")
 
 ZOO_PPO_CARTPOLE: dict[str, Any] = {
     "n_envs": 8,
@@ -154,10 +156,14 @@ def run_sb3(seed: int, target: float) -> Outcome:
     return Outcome("sb3", seed, callback.hit is not None, steps, seconds, mean, setup_s)
 
 
-def run_rlflow(backend: str, seed: int, target: float, max_steps: int) -> Outcome:
-    """Train rlflow PPO (tuned CartPole config) on ``backend`` until ``target`` or the cap."""
+def run_rlflow(runner: str, seed: int, target: float, max_steps: int) -> Outcome:
+    """Train rlflow PPO (tuned CartPole config) as ``runner`` (``local``, ``ray`` or
+    ``ray-ahead``) until ``target`` or the cap."""
     setup_start = time.perf_counter()
-    config = tuned_config("ppo", ENV_ID, seed=seed, min_steps_per_iteration=0).to_dict()
+    backend, ahead = runner.removesuffix("-ahead"), runner.endswith("-ahead")
+    config = tuned_config(
+        "ppo", ENV_ID, seed=seed, min_steps_per_iteration=0, sample_ahead=ahead
+    ).to_dict()
     try:
         if backend == "ray":
             flow.init(backend="ray", num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -176,7 +182,7 @@ def run_rlflow(backend: str, seed: int, target: float, max_steps: int) -> Outcom
         if backend == "ray":
             ray.shutdown()  # also after a failed start, so the next seed starts clean
     final = float("nan") if mean is None else float(mean)
-    return Outcome(backend, seed, reached, steps, result["time_total_s"], final, setup_s)
+    return Outcome(runner, seed, reached, steps, result["time_total_s"], final, setup_s)
 
 
 def _median(outcomes: list[Outcome], field: str) -> float:
@@ -192,12 +198,12 @@ def _fmt(value: float, spec: str) -> str:
 def print_table(outcomes: list[Outcome], runners: list[str]) -> None:
     """Per-seed rows, then medians per runner and the wall-clock ratios rlflow/SB3."""
     print(
-        f"\n{'runner':<7}{'seed':>5}{'reached':>9}{'env steps':>11}{'seconds':>9}"
+        f"\n{'runner':<10}{'seed':>5}{'reached':>9}{'env steps':>11}{'seconds':>9}"
         f"{'return':>8}{'setup s':>9}"
     )
     for o in outcomes:
         print(
-            f"{o.runner:<7}{o.seed:>5}{'yes' if o.reached else 'NO':>9}{o.steps:>11}"
+            f"{o.runner:<10}{o.seed:>5}{'yes' if o.reached else 'NO':>9}{o.steps:>11}"
             f"{o.seconds:>9.1f}{o.final_return:>8.1f}{o.setup_s:>9.1f}  {o.error[:60]}"
         )
     print("\nmedians (a run that missed the target counts as infinite)")
@@ -206,12 +212,12 @@ def print_table(outcomes: list[Outcome], runners: list[str]) -> None:
         mine = [o for o in outcomes if o.runner == runner]
         medians[runner] = _median(mine, "seconds")
         print(
-            f"{runner:<7} steps {_fmt(_median(mine, 'steps'), '>8.0f')}   "
+            f"{runner:<10} steps {_fmt(_median(mine, 'steps'), '>8.0f')}   "
             f"seconds {_fmt(medians[runner], '>6.1f')}   "
             f"reached {sum(o.reached for o in mine)}/{len(mine)}"
         )
     if "sb3" in medians:
-        for runner in ("local", "ray"):
+        for runner in RUNNERS[1:]:
             if runner in medians:
                 ratio = medians[runner] / medians["sb3"]
                 print(f"wall-clock ratio rlflow-{runner}/sb3 (medians): {_fmt(ratio, '.2f')}")
@@ -226,7 +232,7 @@ def main() -> None:
     parser.add_argument(
         "--max-steps", type=int, default=200_000, help="rlflow step cap (SB3: zoo n_timesteps)"
     )
-    parser.add_argument("--only", default=",".join(RUNNERS), help="subset of sb3,local,ray")
+    parser.add_argument("--only", default=",".join(RUNNERS), help="subset of " + ",".join(RUNNERS))
     args = parser.parse_args()
     seeds = [0] if args.quick else [int(s) for s in args.seeds.split(",")]
     runners = [r for r in RUNNERS if r in args.only.split(",")]
