@@ -25,7 +25,7 @@ algorithms, so that neither algorithm imports the other). A subclass sets ``clip
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -169,33 +169,18 @@ class VTracePolicyBase(TorchPolicy):
                 "requires_next_obs = True)"
             )
 
-    def learn_on_minibatches(
-        self,
-        batch: SampleBatch,
-        *,
-        num_sgd_iter: int,
-        sgd_minibatch_size: int,
-        rng: np.random.Generator,
-    ) -> dict[str, float]:
-        """Run ``num_sgd_iter`` passes over *contiguous* minibatches, one optimizer step each.
+    def _minibatch_steps(
+        self, batch: SampleBatch, num_sgd_iter: int, size: int, rng: np.random.Generator
+    ) -> Iterator[dict[str, float]]:
+        """One optimizer step per *contiguous* minibatch (`learn_on_minibatches` averages them).
 
         Unlike the base class the rows are not shuffled (V-trace needs sequences): the batch
         is cut into consecutive slices of ``sgd_minibatch_size`` rows (the last may be shorter)
-        and each epoch visits them in an order drawn from ``rng``. Returns every stat averaged
-        over all steps, plus ``"num_steps"``.
+        and each epoch visits them in an order drawn from ``rng``.
         """
-        where = f"{type(self).__name__}.learn_on_minibatches"
-        check_int(num_sgd_iter, f"{where}: num_sgd_iter", low=1)
-        check_int(sgd_minibatch_size, f"{where}: sgd_minibatch_size")
-        size = max(1, sgd_minibatch_size)
+        check_int(size, f"{type(self).__name__}.learn_on_minibatches: sgd_minibatch_size")
+        size = max(1, size)
         starts = list(range(0, batch.count, size))
-        lag = self.lag_stats(batch)  # before the first step, as the base class
-        totals: dict[str, float] = {}
         for _ in range(num_sgd_iter):
             for start in rng.permutation(starts).tolist():
-                for key, val in self.learn_on_batch(batch.slice(start, start + size)).items():
-                    totals[key] = totals.get(key, 0.0) + val
-        steps = num_sgd_iter * len(starts)
-        stats = {key: total / max(steps, 1) for key, total in totals.items()}
-        stats["num_steps"] = float(steps)
-        return {**stats, **lag}
+                yield self.learn_on_batch(batch.slice(start, start + size))
