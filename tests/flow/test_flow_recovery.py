@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import pytest
+import ray
 
 from rlflow import flow
 from rlflow.errors import ActorDiedError, ConfigError, ConfigTypeError, WorkerError
@@ -173,6 +174,9 @@ def test_ray_async_gather_survives_a_killed_actor(ray_backend: None) -> None:
     source = flow.from_items([1, 2], num_shards=2, repeat=True)
     spares = Spares(spare_actor(100))
     pit = flow.from_actors(source.actors(), recovery=flow.ShardRecovery(spares))
+    # Both actors up before the read: on a loaded machine one actor's start-up could otherwise
+    # outlast the other's first ten instant replies (the async gather is not round robin).
+    ray.get([actor.par_iter_open_reads.remote() for actor in source.actors()])
     it = pit.gather_async(num_async=2)
     assert set(it.take(10)) == {1, 2}
     kill(source.actors()[0])
