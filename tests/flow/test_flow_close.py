@@ -102,6 +102,44 @@ def test_an_actor_refuses_a_read_that_is_not_open() -> None:
     assert worker.par_iter_open_reads() == []
 
 
+def test_the_first_reads_of_an_actor_get_slots_read_without_a_key() -> None:
+    worker = flow.ParallelIteratorWorker(lambda: iter(range(100)), repeat=False)
+    slots = [worker.par_iter_init(key, [], "shard 0") for key in (10, 11, 12, 13, 14)]
+    assert slots == [0, 1, 2, 3, None]  # READ_SLOTS reads get one; later ones go by key
+    assert worker.par_iter_init(12, [], "shard 0") == 2  # the same read: the same slot
+    assert worker.par_iter_init(15, [], "shard 0", slot=False) is None
+    # Each read has its own chain, whether asked by slot or by key.
+    assert [worker.par_iter_next_1(), worker.par_iter_next_1(), worker.par_iter_next(11)] == [
+        0,
+        1,
+        2,
+    ]
+    assert [worker.par_iter_next_3(), worker.par_iter_next(14), worker.par_iter_next(13)] == [
+        0,
+        0,
+        1,
+    ]
+    worker.par_iter_close(11)
+    with pytest.raises(PlanError, match="no read is open in slot 1"):
+        worker.par_iter_next_1()
+    assert worker.par_iter_init(16, [], "shard 0") == 1  # a closed read's slot is reused
+    assert worker.par_iter_next_1() == 0
+
+
+def test_gathers_past_the_read_slots_of_an_actor_read_by_key(backend: str) -> None:
+    pit = flow.from_range(6, num_shards=2, repeat=True).for_each(lambda x: x * 10)
+    gathers = [pit.gather_sync() for _ in range(flow.READ_SLOTS + 2)]
+    gathers.append(pit.gather_async())
+    firsts = [g.take(4) for g in gathers]
+    assert firsts[:-1] == [[0, 30, 10, 40]] * (flow.READ_SLOTS + 2)
+    shard0, shard1 = [x for x in firsts[-1] if x < 30], [x for x in firsts[-1] if x >= 30]
+    assert shard0 == [0, 10, 20, 0][: len(shard0)]  # async: each shard in its own order
+    assert shard1 == [30, 40, 50, 30][: len(shard1)]
+    for g in gathers:
+        g.close()
+    assert open_reads(pit) == [[], []]
+
+
 class _FakeRay:
     def __init__(self, initialized: bool) -> None:
         self.initialized = initialized

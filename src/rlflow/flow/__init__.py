@@ -41,10 +41,11 @@ from rlflow.flow.parallel import (
 )
 from rlflow.flow.recovery import ShardRecovery
 from rlflow.flow.sentinels import NOT_READY, SHARD_END
-from rlflow.flow.worker import ParallelIteratorWorker, ShardReply
+from rlflow.flow.worker import READ_SLOTS, ParallelIteratorWorker, ShardReply
 
 __all__ = [
     "NOT_READY",
+    "READ_SLOTS",
     "SHARD_END",
     "ActorItem",
     "EnclosingGroup",

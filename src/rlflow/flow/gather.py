@@ -14,6 +14,7 @@ replaced or left out when it has a :class:`~rlflow.flow.recovery.ShardRecovery` 
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 import weakref
@@ -69,13 +70,14 @@ class Read:
     ``par_iter_close(key)`` goes to every shard's actor once, without waiting for replies.
     """
 
-    __slots__ = ("__weakref__", "_actors", "_finalizer", "closed", "key", "name")
+    __slots__ = ("__weakref__", "_actors", "_finalizer", "_next", "closed", "key", "name")
 
     def __init__(self, shards: Sequence[Shard], name: str) -> None:
         self.key = new_read_key()
         self.name = name
         self.closed = False
         self._actors = [s.actor for s in shards]
+        self._next: dict[int, Any] = {}  # id(actor) -> its zero-argument "next item" call
         self._finalizer = weakref.finalize(self, _forget_read, self._actors, self.key)
         # At interpreter exit the actors go with the driver (or Ray is already down).
         self._finalizer.atexit = False
@@ -94,12 +96,24 @@ class Read:
         dead = {}
         for pos, (ref, shard) in enumerate(zip(refs, shards, strict=True)):
             try:
-                _fetch(ref, shard, label, env)
+                slot = _fetch(ref, shard, label, env)
             except ActorDiedError as err:
                 if shard.recovery is None:
                     raise
                 dead[pos] = err
+                continue
+            actor = shard.actor
+            self._next[id(actor)] = (
+                functools.partial(actor.par_iter_next.remote, key)
+                if slot is None
+                else getattr(actor, f"par_iter_next_{slot}").remote
+            )
         return dead
+
+    def request(self, shard: Shard) -> Any:
+        """Ask ``shard`` (open in this read) for its next item: ``par_iter_next`` by the read's
+        slot on the actor, or by key when it got none (see ``flow/worker.py``)."""
+        return self._next[id(shard.actor)]()
 
     def swap_actor(self, old: Any, new: Any) -> None:
         """Read ``new`` in place of ``old`` (a dead actor): closing frees ``new``'s chain."""
@@ -173,32 +187,32 @@ class AsyncGather(GatherBase):
         self.num_async = num_async
         self.batch_ms = batch_ms
 
-    def _request(self, shard: Shard, key: int) -> Any:
+    def _request(self, shard: Shard, read: Read) -> Any:
         # Without batching a request returns the bare item (Ray's fast path for arrays);
         # with batching it returns a ShardReply.
         if self.batch_ms > 0:
-            return shard.actor.par_iter_next_batch.remote(key, self.batch_ms)
-        return shard.actor.par_iter_next.remote(key)
+            return shard.actor.par_iter_next_batch.remote(read.key, self.batch_ms)
+        return read.request(shard)
 
     def _issue(
-        self, pending: dict[Any, int], slots: ShardSlots, positions: list[int], key: int
+        self, pending: dict[Any, int], slots: ShardSlots, positions: list[int], read: Read
     ) -> None:
         """``num_async`` requests to each shard at ``positions``, round robin over them."""
         for _ in range(self.num_async):
             for pos in positions:
-                pending[self._request(slots.live[pos], key)] = pos
+                pending[self._request(slots.live[pos], read)] = pos
 
     def __call__(self, env: BuildEnv) -> Iterator[Any]:
         read, slots = self.open_read(env)
-        key, ctx = read.key, env.ctx
+        ctx = env.ctx
         stats = ctx.stage(self.label)
         pending: dict[Any, int] = {}  # request -> shard position
-        self._issue(pending, slots, list(slots.live), key)
+        self._issue(pending, slots, list(slots.live), read)
         while pending or slots.left_out:
             if read.closed:
                 raise read.closed_error()
             if not pending:  # no live shard: the left-out ones come back, or this raises
-                self._issue(pending, slots, slots.revive_or_raise(), key)
+                self._issue(pending, slots, slots.revive_or_raise(), read)
             start = _perf()
             ready, _ = backend.wait(list(pending), num_returns=1, timeout=env.timeout)
             stats.wait_time_s += _perf() - start
@@ -208,21 +222,21 @@ class AsyncGather(GatherBase):
                 continue
             pos = pending.pop(ready[0])
             actor = slots.live[pos].actor
-            items = self._reply(ready[0], pos, pending, slots, key)
+            items = self._reply(ready[0], pos, pending, slots, read)
             for item in items:
                 ctx.current_actor = actor
                 stats.items += 1
                 yield item
-            self._issue(pending, slots, slots.count(len(items)), key)
+            self._issue(pending, slots, slots.count(len(items)), read)
 
     def _reply(
-        self, ref: Any, pos: int, pending: dict[Any, int], slots: ShardSlots, key: int
+        self, ref: Any, pos: int, pending: dict[Any, int], slots: ShardSlots, read: Read
     ) -> Sequence[Any]:
         """The items of the reply ``ref`` from the shard at ``pos``; its next request goes out
         before ``ref`` is fetched (the actor works while the reply travels). A dead actor's
         other requests are dropped; its replacement (if any) gets ``num_async`` new ones."""
         shard = slots.live[pos]
-        ahead = self._request(shard, key)
+        ahead = self._request(shard, read)
         pending[ahead] = pos
         try:
             reply = _fetch(ref, shard, self.label, slots.env)
@@ -230,7 +244,7 @@ class AsyncGather(GatherBase):
             for dropped in [r for r, p in pending.items() if p == pos]:
                 del pending[dropped]
             if slots.died(pos, err) is not None:
-                self._issue(pending, slots, [pos], key)
+                self._issue(pending, slots, [pos], read)
             return ()
         if self.batch_ms > 0:
             items, done = reply
@@ -263,7 +277,7 @@ class SliceSource:
         for shard in self.shards:
             backend.get(
                 shard.actor.par_iter_init.remote(
-                    self.key, backend.ship(list(shard.transforms)), shard.where
+                    self.key, backend.ship(list(shard.transforms)), shard.where, slot=False
                 )
             )
         active = list(self.shards)

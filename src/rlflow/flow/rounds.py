@@ -13,7 +13,7 @@ from typing import Any
 
 from rlflow.errors import ActorDiedError
 from rlflow.flow import backend
-from rlflow.flow.gather import GatherBase, Shard, _fetch, _perf
+from rlflow.flow.gather import GatherBase, Read, Shard, _fetch, _perf
 from rlflow.flow.recovery import ShardSlots
 from rlflow.flow.sentinels import NOT_READY, SHARD_END
 from rlflow.flow.stages import BuildEnv, call_user
@@ -29,14 +29,14 @@ class SyncGather(GatherBase):
 
     def __call__(self, env: BuildEnv) -> Iterator[Any]:
         read, slots = self.open_read(env)
-        key, label = read.key, self.label
+        label = self.label
         stats = env.ctx.stage(label)
         while slots.live or slots.left_out:
             if read.closed:
                 raise read.closed_error()
             slots.revive_or_raise()
             active = sorted(slots.live)
-            refs = [slots.live[p].actor.par_iter_next.remote(key) for p in active]
+            refs = [read.request(slots.live[p]) for p in active]
             start = _perf()
             if env.timeout is not None:
                 while True:
@@ -89,11 +89,11 @@ class DeadlineGather(GatherBase):
         self.ahead = ahead
 
     @staticmethod
-    def _ask(out: dict[int, Any], slots: ShardSlots, key: int) -> None:
+    def _ask(out: dict[int, Any], slots: ShardSlots, read: Read) -> None:
         """One request to every live shard that has none in flight."""
         for pos in sorted(slots.live):
             if pos not in out:
-                out[pos] = slots.live[pos].actor.par_iter_next.remote(key)
+                out[pos] = read.request(slots.live[pos])
 
     def __call__(self, env: BuildEnv) -> Iterator[Any]:
         read, slots = self.open_read(env)
@@ -104,7 +104,7 @@ class DeadlineGather(GatherBase):
             if read.closed:
                 raise read.closed_error()
             slots.revive_or_raise()
-            self._ask(out, slots, read.key)
+            self._ask(out, slots, read)
             start = _perf()
             ready = yield from self._wait(list(out.values()), env)
             done = set(ready)
@@ -116,7 +116,7 @@ class DeadlineGather(GatherBase):
             self._report_late([p for p in out if p not in late], env)
             late.update(out)
             if self.ahead:
-                self._ask(out, slots, read.key)
+                self._ask(out, slots, read)
             if round_items:
                 stats.items += 1
                 slots.count()
