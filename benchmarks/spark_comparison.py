@@ -18,11 +18,15 @@ at 10 / 100 / 1,000 / 10,000 env steps per iteration. The same work runs on
   per worker per micro-batch + ``foreachBatch``).
 
 Prints env steps/s (items/s) of each, rlflow/Ray and rlflow/best Spark, per size and as
-geometric means. Timings are medians of ``--rounds`` rounds; within a round every system runs
-once for ``--seconds`` after one untimed iteration (streams: after their first batch), in an
-order that rotates from round to round; rlflow/Ray is the median of the per-round ratios. The
-load average is printed with every round. Needs Java and the ``bench`` extra (pyspark); without
-pyspark only rlflow and Ray run.
+geometric means. Timings are medians of ``--rounds`` rounds. Within a round rlflow and Ray
+run back to back as a pair, twice, in the order A B B A (A alternating from round to round),
+each for ``--seconds`` after one untimed iteration; a round's rate of each is the mean of its
+two runs, and rlflow/Ray is the median of the per-round ratios. Then every Spark variant runs
+once (streams: timed after their first batch), in an order that rotates from round to round.
+(With all five systems in one rotating order, rlflow ran right after a Spark variant in two of
+three rounds and Ray right after rlflow: at 100 steps that read 0.63x, where alternating pairs
+of the two alone read 1.04x on the same code.) The load average is printed with every round.
+Needs Java and the ``bench`` extra (pyspark); without pyspark only rlflow and Ray run.
 
     python benchmarks/spark_comparison.py [--rounds 3] [--seconds 1.5] [--sizes 10,100,1000,10000]
         [--spark spark_rdd,spark_dstream,spark_structured] [--dstream-interval 0.01]
@@ -336,15 +340,20 @@ def bench_size(
     names = list(systems)
     rates: dict[str, list[float]] = {name: [] for name in names}
     loads = []
+    spark = [name for name in names if name.startswith("spark")]
     for r in range(rounds):
-        order = names[r % len(names) :] + names[: r % len(names)]
-        for name in order:
+        pair = ["rlflow", "ray"] if r % 2 == 0 else ["ray", "rlflow"]
+        runs: dict[str, list[float]] = {name: [] for name in pair}
+        for name in pair + pair[::-1]:  # A B B A: each as often first as last
+            runs[name].append(systems[name](size, seconds))
+        for name in pair:
+            rates[name].append(statistics.fmean(runs[name]))
+        for name in spark[r % len(spark) :] + spark[: r % len(spark)] if spark else []:
             rates[name].append(systems[name](size, seconds))
         loads.append(load())
         row = " ".join(f"{name} {rates[name][-1]:,.0f}" for name in names)
         print(f"  size {size:>6} round {r}: {row} items/s; load {loads[-1]}", flush=True)
     medians = {name: statistics.median(values) for name, values in rates.items()}
-    spark = [name for name in names if name.startswith("spark")]
     record: dict[str, Any] = {"size": size, "items_per_s": medians, "per_round": rates}
     record["rlflow_over_ray"] = statistics.median(
         f / b for f, b in zip(rates["rlflow"], rates["ray"], strict=True)
