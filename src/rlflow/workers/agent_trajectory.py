@@ -1,8 +1,10 @@
-"""`AgentTrajectory`: the rows of one agent in one episode of a `MultiAgentSampler` that were
-not emitted yet (columns as lists, one row per action whose outcome came back)."""
+"""The per-env state of a `MultiAgentSampler`: `EnvSlot` (one env and its episode in progress)
+and `AgentTrajectory` (the rows of one agent in one episode that were not emitted yet: columns
+as lists, one row per action whose outcome came back)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,8 +24,10 @@ from rlflow.data.sample_batch import (
     VF_PREDS,
     SampleBatch,
 )
+from rlflow.envs.multi_agent import MultiAgentEnv
+from rlflow.envs.vector import AgentReturn, EpisodeStat
 
-__all__ = ["AgentTrajectory"]
+__all__ = ["AgentTrajectory", "EnvSlot"]
 
 Array = npt.NDArray[Any]
 _ACT_COLUMNS = (OBS, ACTIONS, LOGP, VF_PREDS, ACTION_DIST_INPUTS)
@@ -126,3 +130,42 @@ class AgentTrajectory:
             del values[:n]  # the pending action (if any) stays
         self.rows = 0
         return batch
+
+
+class EnvSlot:
+    """One multi-agent env of a sampler and its episode in progress."""
+
+    __slots__ = (
+        "env",
+        "eps_id",
+        "finished",
+        "length",
+        "obs",
+        "policy_of",
+        "returns",
+        "trajectories",
+    )
+
+    def __init__(self, env: MultiAgentEnv) -> None:
+        self.env = env
+        self.obs: dict[str, Any] = {}
+        self.eps_id = 0
+        self.length = 0
+        self.returns: dict[str, float] = {}
+        self.finished: list[AgentReturn] = []
+        self.policy_of: dict[str, str] = {}
+        self.trajectories: dict[str, AgentTrajectory] = {}
+
+    def close_agent(self, agent: str) -> AgentTrajectory:
+        """The agent left: its return is counted as finished; its trajectory, removed."""
+        traj = self.trajectories.pop(agent)
+        self.finished.append(AgentReturn(agent, traj.policy_id, self.returns.pop(agent, 0.0)))
+        return traj
+
+    def episode_stat(self, policy_for: Callable[[str], str]) -> EpisodeStat:
+        """The episode's stats: the finished agent lives, then the agents still in it."""
+        agents = (
+            *self.finished,
+            *(AgentReturn(agent, policy_for(agent), ret) for agent, ret in self.returns.items()),
+        )
+        return EpisodeStat(float(sum(a.return_ for a in agents)), self.length, agents)

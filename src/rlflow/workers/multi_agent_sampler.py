@@ -54,7 +54,7 @@ from rlflow.data.sample_batch import (
     MultiAgentBatch,
     SampleBatch,
 )
-from rlflow.envs.multi_agent import ALL_AGENTS, MultiAgentEnv, MultiAgentStep
+from rlflow.envs.multi_agent import ALL_AGENTS, MultiAgentStep
 from rlflow.envs.validation import (
     MAX_RESTART_ATTEMPTS,
     OBS_CHECK_STEPS,
@@ -64,11 +64,11 @@ from rlflow.envs.validation import (
     env_name,
     restart_seed,
 )
-from rlflow.envs.vector import AgentReturn, EpisodeStat, env_action
+from rlflow.envs.vector import EpisodeStat, env_action
 from rlflow.errors import ConfigError
 from rlflow.filters import MeanStdFilter
 from rlflow.policy import TorchPolicy
-from rlflow.workers.agent_trajectory import AgentTrajectory
+from rlflow.workers.agent_trajectory import AgentTrajectory, EnvSlot
 from rlflow.workers.sampler import (
     MappingFn,
     Sampler,
@@ -88,32 +88,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 Array = npt.NDArray[Any]
-_Trajectory = AgentTrajectory  # its old name, for states pickled before it moved
-
-
-class _EnvSlot:
-    """One multi-agent env of the sampler and its episode in progress."""
-
-    __slots__ = (
-        "env",
-        "eps_id",
-        "finished",
-        "length",
-        "obs",
-        "policy_of",
-        "returns",
-        "trajectories",
-    )
-
-    def __init__(self, env: MultiAgentEnv) -> None:
-        self.env = env
-        self.obs: dict[str, Any] = {}
-        self.eps_id = 0
-        self.length = 0
-        self.returns: dict[str, float] = {}
-        self.finished: list[AgentReturn] = []
-        self.policy_of: dict[str, str] = {}
-        self.trajectories: dict[str, AgentTrajectory] = {}
+_Trajectory = AgentTrajectory  # old names, for states pickled before they moved
+_EnvSlot = EnvSlot
 
 
 class MultiAgentSampler(Sampler):
@@ -156,7 +132,7 @@ class MultiAgentSampler(Sampler):
         self.filters = dict(filters or {})
         """``{policy id: observation filter}``; policies not in it see raw observations."""
         self._creator = creator
-        self.slots = [_EnvSlot(as_multi_agent_env(creator())) for _ in range(num_envs)]
+        self.slots = [EnvSlot(as_multi_agent_env(creator())) for _ in range(num_envs)]
         self.restart_failed = check_bool(restart_failed, "MultiAgentSampler: restart_failed")
         """Rebuild an env that raises (True) or let the error propagate."""
         self.env_id = env_id if env_id is not None else env_name(self.slots[0].env)
@@ -178,7 +154,7 @@ class MultiAgentSampler(Sampler):
         self._out: dict[str, list[SampleBatch]] = {pid: [] for pid in self._policy_ids}
 
     # ------------------------------------------------------------------ episodes
-    def _start_episode(self, j: int, slot: _EnvSlot, seed: int | None) -> None:
+    def _start_episode(self, j: int, slot: EnvSlot, seed: int | None) -> None:
         try:
             obs, _ = slot.env.reset(seed=seed)
         except ConfigError:
@@ -189,7 +165,7 @@ class MultiAgentSampler(Sampler):
             self._check_obs(j, slot, obs, "reset")
         self._begin_episode(slot, obs)
 
-    def _begin_episode(self, slot: _EnvSlot, obs: dict[str, Any]) -> None:
+    def _begin_episode(self, slot: EnvSlot, obs: dict[str, Any]) -> None:
         slot.eps_id = self._new_eps_id()
         slot.length = 0
         slot.returns = {}
@@ -201,7 +177,7 @@ class MultiAgentSampler(Sampler):
         if self.filters:
             slot.obs = self._filtered(slot, slot.obs, slot.obs)
 
-    def _filtered(self, slot: _EnvSlot, obs: Mapping[str, Any], agents: Any) -> dict[str, Any]:
+    def _filtered(self, slot: EnvSlot, obs: Mapping[str, Any], agents: Any) -> dict[str, Any]:
         """``obs`` with the observations of ``agents`` (those that are in it) filtered by their
         policies' filters, one batch per policy; the others unchanged."""
         groups: dict[str, list[str]] = {}
@@ -217,14 +193,14 @@ class MultiAgentSampler(Sampler):
                 out[agent] = batch[k]
         return out
 
-    def _policy_for(self, slot: _EnvSlot, agent: str) -> str:
+    def _policy_for(self, slot: EnvSlot, agent: str) -> str:
         pid = slot.policy_of.get(agent)
         if pid is None:
             pid = agent_policy_map([agent], self.mapping_fn, self._policy_ids)[agent]
             slot.policy_of[agent] = pid
         return pid
 
-    def _trajectory(self, slot: _EnvSlot, agent: str) -> AgentTrajectory:
+    def _trajectory(self, slot: EnvSlot, agent: str) -> AgentTrajectory:
         traj = slot.trajectories.get(agent)
         if traj is None:
             traj = AgentTrajectory(
@@ -263,7 +239,7 @@ class MultiAgentSampler(Sampler):
 
     def _act_all(self) -> None:
         """One batched inference per policy over the acting agents of every env."""
-        groups: dict[str, list[tuple[_EnvSlot, str]]] = {}
+        groups: dict[str, list[tuple[EnvSlot, str]]] = {}
         for slot in self.slots:
             for agent in slot.obs:
                 groups.setdefault(self._policy_for(slot, agent), []).append((slot, agent))
@@ -276,7 +252,7 @@ class MultiAgentSampler(Sampler):
                     slot.obs[agent], actions[k], float(logp[k]), float(vf[k]), dist[k]
                 )
 
-    def _step_slot(self, j: int, slot: _EnvSlot, *, record: bool) -> None:
+    def _step_slot(self, j: int, slot: EnvSlot, *, record: bool) -> None:
         env = slot.env
         step = self._env_step(j, slot, record=record)
         if step is None:
@@ -313,7 +289,7 @@ class MultiAgentSampler(Sampler):
         active = set(env.agents)
         slot.obs = {a: ob for a, ob in obs.items() if a in active}
 
-    def _env_step(self, j: int, slot: _EnvSlot, *, record: bool) -> MultiAgentStep | None:
+    def _env_step(self, j: int, slot: EnvSlot, *, record: bool) -> MultiAgentStep | None:
         """Step env ``j`` with its agents' actions; None if it raised and was rebuilt."""
         actions = {
             agent: env_action(
@@ -338,7 +314,7 @@ class MultiAgentSampler(Sampler):
             self._check_obs(j, slot, step.obs, "step")
         return step
 
-    def _rebuild(self, j: int, slot: _EnvSlot, err: Exception, method: str) -> dict[str, Any]:
+    def _rebuild(self, j: int, slot: EnvSlot, err: Exception, method: str) -> dict[str, Any]:
         """Close env ``j``, build and reset a new one; its first observations (see the module
         docstring). Raises ``err`` with a note when restarts are off or keep failing."""
         note = env_failure_note(self.env_id, self._worker_index, j, method)
@@ -364,7 +340,7 @@ class MultiAgentSampler(Sampler):
         err.add_note(f"{note}; rebuilt {MAX_RESTART_ATTEMPTS} times, each failed to reset")
         raise err
 
-    def _check_obs(self, j: int, slot: _EnvSlot, obs: Mapping[str, Any], method: str) -> None:
+    def _check_obs(self, j: int, slot: EnvSlot, obs: Mapping[str, Any], method: str) -> None:
         """`check_observation` of each agent's observation from env ``j``'s ``method``."""
         worker = "" if self._worker_index is None else f", rollout worker {self._worker_index}"
         for agent, ob in obs.items():
@@ -378,10 +354,9 @@ class MultiAgentSampler(Sampler):
         """Envs rebuilt after they raised, so far."""
         return self._num_restarts
 
-    def _close(self, slot: _EnvSlot, agent: str, *, record: bool, terminated: bool) -> None:
+    def _close(self, slot: EnvSlot, agent: str, *, record: bool, terminated: bool) -> None:
         """The agent left: count its return; emit its rows (evaluation drops them)."""
-        traj = slot.trajectories.pop(agent)
-        slot.finished.append(AgentReturn(agent, traj.policy_id, slot.returns.pop(agent, 0.0)))
+        traj = slot.close_agent(agent)
         if record and traj.rows:
             self._emit(traj, terminated=terminated)
 
@@ -396,16 +371,8 @@ class MultiAgentSampler(Sampler):
             policy.postprocess_trajectory(batch, last_value=last_value)
         )
 
-    def _record_episode(self, slot: _EnvSlot) -> None:
-        agents = (
-            *slot.finished,
-            *(
-                AgentReturn(agent, self._policy_for(slot, agent), ret)
-                for agent, ret in slot.returns.items()
-            ),
-        )
-        total = float(sum(a.return_ for a in agents))
-        self._episodes.append(EpisodeStat(total, slot.length, agents))
+    def _record_episode(self, slot: EnvSlot) -> None:
+        self._episodes.append(slot.episode_stat(lambda agent: self._policy_for(slot, agent)))
 
     def get_state(self) -> dict[str, Any]:
         """The envs, episodes in progress and finished-episode stats (picklable)."""
