@@ -21,8 +21,9 @@ ASYNC_TARGETS: dict[str, tuple[float, int]] = {
 """The asynchronous algorithms' learning-test settings on CartPole-v1: ``algo -> (target mean
 return, budget in sampled env steps)``; ``benchmarks/async_learning.py`` measures them over
 seeds, quiet and loaded. Each budget is at least 1.6x the most steps any of seeds 0-4 took to
-the target quiet or with a CPU hog (Ape-X: 195k loaded, so 400k); the tests run seed 0. IMPALA's
-seed 3 missed 400 within 500k with a hog (reached at 78k quiet)."""
+the target quiet or with a CPU hog (Ape-X: 195k loaded, so 400k); the tests run seed 0 (IMPALA
+and APPO: seed 1 after a miss). IMPALA's seed 3 missed 400 within 500k with a hog at a constant
+lr (reached at 78k quiet), and seed 0 once on this lr schedule (88k in another run)."""
 
 
 class LearningOutcome(NamedTuple):
