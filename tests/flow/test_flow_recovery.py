@@ -174,11 +174,12 @@ def test_ray_async_gather_survives_a_killed_actor(ray_backend: None) -> None:
     source = flow.from_items([1, 2], num_shards=2, repeat=True)
     spares = Spares(spare_actor(100))
     pit = flow.from_actors(source.actors(), recovery=flow.ShardRecovery(spares))
+    # Both actors up before the read, so the slower one's start-up does not use up the bound
+    # below; then both shards answer. Not "within the first ten items": the async gather is not
+    # round robin, and on a loaded machine one actor can give ten instant replies while the
+    # other waits for a core (failed twice that way in CI-like runs).
     ray.get([actor.par_iter_open_reads.remote() for actor in source.actors()])
     it = pit.gather_async(num_async=2)
-    # Both shards answer. Not "within the first ten items": the async gather is not round robin,
-    # and on a loaded machine one actor can give ten instant replies while the other waits for
-    # a core (failed twice that way in CI-like runs).
     seen = set()
     for _ in range(10_000):
         seen.add(next(it))
