@@ -22,8 +22,8 @@ from typing import Any
 from rlflow import flow
 from rlflow.algorithms import ApexConfig, tuned_config
 from rlflow.algorithms.apex import apex_plan
+from rlflow.algorithms.dqn.policy import DQNPolicy
 from rlflow.ops import keys, parallel_rollouts
-from rlflow.policy.dqn import DQNPolicy
 from rlflow.workers import WorkerSet
 from sampling import raw_steps_per_s
 

@@ -25,7 +25,7 @@ from typing import Any
 from rlflow import flow
 from rlflow.algorithms import IMPALAConfig, tuned_config
 from rlflow.algorithms.impala import impala_plan
-from rlflow.policy.impala import VTracePolicy
+from rlflow.algorithms.impala.policy import VTracePolicy
 from rlflow.workers import WorkerSet
 from sampling import raw_steps_per_s
 

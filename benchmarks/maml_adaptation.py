@@ -21,8 +21,8 @@ from typing import Any
 from rlflow import flow
 from rlflow.algorithms import tuned_config
 from rlflow.algorithms.maml import MAMLConfig, TaskSampler, adaptation_returns, maml_plan
+from rlflow.algorithms.maml.policy import MAMLPolicy
 from rlflow.envs import POINT_NAV_ID
-from rlflow.policy.maml import MAMLPolicy
 from rlflow.workers import WorkerSet
 
 

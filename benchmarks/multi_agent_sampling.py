@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from rlflow.algorithms import PPOConfig
-from rlflow.policy import PPOPolicy
+from rlflow.algorithms.ppo.policy import PPOPolicy
 from rlflow.workers import RolloutWorker
 
 

@@ -26,7 +26,7 @@ import torch
 
 from rlflow import Trainer, flow
 from rlflow.algorithms import PPOConfig, tuned_config
-from rlflow.tuned import parse_value
+from rlflow.config.files import parse_value
 
 ENV_ID = "Pendulum-v1"
 

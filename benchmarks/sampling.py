@@ -26,10 +26,10 @@ import numpy as np
 
 from rlflow import flow
 from rlflow.algorithms import PPOConfig
+from rlflow.algorithms.ppo.policy import PPOPolicy
 from rlflow.envs import make_env_creator
 from rlflow.envs.gym_vector import GymVectorEnv, make_vector_env
 from rlflow.ops import keys, parallel_rollouts
-from rlflow.policy import PPOPolicy
 from rlflow.workers import WorkerSet
 
 

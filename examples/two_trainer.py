@@ -20,6 +20,7 @@ from typing import Any
 
 from rlflow import Trainer
 from rlflow.algorithms import tuned_config
+from rlflow.algorithms.q_learning.replay import training_intensity_weights
 from rlflow.data import ADVANTAGES
 from rlflow.ops import (
     ConcatBatches,
@@ -33,7 +34,7 @@ from rlflow.ops import (
     replay,
     standard_metrics_reporting,
 )
-from rlflow.replay import MultiAgentReplayBuffer, ReplayBuffer, training_intensity_weights
+from rlflow.replay import MultiAgentReplayBuffer, ReplayBuffer
 
 
 def two_trainer_plan(workers: Any, config: Any) -> Any:

@@ -41,54 +41,35 @@ def test_nothing_imports_the_deprecated_ray_apis() -> None:
 
 
 # The layer order of DESIGN.md / ARCHITECTURE.md, lowest first: a module imports only from its own
-# top-level package and from packages of a strictly lower rank.
+# top-level package and from packages of a strictly lower rank. Every rank is a whole number.
 RANKS = {
     "errors": 0,
     "checks": 1,
-    "schedules": 1.5,
+    "schedules": 2,
     "flow": 2,
-    "config_failures": 2.5,
-    "config_resources": 2.6,
-    "config_logging": 2.7,
-    "config_env": 2.8,
-    "config_model": 2.9,
     "config": 3,
-    "config_replay": 3.1,
-    "tuned": 4,
     "checkpoint": 3,
     "backend_lease": 3,
     "data": 4,
     "envs": 4,
     "models": 4,
     "filters": 4,
+    "loggers": 4,
     "returns": 5,
     "vtrace": 5,
+    "export": 5,
     "policy": 6,
     "replay": 7,
     "workers": 7,
     "ops": 8,
     "algorithms": 9,
-    "trainer_state": 9.5,
-    "export": 9.6,
-    "loggers": 9.7,
-    "trainer": 10,
-    "tune": 10.5,
-    "cli": 11,
-    "testing": 11,
-    "__init__": 11,
-    "__main__": 12,
-}
-
-# Compatibility re-exports of names that moved up a layer: each is a lazy module __getattr__
-# (PEP 562), so importing the lower package never imports the upper one.
-LAZY_REEXPORTS: dict[str, set[str]] = {
-    "ops/__init__.py": {"algorithms"},  # UpdateWorkerWeights, now below apex_plan
-    "policy/__init__.py": {"algorithms"},  # PGPolicy, PPOPolicy
-    "policy/pg.py": {"algorithms"},
-    "policy/ppo.py": {"algorithms"},
-    "policy/dqn.py": {"algorithms"},
-    "policy/impala.py": {"algorithms"},
-    "policy/maml.py": {"algorithms"},
+    "trainer_state": 10,
+    "trainer": 11,
+    "tune": 12,
+    "cli": 12,
+    "testing": 12,
+    "__init__": 12,
+    "__main__": 13,
 }
 
 
@@ -118,33 +99,30 @@ def test_every_package_has_a_rank() -> None:
     assert packages <= set(RANKS), sorted(packages - set(RANKS))
 
 
-def test_lazy_reexports_import_nothing_at_import_time() -> None:
-    for relative in LAZY_REEXPORTS:
-        tree = ast.parse((SRC / relative).read_text())
-        for node in tree.body:  # module level: only TYPE_CHECKING blocks may name the upper layer
-            if isinstance(node, ast.ImportFrom) and node.module:
-                assert not node.module.startswith("rlflow.algorithms"), (relative, node.module)
-
-
 def test_imports_point_down_the_layers() -> None:
     wrong = []
     for path in SRC.rglob("*.py"):
         own = _package_of(path)
         relative = str(path.relative_to(SRC))
         for target in _rlflow_targets(path) - {own}:
-            allowed = target in LAZY_REEXPORTS.get(relative, set())
-            if target in RANKS and RANKS[target] >= RANKS[own] and not allowed:
+            if target in RANKS and RANKS[target] >= RANKS[own]:
                 wrong.append(f"{relative} ({own}, rank {RANKS[own]}) imports rlflow.{target}")
     assert not wrong, "\n".join(sorted(wrong))
 
 
-# An algorithm derived from another extends its config class (as RLlib's do) and nothing else;
-# ppo_dqn composes PPO and DQN, so it also takes their policy classes.
+# Families (packages inside algorithms/ that several algorithms share) never import an algorithm;
+# a family may build on another (twin_q on q_learning).
+# An algorithm imports families and, where it is a variant of another, the other: a2c/a3c extend
+# pg's config, apex dqn's; appo runs impala's dataflow, sac and td3 dqn's (as RLlib's did);
+# ppo_dqn composes PPO and DQN, so it takes their configs and policies.
+FAMILIES = {"q_learning", "twin_q", "actor_learner"}
 ALLOWED_ALGORITHM_IMPORTS = {
     "a2c": {"rlflow.algorithms.pg.config"},
     "a3c": {"rlflow.algorithms.pg.config"},
     "apex": {"rlflow.algorithms.dqn.config"},
-    "appo": {"rlflow.algorithms.impala.config"},
+    "appo": {"rlflow.algorithms.impala.config", "rlflow.algorithms.impala.plan"},
+    "sac": {"rlflow.algorithms.dqn.plan"},
+    "td3": {"rlflow.algorithms.dqn.plan"},
     "ppo_dqn": {
         "rlflow.algorithms.ppo.config",
         "rlflow.algorithms.ppo.policy",
@@ -164,7 +142,24 @@ def test_no_algorithm_imports_another_algorithm() -> None:
             for name in imported_modules(path):
                 parts = name.split(".")
                 foreign = len(parts) > 2 and parts[:2] == ["rlflow", "algorithms"]
-                if foreign and parts[2] != package.name and name not in allowed:
+                if not foreign or parts[2] == package.name or name in allowed:
+                    continue
+                if parts[2] in FAMILIES:
+                    continue  # what a family shares (families build on families too)
+                wrong.append(f"{path.relative_to(SRC)} imports {name}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_families_import_no_algorithm() -> None:
+    packages = {p.name for p in (SRC / "algorithms").iterdir() if p.is_dir()}
+    assert packages >= FAMILIES
+    wrong = []
+    for family in FAMILIES:
+        for path in (SRC / "algorithms" / family).rglob("*.py"):
+            for name in imported_modules(path):
+                parts = name.split(".")
+                algorithm = len(parts) > 2 and parts[:2] == ["rlflow", "algorithms"]
+                if algorithm and parts[2] not in FAMILIES:
                     wrong.append(f"{path.relative_to(SRC)} imports {name}")
     assert not wrong, "\n".join(wrong)
 

@@ -16,9 +16,9 @@ import rlflow
 from rlflow import flow
 from rlflow import trainer as trainer_mod
 from rlflow.algorithms import ALGORITHMS
+from rlflow.algorithms.pg.policy import PGPolicy
 from rlflow.config import AlgorithmConfig
 from rlflow.errors import ConfigError, PlanError
-from rlflow.policy.pg import PGPolicy
 from rlflow.trainer import CHECKPOINT_META, RESULT_KEYS, Trainer
 
 pytestmark = pytest.mark.timeout(60)

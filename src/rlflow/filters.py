@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
 
-from rlflow.config_env import OBSERVATION_FILTERS
+from rlflow.config.rollouts import OBSERVATION_FILTERS
 from rlflow.errors import ConfigError
 
 __all__ = [

@@ -1,4 +1,6 @@
-"""`PiecewiseSchedule`: a value given at a few timesteps, linearly interpolated in between.
+"""Values that move with the env steps: `PiecewiseSchedule` and `LinearSchedule`.
+
+`PiecewiseSchedule`: a value given at a few timesteps, linearly interpolated in between.
 
 The shape of RLlib's ``lr_schedule`` and ``entropy_coeff_schedule`` config values: a list of
 ``[timestep, value]`` pairs with nondecreasing timesteps, the first at 0. Before the first
@@ -27,7 +29,7 @@ from typing import Any
 from rlflow.checks import check_int, check_number
 from rlflow.errors import ConfigError, ConfigTypeError
 
-__all__ = ["PiecewiseSchedule"]
+__all__ = ["LinearSchedule", "PiecewiseSchedule"]
 
 
 @dataclass(frozen=True)
@@ -73,3 +75,34 @@ class PiecewiseSchedule:
         t0, t1 = self.timesteps[k - 1], self.timesteps[k]
         v0, v1 = self.values[k - 1], self.values[k]
         return v0 + (v1 - v0) * (timestep - t0) / (t1 - t0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinearSchedule:
+    """A value moving linearly from ``initial`` to ``final`` over ``steps``, then constant.
+
+    Use for the importance-sampling exponent: ``beta = LinearSchedule(initial=0.4, final=1.0,
+    steps=100_000)`` then ``buffer.sample(32, beta=beta.value(timestep))``.
+
+    Example:
+        >>> LinearSchedule(initial=0.4, final=1.0, steps=10).value(5)
+        0.7
+    """
+
+    initial: float
+    """Value at step 0."""
+    final: float
+    """Value from ``steps`` on."""
+    steps: int
+    """Number of steps (env steps, usually) of the ramp, >= 0; 0 means ``final`` at once."""
+
+    def __post_init__(self) -> None:
+        """Check that ``steps`` is an int >= 0."""
+        check_int(self.steps, "LinearSchedule: steps", low=0)
+
+    def value(self, step: int) -> float:
+        """The value at ``step`` (steps before 0 count as 0)."""
+        if self.steps == 0:
+            return float(self.final)
+        frac = min(1.0, max(0.0, step / self.steps))
+        return float(self.initial + frac * (self.final - self.initial))

@@ -27,6 +27,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+import numpy as np
+import numpy.typing as npt
+
 from rlflow import trainer_state
 from rlflow.backend_lease import acquire_backend, release_backend
 from rlflow.checkpoint import (
@@ -37,12 +40,14 @@ from rlflow.checkpoint import (
     write_checkpoint,
 )
 from rlflow.checks import check_bool, check_callable, check_int
-from rlflow.config import AlgorithmConfig
+from rlflow.config import DEFAULT_POLICY_ID, AlgorithmConfig
 from rlflow.errors import ConfigError, PlanError, RLFlowError
-from rlflow.export.trainer_api import PolicyUse
+from rlflow.export import writer as export_writer
+from rlflow.export.loaded import batch_actions, obs_batch, single_action
 from rlflow.flow import LocalIterator, MetricsContext, PlanGraph
 from rlflow.loggers import LoggerSet
 from rlflow.ops.keys import NUM_ENV_STEPS_SAMPLED, NUM_ENV_STEPS_TRAINED
+from rlflow.ops.learner_thread import learners_paused
 
 __all__ = ["CHECKPOINT_META", "CHECKPOINT_STATE", "RESULT_KEYS", "Trainer", "load_checkpoint"]
 
@@ -115,7 +120,7 @@ def check_env(
         check_policy_spaces(config, policy_cls, algo or type(config).__name__)
 
 
-class Trainer(PolicyUse):
+class Trainer:
     """Drives one algorithm's plan: train, save/restore, evaluate, stop.
 
     Args:
@@ -136,7 +141,11 @@ class Trainer(PolicyUse):
     Bad input (unknown algorithm, config key, env id; wrong type or range) raises
     :class:`ConfigError` before any backend or actor starts. Tuned defaults are not applied.
     A trained policy acts through :meth:`compute_single_action` / :meth:`compute_actions` and
-    is exported with :meth:`export_policy` (`rlflow.export.PolicyUse`).
+    is exported with :meth:`export_policy` for `rlflow.load_policy` (RLlib's names). Each of
+    them holds the plan's learner threads (IMPALA, APPO, Ape-X) between updates
+    (`rlflow.ops.learner_thread.learners_paused`), so a call sees one version of the weights;
+    with an ``observation_filter`` they take raw observations, which the learner's filter
+    normalizes, frozen.
     """
 
     def __init__(
@@ -295,6 +304,69 @@ class Trainer(PolicyUse):
         local = self.workers.local_worker()
         episodes = local.evaluate(num_episodes, seed=seed, explore=explore, creator=env_creator)
         return trainer_state.episode_stats(episodes)
+
+    # ------------------------------------------------------------------------ policies
+    def _policy(self, what: str, policy_id: str) -> Any:
+        self._check_running(what)
+        return self.workers.local_worker().get_policy(policy_id)
+
+    def compute_actions(
+        self,
+        obs_batch_: npt.ArrayLike,
+        *,
+        explore: bool = False,
+        policy_id: str = DEFAULT_POLICY_ID,
+    ) -> npt.NDArray[Any]:
+        """Actions ``[B, ...]`` of policy ``policy_id`` for raw observations ``[B,
+        *obs_shape]`` (normalized first by the learner's observation filter, frozen, if the
+        run has one): greedy, or sampled with ``explore=True`` (drawing from the policy's
+        generator, and for DQN counting towards its epsilon schedule, as sampling does). Box
+        actions are clipped to the bounds, as the env gets them. `ConfigError` for an unknown
+        ``policy_id`` or observations that are not a batch of the policy's observation space."""
+        explore = check_bool(explore, "Trainer.compute_actions: explore")
+        policy = self._policy("compute_actions", policy_id)
+        obs = obs_batch(policy.observation_space, obs_batch_, "Trainer.compute_actions")
+        local = self.workers.local_worker()
+        with learners_paused(local):
+            obs_filter = local.filters.get(policy_id)
+            if obs_filter is not None:
+                obs = obs_filter(obs, update=False)
+            actions, _ = policy.compute_actions(obs, explore=explore)
+        return batch_actions(policy.action_space, np.asarray(actions))
+
+    def compute_single_action(
+        self, obs: npt.ArrayLike, *, explore: bool = False, policy_id: str = DEFAULT_POLICY_ID
+    ) -> Any:
+        """The action of policy ``policy_id`` for one observation (an ``int`` for a Discrete
+        action space); as :meth:`compute_actions` otherwise."""
+        batch = np.expand_dims(np.asarray(obs), 0)
+        actions = self.compute_actions(batch, explore=explore, policy_id=policy_id)
+        space = self._policy("compute_single_action", policy_id).action_space
+        return single_action(space, actions)
+
+    def export_policy(self, path: str | Path, *, policy_id: str = DEFAULT_POLICY_ID) -> str:
+        """Write policy ``policy_id`` as the directory ``path`` for `rlflow.load_policy`, which
+        rebuilds it without Ray or workers; return the path.
+
+        ``policy.json`` holds the spaces, the model options, the algorithm and policy class
+        and the env (id, ``env_config``, wrappers: observations must be preprocessed as in
+        training); ``weights.pt`` the tensors (loaded with ``torch.load(weights_only=True)``).
+        A policy class exports its own network by defining ``export_model()``
+        (`rlflow.models.actors`); without one, its `ActorCritic` model is exported. The
+        learner's observation filter of the policy (``observation_filter``) is saved with its
+        current statistics: the loaded policy takes raw observations, as this trainer does.
+        """
+        policy = self._policy("export_policy", policy_id)
+        local = self.workers.local_worker()
+        with learners_paused(local):
+            return export_writer.export_policy(
+                policy,
+                path,
+                algorithm=self.algorithm,
+                policy_id=policy_id,
+                config=self.config,
+                obs_filter=local.filters.get(policy_id),
+            )
 
     # ------------------------------------------------------------------------ checkpoints
     def save(self, checkpoint_dir: str | Path) -> str:

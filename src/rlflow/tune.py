@@ -31,9 +31,9 @@ from typing import Any
 
 from rlflow.algorithms import get_algorithm
 from rlflow.config import AlgorithmConfig
+from rlflow.config.files import build_config, load_config_file, tuned_config_path
 from rlflow.errors import ConfigError
 from rlflow.trainer import Trainer
-from rlflow.tuned import build_config, load_config_file, tuned_config_path
 
 __all__ = ["resource_bundles", "trainable", "trial_config"]
 

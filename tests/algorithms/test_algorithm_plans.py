@@ -17,7 +17,7 @@ from rlflow.algorithms import (
     get_algorithm,
     tuned_config,
 )
-from rlflow.cli import tuned_envs
+from rlflow.config.files import tuned_envs
 from rlflow.errors import ConfigError
 from rlflow.ops import keys
 from rlflow.testing.envs import CountingEnv

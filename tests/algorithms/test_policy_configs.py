@@ -26,9 +26,9 @@ from rlflow.algorithms.ppo import PPOPolicy
 from rlflow.algorithms.ppo_dqn import DQN_POLICY, PPO_POLICY
 from rlflow.algorithms.sac import SACPolicy
 from rlflow.algorithms.td3 import TD3Policy
+from rlflow.algorithms.twin_q.policy import TwinQPolicy
 from rlflow.config import AlgorithmConfig, resolve_policies
 from rlflow.policy import TorchPolicy
-from rlflow.policy.twin_q import TwinQPolicy
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from rlflow import flow
-from rlflow.cli import load_config_file, main, tuned_config_path
+from rlflow.cli import main
+from rlflow.config.files import load_config_file, tuned_config_path
 from rlflow.errors import ConfigError
 from rlflow.trainer import Trainer
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rlflow.config import DEFAULT_POLICY_ID
 from rlflow.data import (
     ACTIONS,
-    DEFAULT_POLICY_ID,
     EPS_ID,
     OBS,
     REWARDS,

@@ -11,7 +11,8 @@ import pytest
 from gymnasium import spaces
 
 from rlflow.algorithms import IMPALAConfig, tuned_config
-from rlflow.cli import tuned_config_path
+from rlflow.algorithms.impala.policy import VTracePolicy
+from rlflow.config.files import tuned_config_path
 from rlflow.data.sample_batch import NEXT_OBS, OBS
 from rlflow.envs import make_env_creator
 from rlflow.envs.atari import (
@@ -26,7 +27,6 @@ from rlflow.envs.atari import (
     wrap_deepmind,
 )
 from rlflow.errors import ConfigError
-from rlflow.policy.impala import VTracePolicy
 from rlflow.workers import WorkerSet
 
 pytestmark = pytest.mark.timeout(120)

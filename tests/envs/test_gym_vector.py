@@ -14,12 +14,12 @@ import pytest
 
 from rlflow import Trainer
 from rlflow.algorithms import PPOConfig
-from rlflow.config_env import VECTOR_ENVS
+from rlflow.algorithms.ppo.policy import PPOPolicy
+from rlflow.config.rollouts import VECTOR_ENVS
 from rlflow.data import REWARDS, TERMINATEDS, TRUNCATEDS
 from rlflow.envs.creator import config_env_creator, flatten_if_structured, make_env_creator
 from rlflow.envs.gym_vector import GymVectorEnv, gym_id, make_vector_env, resolve_vector_env
 from rlflow.errors import ConfigError
-from rlflow.policy import PPOPolicy
 from rlflow.workers.vector_sampler import VectorSampler
 
 pytestmark = pytest.mark.timeout(180)

@@ -14,8 +14,8 @@ from torch import nn
 
 from rlflow import Trainer, load_policy
 from rlflow.algorithms import PPOConfig
+from rlflow.algorithms.ppo.policy import PPOPolicy
 from rlflow.errors import ConfigError
-from rlflow.policy import PPOPolicy
 
 pytestmark = pytest.mark.timeout(120)
 

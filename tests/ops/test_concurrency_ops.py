@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from rlflow import flow
+from rlflow.algorithms.apex.plan import UpdateWorkerWeights
 from rlflow.data import SampleBatch
 from rlflow.errors import ConfigError, PlanError, WorkerError
 from rlflow.flow import NOT_READY, ActorItem
@@ -17,7 +18,6 @@ from rlflow.ops import (
     LearnerThread,
     RecordStepsTrained,
     TrainResult,
-    UpdateWorkerWeights,
     concurrently,
     dequeue,
     keys,

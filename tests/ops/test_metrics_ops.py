@@ -10,6 +10,7 @@ import pytest
 
 from rlflow import flow
 from rlflow.algorithms import PGConfig
+from rlflow.algorithms.pg.policy import PGPolicy
 from rlflow.errors import ConfigError
 from rlflow.ops import (
     CollectMetrics,
@@ -20,7 +21,6 @@ from rlflow.ops import (
     standard_metrics_reporting,
 )
 from rlflow.ops.metrics import _IterationDone
-from rlflow.policy import PGPolicy
 from rlflow.testing.envs import CountingEnv
 from rlflow.workers import WorkerSet
 

@@ -11,7 +11,9 @@ import pytest
 
 from rlflow import flow
 from rlflow.algorithms import A2CConfig
-from rlflow.data import DEFAULT_POLICY_ID, NUM_GRAD_UPDATES
+from rlflow.algorithms.pg.policy import PGPolicy
+from rlflow.config import DEFAULT_POLICY_ID
+from rlflow.data import NUM_GRAD_UPDATES
 from rlflow.ops import (
     ApplyGradients,
     TrainOneStep,
@@ -19,7 +21,7 @@ from rlflow.ops import (
     parallel_rollouts,
     standard_metrics_reporting,
 )
-from rlflow.policy import POLICY_LAG, PGPolicy
+from rlflow.policy import POLICY_LAG
 from rlflow.testing.workers import counting_workers
 from rlflow.workers import WorkerSet
 

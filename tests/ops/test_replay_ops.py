@@ -23,11 +23,11 @@ from rlflow.ops import (
 from rlflow.replay import (
     BATCH_INDEXES,
     WEIGHTS,
-    LinearSchedule,
     PrioritizedReplayBuffer,
     ReplayBuffer,
     create_replay_actors,
 )
+from rlflow.schedules import LinearSchedule
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -7,7 +7,9 @@ import pytest
 
 from rlflow import flow
 from rlflow.algorithms import PGConfig
-from rlflow.data import ADVANTAGES, DEFAULT_POLICY_ID, EPS_ID, MultiAgentBatch, SampleBatch
+from rlflow.algorithms.pg.policy import PGPolicy
+from rlflow.config import DEFAULT_POLICY_ID
+from rlflow.data import ADVANTAGES, EPS_ID, MultiAgentBatch, SampleBatch
 from rlflow.errors import ConfigError, PlanError, WorkerError
 from rlflow.ops import (
     ApplyGradients,
@@ -19,7 +21,6 @@ from rlflow.ops import (
     keys,
     parallel_rollouts,
 )
-from rlflow.policy import PGPolicy
 from rlflow.testing.workers import counting_workers
 from rlflow.workers import WorkerSet
 

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 from rlflow.algorithms import PGConfig
+from rlflow.algorithms.pg.policy import PGPolicy
 from rlflow.data import EPS_ID
 from rlflow.errors import ConfigError
 from rlflow.ops import keys, parallel_rollouts
-from rlflow.policy import PGPolicy
 from rlflow.workers import WorkerSet, current_worker
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]

@@ -7,7 +7,9 @@ import pytest
 
 from rlflow import flow
 from rlflow.algorithms import A2CConfig
-from rlflow.data import DEFAULT_POLICY_ID, SampleBatch
+from rlflow.algorithms.pg.policy import PGPolicy
+from rlflow.config import DEFAULT_POLICY_ID
+from rlflow.data import SampleBatch
 from rlflow.errors import ConfigError, PlanError
 from rlflow.ops import (
     ApplyGradients,
@@ -18,7 +20,6 @@ from rlflow.ops import (
     TrainResult,
     keys,
 )
-from rlflow.policy import PGPolicy
 from rlflow.testing.workers import counting_workers
 from rlflow.workers import WorkerSet
 

@@ -9,7 +9,8 @@ import pytest
 
 from rlflow import flow
 from rlflow.algorithms import PGConfig
-from rlflow.data import DEFAULT_POLICY_ID
+from rlflow.algorithms.pg.policy import PGPolicy
+from rlflow.config import DEFAULT_POLICY_ID
 from rlflow.errors import WorkerError
 from rlflow.ops import (
     ApplyGradients,
@@ -19,7 +20,6 @@ from rlflow.ops import (
     parallel_rollouts,
 )
 from rlflow.ops.recovery import RETRY_EVERY
-from rlflow.policy import PGPolicy
 from rlflow.testing.workers import counting_workers
 from rlflow.workers import WorkerSet
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from rlflow.algorithms import APPOConfig, DQNConfig, IMPALAConfig, PPOConfig, get_algorithm
-from rlflow.config_resources import check_gpus, resolve_device
-from rlflow.data import DEFAULT_POLICY_ID
+from rlflow.config import DEFAULT_POLICY_ID
+from rlflow.config.resources import check_gpus, resolve_device
 from rlflow.errors import ConfigError
 from rlflow.testing.workers import COUNTING_DEFAULTS
 from rlflow.workers import RolloutWorker, WorkerSet

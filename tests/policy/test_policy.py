@@ -11,6 +11,8 @@ import pytest
 import torch
 
 from rlflow.algorithms import PGConfig, PPOConfig
+from rlflow.algorithms.pg.policy import PGPolicy
+from rlflow.algorithms.ppo.policy import PPOPolicy
 from rlflow.data.sample_batch import (
     ACTION_DIST_INPUTS,
     ACTIONS,
@@ -24,7 +26,7 @@ from rlflow.data.sample_batch import (
 )
 from rlflow.errors import ConfigError
 from rlflow.models import Categorical, NatureCNN
-from rlflow.policy import PGPolicy, PPOPolicy, TorchPolicy
+from rlflow.policy import TorchPolicy
 
 pytestmark = pytest.mark.timeout(120)
 

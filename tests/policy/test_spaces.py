@@ -12,11 +12,11 @@ from gymnasium import spaces
 
 from rlflow import Trainer
 from rlflow.algorithms import ALGORITHMS
+from rlflow.algorithms.ppo.policy import PPOPolicy
+from rlflow.algorithms.twin_q.policy import TwinQPolicy
 from rlflow.envs.targets import DictTargetEnv, MultiDiscreteTargetEnv, TupleTargetEnv
 from rlflow.errors import ConfigError
-from rlflow.policy import PPOPolicy
 from rlflow.policy.spaces import ALGORITHMS_FOR_ACTIONS, check_policy_spaces
-from rlflow.policy.twin_q import TwinQPolicy
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -25,12 +25,12 @@ from rlflow.replay import (
     BATCH_INDEXES,
     DISCOUNTS,
     WEIGHTS,
-    LinearSchedule,
     PrioritizedReplayBuffer,
     ReplayBuffer,
     n_step_transitions,
     replay_forever,
 )
+from rlflow.schedules import LinearSchedule
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from rlflow import flow
-from rlflow.data import DEFAULT_POLICY_ID, OBS, REWARDS, MultiAgentBatch, SampleBatch
+from rlflow.config import DEFAULT_POLICY_ID
+from rlflow.data import OBS, REWARDS, MultiAgentBatch, SampleBatch
 from rlflow.errors import ConfigError
 from rlflow.ops import (
     StoreToReplayBuffer,

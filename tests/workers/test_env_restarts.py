@@ -15,6 +15,8 @@ from gymnasium import spaces
 
 from rlflow import Trainer
 from rlflow.algorithms import PGConfig, PPOConfig
+from rlflow.algorithms.pg.policy import PGPolicy
+from rlflow.algorithms.ppo.policy import PPOPolicy
 from rlflow.config import PolicySpec
 from rlflow.data import (
     ACTION_DIST_INPUTS,
@@ -31,7 +33,6 @@ from rlflow.envs import CARTPOLE_CRASHING_ID
 from rlflow.envs.crashing import CrashingEnv, EnvCrashError
 from rlflow.envs.multi_agent import ALL_AGENTS, MultiAgentEnv, MultiAgentStep
 from rlflow.errors import ConfigError
-from rlflow.policy import PGPolicy, PPOPolicy
 from rlflow.testing.envs import CountingEnv
 from rlflow.trainer import check_env
 from rlflow.workers import RolloutWorker

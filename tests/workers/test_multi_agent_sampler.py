@@ -12,6 +12,8 @@ import pytest
 from gymnasium import spaces
 
 from rlflow.algorithms import PGConfig, PPOConfig
+from rlflow.algorithms.pg.policy import PGPolicy
+from rlflow.algorithms.ppo.policy import PPOPolicy
 from rlflow.config import PolicySpec
 from rlflow.data import (
     ACTION_DIST_INPUTS,
@@ -33,7 +35,6 @@ from rlflow.envs import AgentReturn, EpisodeStat
 from rlflow.envs.ma_envs import MultiAgentCartPole
 from rlflow.envs.multi_agent import ALL_AGENTS, MultiAgentEnv, MultiAgentStep
 from rlflow.errors import ConfigError
-from rlflow.policy import PGPolicy, PPOPolicy
 from rlflow.workers import RolloutWorker
 from rlflow.workers.multi_agent_sampler import agent_policy_map, is_multi_agent_env
 

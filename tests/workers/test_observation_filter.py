@@ -18,15 +18,9 @@ from gymnasium import spaces
 from rlflow import Trainer, flow
 from rlflow.algorithms import ALGORITHMS, DQNConfig, PGConfig, get_algorithm, tuned_config
 from rlflow.algorithms.dqn import DQNPolicy
-from rlflow.config import PolicySpec
-from rlflow.data import (
-    DEFAULT_POLICY_ID,
-    NEXT_OBS,
-    OBS,
-    TERMINATEDS,
-    TRUNCATEDS,
-    MultiAgentBatch,
-)
+from rlflow.algorithms.pg.policy import PGPolicy
+from rlflow.config import DEFAULT_POLICY_ID, PolicySpec
+from rlflow.data import NEXT_OBS, OBS, TERMINATEDS, TRUNCATEDS, MultiAgentBatch
 from rlflow.envs import POINT_NAV_ID, config_env_creator
 from rlflow.envs.multi_agent import ALL_AGENTS, MultiAgentEnv, MultiAgentStep
 from rlflow.errors import ConfigError, ConfigTypeError
@@ -42,7 +36,6 @@ from rlflow.filters import (
     make_filter,
 )
 from rlflow.ops import SyncObservationFilters
-from rlflow.policy import PGPolicy
 from rlflow.testing.envs import CountingEnv
 from rlflow.workers import RolloutWorker, WorkerSet
 

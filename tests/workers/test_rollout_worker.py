@@ -9,11 +9,12 @@ import pytest
 
 from rlflow import flow
 from rlflow.algorithms import A2CConfig, PGConfig
+from rlflow.algorithms.pg.policy import PGPolicy
+from rlflow.config import DEFAULT_POLICY_ID
 from rlflow.data import (
     ACTION_DIST_INPUTS,
     ACTIONS,
     ADVANTAGES,
-    DEFAULT_POLICY_ID,
     EPS_ID,
     LOGP,
     NUM_GRAD_UPDATES,
@@ -25,7 +26,6 @@ from rlflow.data import (
     VF_PREDS,
 )
 from rlflow.errors import ConfigError, WorkerError
-from rlflow.policy import PGPolicy
 from rlflow.testing.envs import CountingEnv
 from rlflow.workers import RolloutWorker, WorkerSet, current_worker
 

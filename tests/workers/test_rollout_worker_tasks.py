@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from rlflow.algorithms import MAMLConfig, PGConfig
+from rlflow.algorithms.maml.policy import MAMLPolicy
+from rlflow.algorithms.pg.policy import PGPolicy
 from rlflow.data import EPS_ID, OBS, REWARDS
 from rlflow.envs import POINT_NAV_ID
 from rlflow.envs.point_nav import PointNavTask
 from rlflow.errors import ConfigError
-from rlflow.policy import PGPolicy
-from rlflow.policy.maml import MAMLPolicy
 from rlflow.workers import RolloutWorker
 
 pytestmark = pytest.mark.timeout(60)

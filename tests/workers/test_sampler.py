@@ -11,11 +11,11 @@ import pytest
 from gymnasium import spaces
 
 from rlflow.algorithms import PGConfig
+from rlflow.algorithms.pg.policy import PGPolicy
 from rlflow.data import ACTION_DIST_INPUTS, ACTIONS, EPS_ID, LOGP, VF_PREDS
 from rlflow.envs import EpisodeStat
 from rlflow.envs.vector import env_action, env_actions
 from rlflow.errors import ConfigError
-from rlflow.policy import PGPolicy
 from rlflow.testing.envs import CountingEnv
 from rlflow.workers import RolloutWorker
 from rlflow.workers.sampler import make_sampler

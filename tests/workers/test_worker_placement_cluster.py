@@ -19,7 +19,7 @@ import pytest
 
 from rlflow import Trainer, flow
 from rlflow.algorithms import PGConfig
-from rlflow.policy import PGPolicy
+from rlflow.algorithms.pg.policy import PGPolicy
 from rlflow.testing.workers import counting_workers
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]

@@ -10,8 +10,8 @@ import pytest
 
 from rlflow import flow
 from rlflow.algorithms import PGConfig
+from rlflow.algorithms.pg.policy import PGPolicy
 from rlflow.errors import ConfigError, ConfigTypeError
-from rlflow.policy import PGPolicy
 from rlflow.testing.workers import counting_workers
 from rlflow.workers import WorkerSet
 

@@ -37,9 +37,9 @@ from rlflow.algorithms.ppo_dqn import PPODQNConfig, ppo_dqn_plan
 from rlflow.algorithms.sac import SACConfig, SACPolicy, sac_plan
 from rlflow.algorithms.td3 import TD3Config, TD3Policy, td3_plan
 from rlflow.config import AlgorithmConfig
+from rlflow.config.files import load_tuned_config
 from rlflow.errors import ConfigError
 from rlflow.policy import TorchPolicy
-from rlflow.tuned import load_tuned_config
 
 __all__ = [
     "ALGORITHMS",
@@ -138,8 +138,9 @@ def tuned_config(name: str, env_id: str, **overrides: Any) -> AlgorithmConfig:
     """The shipped tuned config of algorithm ``name`` for ``env_id``, with ``overrides``.
 
     Reads ``rlflow/algorithms/<name>/tuned/<env_id>.yaml``, where each "/" of a namespaced id
-    is written "-" (``ALE/Pong-v5`` -> ``ALE-Pong-v5.yaml``), with `rlflow.tuned`'s loader (the
-    one the command line uses); ConfigError naming the available envs if there is none.
+    is written "-" (``ALE/Pong-v5`` -> ``ALE-Pong-v5.yaml``), with `rlflow.config.files`'s
+    loader (the one the command line uses); ConfigError naming the available envs if there is
+    none.
     """
     spec = get_algorithm(name)
     return load_tuned_config(spec.name, spec.config_cls, env_id, overrides)

@@ -24,8 +24,8 @@ the flags on top, progress appended in its run dir, stop criteria over the whole
 Modules: `rlflow.cli.parser` (flags), `rlflow.cli.resolve` (config layers, stop criteria),
 `rlflow.cli.resume` (what ``--restore`` continues), `rlflow.cli.commands` (the sub-commands),
 `rlflow.cli.output` (progress lines, run dir), `rlflow.cli.plot` (learning curves); results
-are written by the trainer's loggers (`rlflow.loggers`); files are read by `rlflow.tuned`, the
-loader `rlflow.algorithms.tuned_config` uses too.
+are written by the trainer's loggers (`rlflow.loggers`); files are read by
+`rlflow.config.files`, the loader `rlflow.algorithms.tuned_config` uses too.
 """
 
 from __future__ import annotations
@@ -37,24 +37,12 @@ from collections.abc import Sequence
 from rlflow.cli.commands import COMMANDS, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from rlflow.cli.parser import UsageError, build_parser
 from rlflow.errors import ConfigError, RLFlowError
-from rlflow.tuned import (
-    STOP_ALIASES,
-    ConfigFile,
-    load_config_file,
-    tuned_config_path,
-    tuned_envs,
-)
 
 __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
-    "STOP_ALIASES",
-    "ConfigFile",
-    "load_config_file",
     "main",
-    "tuned_config_path",
-    "tuned_envs",
 ]
 
 

@@ -18,8 +18,8 @@ from typing import Any
 from rlflow.cli.output import jsonable, make_run_dir, progress_line, summary, write_yaml
 from rlflow.cli.resolve import resolve_run, should_stop, stop_criteria
 from rlflow.cli.resume import prepare_progress, resolve_resume
+from rlflow.config.files import tuned_envs
 from rlflow.errors import ConfigError
-from rlflow.tuned import tuned_envs
 
 __all__ = ["COMMANDS", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE"]
 

@@ -3,7 +3,7 @@
 Layers, later wins: the algorithm's defaults, the tuned config shipped for ALGO+ENV
 (``--tuned``), ``--config FILE.yaml``, the flags (``--env``, ``--num-workers``, ``--seed``), then
 ``--set key=value`` (``--set model.hidden=[32,32]``: one key of a dict field). Files and
-``--set`` values go through `rlflow.tuned`'s one loader and
+``--set`` values go through `rlflow.config.files`'s one loader and
 coercion rule, so ``rlflow train ALGO --env ENV`` builds the config that
 ``rlflow.algorithms.tuned_config(ALGO, ENV)`` returns.
 """
@@ -17,14 +17,14 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from rlflow.errors import ConfigError
-from rlflow.tuned import (
+from rlflow.config.files import (
     ConfigFile,
     build_config,
     load_config_file,
     parse_value,
     tuned_config_path,
 )
+from rlflow.errors import ConfigError
 
 __all__ = ["RunSpec", "is_number", "parse_sets", "resolve_run", "should_stop", "stop_criteria"]
 

@@ -19,8 +19,8 @@ from typing import Any, NamedTuple
 
 from rlflow.cli.output import make_run_dir
 from rlflow.cli.resolve import parse_sets, stop_criteria
+from rlflow.config.files import coerce_field, load_config_file
 from rlflow.errors import ConfigError
-from rlflow.tuned import coerce_field, load_config_file
 
 __all__ = ["PROGRESS_FILE", "ResumeSpec", "prepare_progress", "resolve_resume"]
 

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rlflow.checks import check_int
-from rlflow.config import DEFAULT_POLICY_ID as DEFAULT_POLICY_ID  # re-exported
+from rlflow.config import DEFAULT_POLICY_ID
 from rlflow.errors import ConfigError
 
 logger = logging.getLogger(__name__)

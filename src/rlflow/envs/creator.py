@@ -114,8 +114,8 @@ def make_pettingzoo_env(path: str, **env_kwargs: Any) -> Any:
 
 
 def _apply_wrappers(creator: Callable[[], Any], wrappers: tuple[Any, ...]) -> Any:
-    """``creator()`` wrapped by each `rlflow.config_env.WrapperSpec` in order."""
-    from rlflow.config_env import resolve_wrapper
+    """``creator()`` wrapped by each `rlflow.config.rollouts.WrapperSpec` in order."""
+    from rlflow.config.rollouts import resolve_wrapper
 
     env = creator()
     if not isinstance(env, gym.Env):
@@ -164,7 +164,7 @@ def config_env_creator(config: Any) -> EnvCreator:
     observations flattened if they are structured (`flatten_if_structured`: Dict, Tuple,
     MultiDiscrete and MultiBinary observations become one float32 vector, Discrete parts
     one-hot; see `rlflow.envs.flatten`)."""
-    from rlflow.config_env import wrapper_specs
+    from rlflow.config.rollouts import wrapper_specs
 
     creator = make_env_creator(config.env, **config.env_config)
     wrappers = tuple(wrapper_specs(config.env_wrappers, "env_wrappers"))

@@ -2,7 +2,7 @@
 `gymnasium.vector.VectorEnv` (Gymnasium's sync, async and vectorized envs, EnvPool), behind
 the interface of `rlflow.envs.vector.VectorEnv` that `rlflow.workers.VectorSampler` steps.
 
-Engines (`rlflow.config_env.VECTOR_ENVS`):
+Engines (`rlflow.config.rollouts.VECTOR_ENVS`):
 
 - ``"rlflow"``: `rlflow.envs.vector.VectorEnv`, N envs stepped in one Python loop.
 - ``"gymnasium-sync"``: ``gymnasium.vector.SyncVectorEnv`` of the config's env creator
@@ -44,7 +44,7 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium.vector import AutoresetMode
 
-from rlflow.config_env import VECTOR_ENVS
+from rlflow.config.rollouts import VECTOR_ENVS
 from rlflow.envs.creator import flatten_if_structured
 from rlflow.envs.game_score import GAME_SCORE, reports_game_score
 from rlflow.envs.records import EpisodeStat, VectorStep, env_action

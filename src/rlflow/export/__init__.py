@@ -1,7 +1,7 @@
 """Use a trained policy outside training: export it, load it anywhere, act.
 
-``Trainer.export_policy(path)`` (`PolicyUse`, inherited by `rlflow.Trainer`) writes one policy
-as a directory: ``policy.json`` (spaces, model options, algorithm and policy class, env and
+``rlflow.Trainer.export_policy(path)`` (through :func:`export_policy`) writes one policy as a
+directory: ``policy.json`` (spaces, model options, algorithm and policy class, env and
 preprocessing) and ``weights.pt`` (tensors only). :func:`load_policy` (also
 ``rlflow.load_policy``) rebuilds it in a plain process, with no Ray and no workers, as a
 :class:`LoadedPolicy` whose greedy actions are the trainer's. What is exported is the policy's
@@ -9,14 +9,13 @@ actor (`rlflow.models.actors.ExportableActor`): a policy class chooses its own w
 ``export_model()``.
 
 Modules: `rlflow.export.writer` (what is written), `rlflow.export.files` (the files, safe
-loading), `rlflow.export.spaces` (spaces as JSON), `rlflow.export.loaded` (the loaded policy),
-`rlflow.export.trainer_api` (the trainer's methods).
+loading), `rlflow.export.spaces` (spaces as JSON) and `rlflow.export.loaded` (the loaded
+policy).
 """
 
 from rlflow.export.files import FORMAT, FORMAT_VERSION, SPEC_FILE, WEIGHTS_FILE
 from rlflow.export.loaded import LoadedPolicy, load_policy
 from rlflow.export.spaces import space_from_json, space_to_json
-from rlflow.export.trainer_api import PolicyUse
 from rlflow.export.writer import actor_export, export_policy
 
 __all__ = [
@@ -25,7 +24,6 @@ __all__ = [
     "SPEC_FILE",
     "WEIGHTS_FILE",
     "LoadedPolicy",
-    "PolicyUse",
     "actor_export",
     "export_policy",
     "load_policy",

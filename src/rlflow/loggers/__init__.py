@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from rlflow.checks import check_type
-from rlflow.config_logging import LOGGER_NAMES
+from rlflow.config.reporting import LOGGER_NAMES
 from rlflow.errors import ConfigError
 from rlflow.flow import PlanGraph
 from rlflow.loggers.external import MLflowLogger, WandbLogger

@@ -28,7 +28,14 @@ from rlflow.errors import ConfigError
 from rlflow.models.distributions import ActionDistribution, dist_class_for
 from rlflow.models.nets import ACTIVATIONS, MLP, ActorCritic
 
-__all__ = ["ActorCriticActor", "ActorExport", "ExportableActor", "actor_class", "class_path"]
+__all__ = [
+    "MOVED_ACTOR_CLASSES",
+    "ActorCriticActor",
+    "ActorExport",
+    "ExportableActor",
+    "actor_class",
+    "class_path",
+]
 
 
 def class_path(cls: type) -> str:
@@ -127,13 +134,22 @@ def _actor_critic_options(model: ActorCritic) -> dict[str, Any]:
     return {"hidden": hidden, "activation": acts[0] if acts else "tanh", "shared": shared}
 
 
+MOVED_ACTOR_CLASSES = {
+    "rlflow.policy.tanh_actor.TanhActor": "rlflow.algorithms.twin_q.actor.TanhActor",
+}
+"""Where actor classes recorded by older exports live now (old ``"module.QualName"`` -> new):
+exports on disk keep loading after a class moved."""
+
+
 def actor_class(name: str) -> type[ExportableActor]:
-    """The registered :class:`ExportableActor` subclass ``name`` (``"module.QualName"``).
+    """The registered :class:`ExportableActor` subclass ``name`` (``"module.QualName"``; a name in
+    :data:`MOVED_ACTOR_CLASSES` is read as the class's current one).
 
     A name under ``rlflow.`` has its module imported first; any other must have been imported
     by the caller (an export file never decides what a loader imports). `ConfigError` if
     unknown.
     """
+    name = MOVED_ACTOR_CLASSES.get(name, name)
     cls = ExportableActor.registry.get(name)
     module = name.rpartition(".")[0]
     if cls is None and name.startswith("rlflow."):

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlflow.config_model import custom_model_class
+from rlflow.config.model import custom_model_class
 from rlflow.errors import ConfigError
 from rlflow.models.actors import ActorCriticActor, ActorExport, ExportableActor
 from rlflow.models.distributions import ActionDistribution, dist_class_for
@@ -62,7 +62,7 @@ CUSTOM_MODEL = "model.custom_model"
 def resolve_custom_model(spec: Any) -> type[nn.Module]:
     """The class ``spec`` names: a ``"package.module:Class"`` string (imported) or the class
     itself; `ConfigError` naming ``model.custom_model`` unless it is an ``nn.Module`` subclass
-    with a ``value`` method (`rlflow.config_model.custom_model_class`)."""
+    with a ``value`` method (`rlflow.config.model.custom_model_class`)."""
     cls: type[nn.Module] = custom_model_class(spec, CUSTOM_MODEL)
     return cls
 

@@ -30,12 +30,12 @@ from rlflow.ops.rollout import _check_batch, _policy_id_list
 from rlflow.ops.train import TrainResult
 from rlflow.replay import (
     BATCH_INDEXES,
-    LinearSchedule,
     MultiAgentReplayBuffer,
     PrioritizedReplayBuffer,
     ReplayBuffer,
 )
 from rlflow.replay.shards import ReplayShardTable, as_shard_table
+from rlflow.schedules import LinearSchedule
 from rlflow.workers import WorkerSet
 
 AnyBuffer = ReplayBuffer | MultiAgentReplayBuffer
@@ -266,8 +266,8 @@ class UpdateReplayPriorities:
     Items: ``TrainResult`` (or ``ActorItem(shard, TrainResult)``, e.g. from a
     :class:`~rlflow.ops.LearnerThread`) ``-> the same item``. Use with ``.for_each`` after the
     train stage of a replayed batch. Each policy's stats must hold ``td_error`` (per row) and
-    ``batch_indexes`` (the replayed rows), as :class:`~rlflow.policy.dqn.DQNPolicy` returns them;
-    both are *removed* from the stats (arrays do not belong in results). The priorities go to
+    ``batch_indexes`` (the replayed rows), as :class:`~rlflow.algorithms.dqn.DQNPolicy` returns
+    them; both are *removed* from the stats (arrays do not belong in results). The priorities go to
     ``local_buffer`` when given (ignored unless it is prioritized), else to the replay shard
     the batch came from: the item's actor, or ``current_actor`` (set by ``replay(actors=...)``),
     fire-and-forget. With ``actors`` (the shards given to ``replay``), updates for a shard

@@ -16,7 +16,8 @@ import numpy as np
 
 from rlflow import flow
 from rlflow.checks import check_int
-from rlflow.data import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from rlflow.config import DEFAULT_POLICY_ID
+from rlflow.data import MultiAgentBatch, SampleBatch
 from rlflow.errors import ConfigError, ConfigTypeError, PlanError
 from rlflow.ops import keys
 from rlflow.ops.recovery import rollout_recovery
@@ -125,7 +126,7 @@ def parallel_rollouts(
 
     >>> from rlflow import flow
     >>> from rlflow.algorithms.pg import PGConfig
-    >>> from rlflow.policy import PGPolicy
+    >>> from rlflow.algorithms.pg import PGPolicy
     >>> flow.init(backend="local")
     >>> config = PGConfig(num_workers=2, rollout_fragment_length=10, num_envs_per_worker=2)
     >>> rollouts = parallel_rollouts(WorkerSet(config, PGPolicy), mode="bulk_sync")

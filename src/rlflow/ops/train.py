@@ -2,7 +2,8 @@
 
 All are stages for ``for_each``: :class:`TrainOneStep` (learn on a batch),
 :class:`ComputeGradients` / :class:`AverageGradients` / :class:`ApplyGradients` (the gradient
-path of A2C microbatching and A3C).
+path of A2C microbatching and A3C), :class:`UpdateKL` (after a train step: each policy's
+adaptive KL coefficient, PPO's and ppo_dqn's PPO branch).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "ComputeGradients",
     "TrainOneStep",
     "TrainResult",
+    "UpdateKL",
 ]
 
 Batch = SampleBatch | MultiAgentBatch
@@ -244,3 +246,26 @@ class ApplyGradients:
                 )
             _push_weights(self.workers, self.policies, to=[actor])
         return TrainResult(grads.env_steps, stats)
+
+
+class UpdateKL:
+    """Adapt each policy's KL coefficient to the mean KL of the last train step.
+
+    Items: ``TrainResult -> TrainResult`` (unchanged). Use with ``.for_each`` after
+    ``TrainOneStep``. Every policy of the result whose stats have ``kl`` and that has an
+    ``update_kl`` method (PPO's) adapts; others are left alone. Side effects: ``kl_coeff`` of
+    the learner's policies (only the learner computes the loss, so workers need not know it);
+    the new value as ``stats["kl_coeff"]`` (``info["learner"][pid]``).
+    """
+
+    def __init__(self, workers: WorkerSet) -> None:
+        """Keep the worker set (its local worker holds the policies)."""
+        self.workers = workers
+
+    def __call__(self, result: TrainResult) -> TrainResult:
+        for pid, stats in result.stats.items():
+            policy = self.workers.local_worker().get_policy(pid)
+            update = getattr(policy, "update_kl", None)
+            if update is not None and "kl" in stats:
+                stats["kl_coeff"] = update(stats["kl"])
+        return result

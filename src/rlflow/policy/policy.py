@@ -51,7 +51,7 @@ from torch import nn
 
 from rlflow.checks import check_int, check_type
 from rlflow.config import ActorCriticConfig, AlgorithmConfig
-from rlflow.config_resources import resolve_device
+from rlflow.config.resources import resolve_device
 from rlflow.data.sample_batch import (
     ACTION_DIST_INPUTS,
     LOGP,

@@ -3,12 +3,10 @@
 - `ReplayBuffer`, `PrioritizedReplayBuffer`: columnar ring storage of transitions;
   `replay_forever` turns one into a stream that yields None until ``learning_starts``.
 - `n_step_transitions`: rollout fragment -> n-step transitions (`replay_transitions`: only
-  the replayed columns); `LinearSchedule` for beta.
+  the replayed columns).
 - `ReplayActor`, `create_replay_actors`: a sharded buffer as parallel-iterator actors;
   `create_replay_shards` gives a `ReplayShardTable`, whose dead shards are recreated empty.
 - `MultiAgentReplayBuffer`: one buffer per policy, for multi-agent runs.
-- `make_replay_buffer`, `beta_schedule`, `training_intensity_weights`: a replay-based
-  algorithm's buffer, beta schedule and round-robin weights, from its config.
 - `SumSegmentTree`, `MinSegmentTree`: the trees behind prioritized sampling.
 - `register_replay_buffer`, `ReplayShards`: a plan names its buffers for checkpoints
   (``checkpoint_replay_buffers``).
@@ -28,16 +26,9 @@ from rlflow.replay.checkpoint import (
     replay_buffers,
     restore_replay_buffers,
 )
-from rlflow.replay.factory import (
-    ReplayConfig,
-    beta_schedule,
-    make_replay_buffer,
-    training_intensity_weights,
-)
 from rlflow.replay.multi_agent import MultiAgentReplayBuffer
 from rlflow.replay.n_step import DISCOUNTS, n_step_transitions, replay_transitions
 from rlflow.replay.ring import BATCH_INDEXES, WEIGHTS
-from rlflow.replay.schedule import LinearSchedule
 from rlflow.replay.segment_tree import MinSegmentTree, SumSegmentTree, next_power_of_two
 from rlflow.replay.shards import ReplayShardTable, create_replay_shards
 
@@ -46,20 +37,16 @@ __all__ = [
     "DISCOUNTS",
     "SHARD_STRIDE",
     "WEIGHTS",
-    "LinearSchedule",
     "MinSegmentTree",
     "MultiAgentReplayBuffer",
     "PrioritizedReplayBuffer",
-    "ReplayConfig",
     "ReplayActor",
     "ReplayBuffer",
     "ReplayShardTable",
     "ReplayShards",
     "SumSegmentTree",
-    "beta_schedule",
     "create_replay_actors",
     "create_replay_shards",
-    "make_replay_buffer",
     "n_step_transitions",
     "next_power_of_two",
     "register_replay_buffer",
@@ -69,5 +56,4 @@ __all__ = [
     "replay_transitions",
     "restore_replay_buffers",
     "split_shard_indexes",
-    "training_intensity_weights",
 ]

@@ -7,7 +7,7 @@ reference where possible (see that module). No Python object is kept per row.
 Prioritized replay follows Schaul et al., "Prioritized Experience Replay" (ICLR 2016):
 ``P(i) = p_i^alpha / sum_k p_k^alpha`` and ``w_i = (N * P(i))^-beta / max_j w_j``.
 
-`LinearSchedule` (`rlflow.replay.schedule`), `n_step_transitions` and `DISCOUNTS`
+`LinearSchedule` (`rlflow.schedules`), `n_step_transitions` and `DISCOUNTS`
 (`rlflow.replay.n_step`) are importable from here too, as before the split.
 
 Example:
@@ -31,8 +31,8 @@ from rlflow.data.sample_batch import SampleBatch
 from rlflow.errors import ConfigError
 from rlflow.replay.n_step import DISCOUNTS, n_step_transitions
 from rlflow.replay.ring import BATCH_INDEXES, WEIGHTS, ColumnarRing
-from rlflow.replay.schedule import LinearSchedule
 from rlflow.replay.segment_tree import MinSegmentTree, SumSegmentTree, next_power_of_two
+from rlflow.schedules import LinearSchedule
 
 __all__ = [
     "BATCH_INDEXES",

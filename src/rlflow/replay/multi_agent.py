@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy.typing as npt
 
-from rlflow.data.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from rlflow.config import DEFAULT_POLICY_ID
+from rlflow.data.sample_batch import MultiAgentBatch, SampleBatch
 from rlflow.errors import ConfigError
 from rlflow.replay.buffers import PrioritizedReplayBuffer, ReplayBuffer
 

@@ -88,8 +88,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 Array = npt.NDArray[Any]
-_Trajectory = AgentTrajectory  # old names, for states pickled before they moved
-_EnvSlot = EnvSlot
 
 
 class MultiAgentSampler(Sampler):

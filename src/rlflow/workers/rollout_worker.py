@@ -31,8 +31,8 @@ import numpy as np
 import numpy.typing as npt
 
 from rlflow.checks import check_bool, check_int
-from rlflow.config import AlgorithmConfig, resolve_policies
-from rlflow.data import DEFAULT_POLICY_ID, NUM_GRAD_UPDATES, MultiAgentBatch, SampleBatch
+from rlflow.config import DEFAULT_POLICY_ID, AlgorithmConfig, resolve_policies
+from rlflow.data import NUM_GRAD_UPDATES, MultiAgentBatch, SampleBatch
 from rlflow.envs import EpisodeStat, config_env_creator
 from rlflow.envs.gym_vector import resolve_vector_env
 from rlflow.errors import ConfigError

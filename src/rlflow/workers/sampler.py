@@ -31,7 +31,8 @@ from typing import Any
 import gymnasium as gym
 
 from rlflow.checks import check_int
-from rlflow.data import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from rlflow.config import DEFAULT_POLICY_ID
+from rlflow.data import MultiAgentBatch, SampleBatch
 from rlflow.envs.creator import config_env_creator
 from rlflow.envs.multi_agent import MultiAgentEnv
 from rlflow.envs.validation import env_name

@@ -15,7 +15,7 @@ from typing import Any
 from rlflow import flow
 from rlflow.checks import check_callable, check_int, check_number
 from rlflow.config import AlgorithmConfig
-from rlflow.config_resources import check_gpus
+from rlflow.config.resources import check_gpus
 from rlflow.errors import WorkerError
 from rlflow.policy import TorchPolicy
 from rlflow.workers.rollout_worker import RolloutWorker

@@ -21,12 +21,12 @@ from typing import Any
 
 from rlflow import flow
 from rlflow.algorithms.apex.config import ApexConfig
+from rlflow.algorithms.apex.intensity import KeepTrainingIntensity
 from rlflow.checks import check_int
 from rlflow.errors import ConfigError, PlanError
 from rlflow.flow import ActorItem, LocalIterator
 from rlflow.ops import (
     Enqueue,
-    KeepTrainingIntensity,
     LearnerThread,
     LearnerWeights,
     RecordStepsTrained,

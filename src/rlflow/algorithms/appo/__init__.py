@@ -1,8 +1,8 @@
 """APPO: asynchronous PPO on IMPALA's dataflow (RLlib's APPO).
 
-Policy: :class:`APPOPolicy` (on `rlflow.policy.vtrace.VTracePolicyBase`, shared with IMPALA).
-Config: :class:`APPOConfig` (extends `IMPALAConfig`). Plan: :func:`appo_plan`, on
-:func:`rlflow.ops.impala_train_op`.
+Policy: :class:`APPOPolicy` (on `rlflow.algorithms.actor_learner.VTracePolicyBase`, shared with
+IMPALA). Config: :class:`APPOConfig` (extends `IMPALAConfig`). Plan: :func:`appo_plan`, on
+IMPALA's :func:`~rlflow.algorithms.impala.plan.impala_train_op`.
 """
 
 from rlflow.algorithms.appo.config import APPOConfig

@@ -1,12 +1,14 @@
 """The APPO plan: IMPALA's dataflow, plus a target-network update after train steps.
 
 Liang et al., "RLlib Flow: Distributed Reinforcement Learning is a Dataflow Problem"
-(NeurIPS 2021), section 5 (APPO shares IMPALA's plan)::
+(NeurIPS 2021), section 5 (APPO shares IMPALA's plan, as in RLlib)::
 
     (1) impala_train_op  [async rollouts -> ConcatBatches -> Enqueue(learner) -> broadcast
                           weights  ||  dequeue(learner) -> RecordStepsTrained]
     -> (2) UpdateTargetNetwork(target_network_update_freq, by env steps trained)
     -> (3) standard_metrics_reporting
+
+(1) is written out in `rlflow.algorithms.impala.plan`.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from rlflow.algorithms.appo.config import APPOConfig
+from rlflow.algorithms.impala.plan import impala_train_op
 from rlflow.flow import LocalIterator
-from rlflow.ops import UpdateTargetNetwork, impala_train_op, standard_metrics_reporting
+from rlflow.ops import UpdateTargetNetwork, standard_metrics_reporting
 from rlflow.workers import WorkerSet
 
 __all__ = ["appo_plan"]

@@ -1,11 +1,11 @@
 """`APPOPolicy`: asynchronous PPO, a clipped surrogate on V-trace advantages.
 
 RLlib's APPO on IMPALA's dataflow (Espeholt et al. 2018; Schulman et al. 2017). V-trace
-targets (:class:`~rlflow.policy.vtrace.VTracePolicyBase`) take the *target network* as pi,
-and PPO's clipped surrogate the ratio pi / pi_target (through mu, as RLlib does; the importance
-weight mu / pi_target is clipped to [0, 2]). The plan copies the model into the target network
-every ``target_network_update_freq`` trained env steps (``update_target``). An optional
-KL(mu || pi) penalty is added with ``use_kl_loss``.
+targets (:class:`~rlflow.algorithms.actor_learner.VTracePolicyBase`) take the *target network*
+as pi, and PPO's clipped surrogate the ratio pi / pi_target (through mu, as RLlib does; the
+importance weight mu / pi_target is clipped to [0, 2]). The plan copies the model into the
+target network every ``target_network_update_freq`` trained env steps (``update_target``). An
+optional KL(mu || pi) penalty is added with ``use_kl_loss``.
 
 Reads `APPOConfig`'s ``clip_param``, ``use_kl_loss``, ``kl_coeff`` and the V-trace settings
 ``vtrace_clip_rho_threshold``, ``vtrace_clip_pg_rho_threshold``, ``vf_loss_coeff``,
@@ -22,11 +22,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlflow.algorithms.actor_learner.policy import VTracePolicyBase
 from rlflow.algorithms.appo.config import APPOConfig
 from rlflow.config import AlgorithmConfig
 from rlflow.data.sample_batch import ACTION_DIST_INPUTS, ACTIONS, LOGP, OBS
 from rlflow.policy.entropy_schedule import EntropyCoeffSchedule
-from rlflow.policy.vtrace import VTracePolicyBase
 
 __all__ = ["APPOPolicy"]
 

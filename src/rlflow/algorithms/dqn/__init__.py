@@ -2,15 +2,12 @@
 prioritized replay, as a dataflow plan.
 
 Policy: :class:`DQNPolicy` (Ape-X uses it too, through the registry). Config:
-:class:`DQNConfig`. Plan: :func:`dqn_plan`. Its replay helpers live in `rlflow.replay`
-(Ape-X and ppo_dqn use them too): ``make_replay_buffer`` and ``dqn_round_robin_weights``
-(`rlflow.replay.training_intensity_weights`) are re-exported here.
+:class:`DQNConfig` (its replay settings: `rlflow.algorithms.q_learning`). Plan: :func:`dqn_plan`,
+whose replay dataflow :func:`store_and_replay` SAC and TD3 run too.
 """
 
 from rlflow.algorithms.dqn.config import DQNConfig
-from rlflow.algorithms.dqn.plan import dqn_plan
+from rlflow.algorithms.dqn.plan import dqn_plan, store_and_replay
 from rlflow.algorithms.dqn.policy import DQNPolicy
-from rlflow.replay.factory import make_replay_buffer
-from rlflow.replay.factory import training_intensity_weights as dqn_round_robin_weights
 
-__all__ = ["DQNConfig", "DQNPolicy", "dqn_plan", "dqn_round_robin_weights", "make_replay_buffer"]
+__all__ = ["DQNConfig", "DQNPolicy", "dqn_plan", "store_and_replay"]

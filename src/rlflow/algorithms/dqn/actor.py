@@ -1,4 +1,5 @@
-"""`QActor`: DQN's Q network as an exportable actor (`rlflow.models.actors`), the network
+"""DQN's networks: `QNetwork` (the Q-values of every action, the policy's online and target
+networks) and `QActor`, the Q network as an exportable actor (`rlflow.models.actors`): what
 `DQNPolicy.export_model` exports and `rlflow.load_policy` rebuilds."""
 
 from __future__ import annotations
@@ -6,13 +7,57 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
+from torch import nn
 
-from rlflow.algorithms.dqn.policy import QNetwork
 from rlflow.errors import ConfigError
+from rlflow.models import MLP, NatureCNN
 from rlflow.models.actors import ExportableActor
 
-__all__ = ["QActor"]
+__all__ = ["QActor", "QNetwork"]
+
+
+class QNetwork(nn.Module):
+    """Q-values of every action: ``forward(obs) -> [B, num_actions]``.
+
+    An MLP (or the Nature CNN for image observations) and a linear head; with ``dueling``,
+    a value and an advantage head combined as ``V + A - mean(A)``.
+    """
+
+    def __init__(
+        self,
+        obs_space: gym.Space[Any],
+        num_actions: int,
+        *,
+        hidden: tuple[int, ...],
+        activation: str,
+        dueling: bool,
+    ) -> None:
+        """Build the layers; raise `ConfigError` for an observation space other than Box."""
+        super().__init__()
+        if not isinstance(obs_space, gym.spaces.Box):
+            raise ConfigError(f"DQNPolicy takes Box observations, got {obs_space!r}")
+        self.is_image = len(obs_space.shape) == 3
+        self.trunk: nn.Module
+        if self.is_image:
+            self.trunk, width = NatureCNN(tuple(obs_space.shape)), 512
+        else:
+            mlp = MLP(int(np.prod(obs_space.shape)), hidden, activation=activation)
+            self.trunk, width = mlp, mlp.out_features
+        self.dueling = dueling
+        self.advantage = nn.Linear(width, num_actions)
+        self.value = nn.Linear(width, 1) if dueling else None
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Return Q-values ``[B, num_actions]`` for raw observations ``[B, *obs_shape]``."""
+        x = obs if self.is_image else obs.reshape(obs.shape[0], -1).float()
+        features = self.trunk(x)
+        adv: torch.Tensor = self.advantage(features)
+        if self.value is None:
+            return adv
+        value: torch.Tensor = self.value(features)
+        return value + adv - adv.mean(dim=1, keepdim=True)
 
 
 class QActor(QNetwork, ExportableActor):

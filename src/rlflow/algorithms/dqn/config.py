@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlflow.config_replay import ReplayAlgorithmConfig
+from rlflow.algorithms.q_learning.config import ReplayAlgorithmConfig
 
 __all__ = ["DQNConfig"]
 

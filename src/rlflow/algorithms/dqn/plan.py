@@ -1,32 +1,94 @@
 """The DQN plan: store rollouts in a replay buffer and train on replayed batches, in turn.
 
 Liang et al., "RLlib Flow: Distributed Reinforcement Learning is a Dataflow Problem"
-(NeurIPS 2021), Fig. 7 (DQN), written out in `rlflow.ops.off_policy.store_and_replay` (SAC and
-TD3 run on it too, as in RLlib)::
+(NeurIPS 2021), Fig. 7 (DQN)::
 
     store_op:  (1) parallel_rollouts(bulk_sync) -> (2) StoreToReplayBuffer
     replay_op: (3) replay(learning_starts) -> (4) TrainOneStep -> (5) UpdateReplayPriorities
                -> (6) UpdateTargetNetwork(target_network_update_freq)
     (7) concurrently(store_op, replay_op; round robin, weights from training_intensity,
         output of replay_op only) -> (8) standard_metrics_reporting
+
+Steps (1)-(7) are :func:`store_and_replay`; SAC and TD3 (`rlflow.algorithms.sac`,
+`rlflow.algorithms.td3`) run it too, as RLlib ran both on DQN's plan.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rlflow.algorithms.dqn.config import DQNConfig
+from rlflow.algorithms.q_learning.config import ReplayAlgorithmConfig
+from rlflow.algorithms.q_learning.replay import (
+    beta_schedule,
+    make_replay_buffer,
+    training_intensity_weights,
+)
 from rlflow.flow import LocalIterator
-from rlflow.ops import standard_metrics_reporting
-from rlflow.ops.off_policy import store_and_replay
+from rlflow.ops import (
+    StoreToReplayBuffer,
+    TrainOneStep,
+    UpdateReplayPriorities,
+    UpdateTargetNetwork,
+    concurrently,
+    parallel_rollouts,
+    replay,
+    standard_metrics_reporting,
+)
+from rlflow.replay import register_replay_buffer
 from rlflow.workers import WorkerSet
 
-__all__ = ["dqn_plan"]
+__all__ = ["dqn_plan", "store_and_replay"]
 
 
-def dqn_plan(workers: WorkerSet, config: DQNConfig) -> LocalIterator[dict[str, Any]]:
+def dqn_plan(workers: WorkerSet, config: ReplayAlgorithmConfig) -> LocalIterator[dict[str, Any]]:
     """Build the DQN plan over ``workers``; each item is one iteration's result dict."""
     # (1)-(7) Sample into the buffer and train the Q network on replayed batches, in turn.
     train_op = store_and_replay(workers, config)
     # (8) One result per iteration.
     return standard_metrics_reporting(train_op, workers, config)
+
+
+def store_and_replay(
+    workers: WorkerSet, config: ReplayAlgorithmConfig
+) -> LocalIterator[dict[str, Any]]:
+    """Sample into a replay buffer and train on replayed batches, in turn (module docstring).
+
+    Source: items are the learner stats of each train step (dict), lazily pulled; each pull
+    runs one round-robin turn (a sampling round, or a train step). Side effects: builds the
+    local buffer (per policy in a multi-agent run) and registers it as ``"replay_buffer"``
+    for checkpoints; the learner's policies (``config.policies_to_train``) train and their
+    targets update (each policy's ``update_target()``); weights go to every worker after each
+    train step; counters as its operators write them. Reads ``config``'s replay fields,
+    ``train_batch_size``, ``target_network_update_freq`` and ``policies_to_train``. Never
+    ends by itself.
+    """
+    buffer = make_replay_buffer(config, multi_agent=workers.local_worker().multi_agent)
+    register_replay_buffer(workers, "replay_buffer", buffer)  # checkpoint_replay_buffers
+    # (1) Every worker samples a fragment (n-step transitions); (2) into the buffer.
+    store_op = parallel_rollouts(workers, mode="bulk_sync").for_each(
+        StoreToReplayBuffer(local_buffer=buffer)
+    )
+    # (3) A train batch, once the buffer holds learning_starts transitions.
+    replayed = replay(
+        local_buffer=buffer,
+        num_items=config.train_batch_size,
+        learning_starts=config.learning_starts,
+        beta=beta_schedule(config),
+    )
+    # (4) One learner step; weights pushed to the workers with the global timestep.
+    trained = replayed.for_each(TrainOneStep(workers, policies=config.policies_to_train))
+    # (5) |TD error| becomes the replayed rows' priority (with prioritized replay).
+    prioritized = trained.for_each(
+        UpdateReplayPriorities(local_buffer=buffer, epsilon=config.prioritized_replay_eps)
+    )
+    # (6) The policies' target networks, every target_network_update_freq sampled steps.
+    replay_op = prioritized.for_each(
+        UpdateTargetNetwork(workers, config.target_network_update_freq)
+    )
+    # (7) Alternate sampling and training; only the training results go on.
+    return concurrently(
+        [store_op, replay_op],
+        mode="round_robin",
+        output_indexes=[1],
+        round_robin_weights=training_intensity_weights(config),
+    )

@@ -38,6 +38,7 @@ import numpy.typing as npt
 import torch
 from torch import nn
 
+from rlflow.algorithms.dqn.actor import QActor, QNetwork
 from rlflow.algorithms.dqn.config import DQNConfig
 from rlflow.config import AlgorithmConfig
 from rlflow.data.sample_batch import (
@@ -52,57 +53,14 @@ from rlflow.data.sample_batch import (
     SampleBatch,
 )
 from rlflow.errors import ConfigError
-from rlflow.models import MLP, NatureCNN
 from rlflow.models.actors import ActorExport
 from rlflow.ops.keys import TD_ERROR
 from rlflow.policy.policy import TorchPolicy
 from rlflow.replay import BATCH_INDEXES, DISCOUNTS, WEIGHTS, n_step_transitions
 
-__all__ = ["BATCH_INDEXES", "DISCOUNTS", "TD_ERROR", "WEIGHTS", "DQNPolicy", "QNetwork", "huber"]
+__all__ = ["DQNPolicy", "huber"]
 
 Array = npt.NDArray[Any]
-
-
-class QNetwork(nn.Module):
-    """Q-values of every action: ``forward(obs) -> [B, num_actions]``.
-
-    An MLP (or the Nature CNN for image observations) and a linear head; with ``dueling``,
-    a value and an advantage head combined as ``V + A - mean(A)``.
-    """
-
-    def __init__(
-        self,
-        obs_space: gym.Space[Any],
-        num_actions: int,
-        *,
-        hidden: tuple[int, ...],
-        activation: str,
-        dueling: bool,
-    ) -> None:
-        """Build the layers; raise `ConfigError` for an observation space other than Box."""
-        super().__init__()
-        if not isinstance(obs_space, gym.spaces.Box):
-            raise ConfigError(f"DQNPolicy takes Box observations, got {obs_space!r}")
-        self.is_image = len(obs_space.shape) == 3
-        self.trunk: nn.Module
-        if self.is_image:
-            self.trunk, width = NatureCNN(tuple(obs_space.shape)), 512
-        else:
-            mlp = MLP(int(np.prod(obs_space.shape)), hidden, activation=activation)
-            self.trunk, width = mlp, mlp.out_features
-        self.dueling = dueling
-        self.advantage = nn.Linear(width, num_actions)
-        self.value = nn.Linear(width, 1) if dueling else None
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Return Q-values ``[B, num_actions]`` for raw observations ``[B, *obs_shape]``."""
-        x = obs if self.is_image else obs.reshape(obs.shape[0], -1).float()
-        features = self.trunk(x)
-        adv: torch.Tensor = self.advantage(features)
-        if self.value is None:
-            return adv
-        value: torch.Tensor = self.value(features)
-        return value + adv - adv.mean(dim=1, keepdim=True)
 
 
 def huber(x: torch.Tensor, delta: float = 1.0) -> torch.Tensor:
@@ -327,8 +285,6 @@ class DQNPolicy(TorchPolicy):
     def export_model(self) -> ActorExport:
         """The Q network as a `QActor` (`rlflow.export` writes it): its model options,
         ``dueling``, ``final_epsilon`` for exploring, and :meth:`get_weights`."""
-        from rlflow.algorithms.dqn.actor import QActor  # it imports this module
-
         model_cfg = {"hidden": (64, 64), "activation": "relu", **self.config.model}
         options = {
             "hidden": [int(h) for h in model_cfg["hidden"]],

@@ -11,20 +11,32 @@ Liang et al., "RLlib Flow: Distributed Reinforcement Learning is a Dataflow Prob
     (7) concurrently(enqueue_op, dequeue_op; async, output of dequeue_op)
         -> (8) standard_metrics_reporting
 
-Steps (1)-(7) are :func:`rlflow.ops.impala_train_op`, shared with APPO
-(:mod:`rlflow.algorithms.appo`), which adds a target-network update after (6).
+Steps (1)-(7) are :func:`impala_train_op`; APPO (`rlflow.algorithms.appo`) runs it too, with a
+target-network update after (6), as RLlib's APPO ran IMPALA's plan.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from rlflow.algorithms.actor_learner.ops import BroadcastUpdateLearnerWeights, MixInReplay
 from rlflow.algorithms.impala.config import IMPALAConfig
 from rlflow.flow import LocalIterator
-from rlflow.ops import impala_train_op, standard_metrics_reporting
+from rlflow.ops import (
+    ConcatBatches,
+    Enqueue,
+    LearnerThread,
+    RecordStepsTrained,
+    TrainResult,
+    concurrently,
+    dequeue,
+    parallel_rollouts,
+    standard_metrics_reporting,
+)
+from rlflow.replay import register_replay_buffer
 from rlflow.workers import WorkerSet
 
-__all__ = ["impala_plan"]
+__all__ = ["impala_plan", "impala_train_op"]
 
 
 def impala_plan(workers: WorkerSet, config: IMPALAConfig) -> LocalIterator[dict[str, Any]]:
@@ -36,3 +48,42 @@ def impala_plan(workers: WorkerSet, config: IMPALAConfig) -> LocalIterator[dict[
     train_op = impala_train_op(workers, config)
     # (8) One result per iteration, with the learner thread's queue statistics in "info".
     return standard_metrics_reporting(train_op, workers, config)
+
+
+def impala_train_op(workers: WorkerSet, config: IMPALAConfig) -> LocalIterator[TrainResult]:
+    """Steps (1)-(7) of the module docstring: one ``TrainResult`` per batch the learner trained.
+
+    Starts a :class:`~rlflow.ops.LearnerThread` on the local worker now (``learner_queue_size``
+    batches wait for it; ``num_sgd_iter`` passes over each, in contiguous minibatches of
+    ``sgd_minibatch_size`` rows) and registers the mix-in replay ring as ``"mix_in_replay"``
+    for checkpoints. Never ends by itself.
+    """
+    learner = LearnerThread(
+        workers.local_worker(),
+        inqueue_size=config.learner_queue_size,
+        num_sgd_iter=config.num_sgd_iter,
+        sgd_minibatch_size=config.sgd_minibatch_size,
+        policies=config.policies_to_train,
+    )
+    learner.start()
+    in_flight = config.max_sample_requests_in_flight_per_worker
+    mix_in = MixInReplay(config.replay_buffer_num_slots, config.replay_proportion, seed=config.seed)
+    register_replay_buffer(workers, "mix_in_replay", mix_in)  # checkpoint_replay_buffers
+    enqueue_op = (
+        # (1) Each worker's batches as they arrive; (2) with replayed ones mixed in (none when
+        # replay_proportion is 0), whole batches up to train_batch_size.
+        parallel_rollouts(workers, mode="async", num_async=in_flight)
+        .combine(mix_in)
+        .combine(ConcatBatches(config.train_batch_size))
+        # (3) To the learner thread; a full queue pauses sampling (backpressure).
+        .for_each(Enqueue(learner.inqueue))
+        # (4) The learner's latest weights to the worker whose batch came last.
+        .zip_with_source_actor()
+        .for_each(BroadcastUpdateLearnerWeights(workers, learner, config.broadcast_interval))
+    )
+    # (5) What the learner trained (its crash is raised here); (6) counted in the plan.
+    dequeue_op = dequeue(learner.outqueue, check=learner.check).for_each(
+        RecordStepsTrained(learner=learner)
+    )
+    # (7) Both run as their inputs are ready; the stream follows the learner.
+    return concurrently([enqueue_op, dequeue_op], mode="async", output_indexes=[1])

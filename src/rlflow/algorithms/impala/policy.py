@@ -2,7 +2,8 @@
 
 Espeholt et al., "IMPALA: Scalable Distributed Deep-RL with Importance Weighted Actor-Learner
 Architectures" (ICML 2018), section 4, on the V-trace targets of
-:class:`~rlflow.policy.vtrace.VTracePolicyBase` (computed with the learner's current pi):
+:class:`~rlflow.algorithms.actor_learner.VTracePolicyBase` (computed with the learner's
+current pi):
 
     policy_loss = -mean(log pi(a_t|x_t) * pg_advantages_t)
     vf_loss     = 0.5 * mean((V(x_t) - vs_t)^2)
@@ -19,11 +20,11 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import torch
 
+from rlflow.algorithms.actor_learner.policy import VTracePolicyBase
 from rlflow.algorithms.impala.config import IMPALAConfig
 from rlflow.config import AlgorithmConfig
 from rlflow.data.sample_batch import ACTIONS, OBS
 from rlflow.policy.entropy_schedule import EntropyCoeffSchedule
-from rlflow.policy.vtrace import VTracePolicyBase
 
 __all__ = ["VTracePolicy"]
 

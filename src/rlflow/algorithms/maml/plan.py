@@ -31,7 +31,8 @@ from rlflow import flow
 from rlflow.algorithms.maml.config import MAMLConfig
 from rlflow.algorithms.maml.policy import MAMLPolicy, episode_returns
 from rlflow.checks import check_int
-from rlflow.data import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from rlflow.config import DEFAULT_POLICY_ID
+from rlflow.data import MultiAgentBatch, SampleBatch
 from rlflow.envs import make_env_creator
 from rlflow.errors import ActorDiedError, ConfigError
 from rlflow.flow import LocalIterator

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlflow.algorithms.ppo_dqn.config import DQN_POLICY, PPO_POLICY, PPODQNConfig
+from rlflow.algorithms.q_learning.replay import make_replay_buffer, training_intensity_weights
 from rlflow.data import ADVANTAGES
 from rlflow.flow import LocalIterator
 from rlflow.ops import (
@@ -36,7 +37,7 @@ from rlflow.ops import (
     replay,
     standard_metrics_reporting,
 )
-from rlflow.replay import make_replay_buffer, register_replay_buffer, training_intensity_weights
+from rlflow.replay import register_replay_buffer
 from rlflow.workers import WorkerSet
 
 __all__ = ["ppo_dqn_plan"]

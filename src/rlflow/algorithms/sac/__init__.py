@@ -1,8 +1,8 @@
 """SAC: soft actor-critic (Haarnoja et al. 2018) with twin Q critics and automatic entropy
 tuning, on the replay dataflow.
 
-Policy: :class:`SACPolicy` (on `rlflow.policy.twin_q.TwinQPolicy`, shared with TD3). Config:
-:class:`SACConfig`. Plan: :func:`sac_plan`. Box action spaces only.
+Policy: :class:`SACPolicy` (on `rlflow.algorithms.twin_q.TwinQPolicy`, shared with TD3). Config:
+:class:`SACConfig`. Plan: :func:`sac_plan` (DQN's replay dataflow). Box action spaces only.
 """
 
 from rlflow.algorithms.sac.config import SACConfig

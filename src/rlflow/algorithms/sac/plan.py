@@ -1,7 +1,7 @@
 """The SAC plan: sample into a replay buffer, train on replayed batches, Polyak targets.
 
 Haarnoja et al., "Soft Actor-Critic Algorithms and Applications" (2018), Algorithm 1, on the
-replay dataflow RLlib ran SAC with (DQN's; `rlflow.ops.off_policy.store_and_replay`)::
+replay dataflow RLlib ran SAC with (DQN's; `rlflow.algorithms.dqn.plan.store_and_replay`)::
 
     (1) sample (squashed Gaussian actor) -> store | (2) replay -> one Adam step of the critics,
         the actor and alpha -> priorities -> Polyak targets (tau), in turn (training_intensity)
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlflow.algorithms.dqn.plan import store_and_replay
 from rlflow.algorithms.sac.config import SACConfig
 from rlflow.flow import LocalIterator
 from rlflow.ops import standard_metrics_reporting
-from rlflow.ops.off_policy import store_and_replay
 from rlflow.workers import WorkerSet
 
 __all__ = ["sac_plan"]

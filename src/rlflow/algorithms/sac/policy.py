@@ -1,7 +1,7 @@
 """`SACPolicy`: soft actor-critic with a tanh-Gaussian actor and automatic entropy tuning.
 
 Haarnoja et al., "Soft Actor-Critic Algorithms and Applications" (2018), on
-`rlflow.policy.twin_q.TwinQPolicy` (twin critics, Polyak targets, n-step replay). With
+`rlflow.algorithms.twin_q.policy.TwinQPolicy` (twin critics, Polyak targets, n-step replay). With
 ``x = mean(s) + std(s) * eps`` (eps ~ N(0, I)), the unit action is ``u = tanh(x)``, the env
 action ``mid + half * u``, and its log-density (:func:`squashed_logp`)::
 
@@ -28,12 +28,12 @@ import torch
 import torch.nn.functional as F
 
 from rlflow.algorithms.sac.config import SACConfig
+from rlflow.algorithms.twin_q.actor import tanh_actor_export
+from rlflow.algorithms.twin_q.config import TwinQConfig
+from rlflow.algorithms.twin_q.policy import TwinQPolicy
 from rlflow.config import AlgorithmConfig
-from rlflow.config_replay import TwinQConfig
 from rlflow.data.sample_batch import ACTION_DIST_INPUTS, LOGP, VF_PREDS, SampleBatch
 from rlflow.models.actors import ActorExport
-from rlflow.policy.tanh_actor import tanh_actor_export
-from rlflow.policy.twin_q import TwinQPolicy
 from rlflow.replay import replay_transitions
 
 __all__ = ["SACPolicy", "squashed_logp"]

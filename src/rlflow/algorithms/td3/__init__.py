@@ -1,8 +1,8 @@
 """TD3: twin delayed DDPG (Fujimoto et al. 2018): twin critics, target policy smoothing,
 delayed actor updates, on the replay dataflow.
 
-Policy: :class:`TD3Policy` (on `rlflow.policy.twin_q.TwinQPolicy`, shared with SAC). Config:
-:class:`TD3Config`. Plan: :func:`td3_plan`. Box action spaces only.
+Policy: :class:`TD3Policy` (on `rlflow.algorithms.twin_q.TwinQPolicy`, shared with SAC). Config:
+:class:`TD3Config`. Plan: :func:`td3_plan` (DQN's replay dataflow). Box action spaces only.
 """
 
 from rlflow.algorithms.td3.config import TD3Config

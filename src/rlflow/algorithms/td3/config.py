@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlflow.config_replay import TwinQConfig
+from rlflow.algorithms.twin_q.config import TwinQConfig
 
 __all__ = ["TD3Config"]
 

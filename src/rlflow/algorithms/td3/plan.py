@@ -2,7 +2,7 @@
 
 Fujimoto et al., "Addressing Function Approximation Error in Actor-Critic Methods" (ICML 2018),
 Algorithm 1, on the replay dataflow RLlib ran TD3 with (DQN's;
-`rlflow.ops.off_policy.store_and_replay`)::
+`rlflow.algorithms.dqn.plan.store_and_replay`)::
 
     (1) sample (actor + Gaussian noise) -> store | (2) replay -> critics' step (the actor's every
         policy_delay) -> priorities -> Polyak targets after actor steps, in turn
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlflow.algorithms.dqn.plan import store_and_replay
 from rlflow.algorithms.td3.config import TD3Config
 from rlflow.flow import LocalIterator
 from rlflow.ops import standard_metrics_reporting
-from rlflow.ops.off_policy import store_and_replay
 from rlflow.workers import WorkerSet
 
 __all__ = ["td3_plan"]

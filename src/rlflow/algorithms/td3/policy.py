@@ -1,7 +1,7 @@
 """`TD3Policy`: twin delayed DDPG: a deterministic actor, twin critics, target smoothing.
 
 Fujimoto et al., "Addressing Function Approximation Error in Actor-Critic Methods" (ICML 2018),
-Algorithm 1, on `rlflow.policy.twin_q.TwinQPolicy` (twin critics, Polyak targets, n-step
+Algorithm 1, on `rlflow.algorithms.twin_q.policy.TwinQPolicy` (twin critics, Polyak targets, n-step
 replay). The actor's unit action is ``mu(s) = tanh(actor(s))``; in unit space::
 
     acting      a  = clip(mu(s) + N(0, exploration_noise), -1, 1)        (mu(s) greedy)
@@ -24,11 +24,11 @@ import numpy.typing as npt
 import torch
 
 from rlflow.algorithms.td3.config import TD3Config
+from rlflow.algorithms.twin_q.actor import tanh_actor_export
+from rlflow.algorithms.twin_q.policy import TwinQPolicy
 from rlflow.config import AlgorithmConfig
 from rlflow.data.sample_batch import ACTION_DIST_INPUTS, LOGP, VF_PREDS, SampleBatch
 from rlflow.models.actors import ActorExport
-from rlflow.policy.tanh_actor import tanh_actor_export
-from rlflow.policy.twin_q import TwinQPolicy
 from rlflow.replay import replay_transitions
 
 __all__ = ["TD3Policy"]

@@ -1,0 +1,15 @@
+"""The actor-learner family: what IMPALA and APPO share.
+
+- `rlflow.algorithms.actor_learner.policy`: :class:`VTracePolicyBase` (sequences and V-trace
+  targets on the learner) and :func:`sequence_ends`;
+- `rlflow.algorithms.actor_learner.ops`: the learner-side operators of their dataflow,
+  :class:`MixInReplay` and :class:`BroadcastUpdateLearnerWeights`.
+
+The dataflow itself is IMPALA's plan (`rlflow.algorithms.impala.plan.impala_train_op`), which
+APPO runs too.
+"""
+
+from rlflow.algorithms.actor_learner.ops import BroadcastUpdateLearnerWeights, MixInReplay
+from rlflow.algorithms.actor_learner.policy import VTracePolicyBase, sequence_ends
+
+__all__ = ["BroadcastUpdateLearnerWeights", "MixInReplay", "VTracePolicyBase", "sequence_ends"]

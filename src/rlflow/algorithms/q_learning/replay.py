@@ -1,0 +1,68 @@
+"""A replay-based algorithm's local buffer, beta schedule and sampling/training ratio, from its
+config (`ReplayAlgorithmConfig`: DQN's, SAC's, TD3's and ppo_dqn's DQN learner's)."""
+
+from __future__ import annotations
+
+import functools
+
+from rlflow.algorithms.q_learning.config import ReplayAlgorithmConfig
+from rlflow.replay.buffers import PrioritizedReplayBuffer, ReplayBuffer
+from rlflow.replay.multi_agent import MultiAgentReplayBuffer
+from rlflow.schedules import LinearSchedule
+
+__all__ = ["beta_schedule", "make_replay_buffer", "training_intensity_weights"]
+
+
+def make_replay_buffer(
+    config: ReplayAlgorithmConfig, *, multi_agent: bool = False
+) -> ReplayBuffer | MultiAgentReplayBuffer:
+    """A plan's local buffer: prioritized or uniform, ``buffer_size`` transitions (per policy,
+    in a `MultiAgentReplayBuffer`, with ``multi_agent``)."""
+    if multi_agent:
+        return MultiAgentReplayBuffer(functools.partial(_single_buffer, config))
+    return _single_buffer(config)
+
+
+def _single_buffer(config: ReplayAlgorithmConfig) -> ReplayBuffer:
+    if config.prioritized_replay:
+        return PrioritizedReplayBuffer(
+            config.buffer_size,
+            alpha=config.prioritized_replay_alpha,
+            beta=config.prioritized_replay_beta,
+            seed=config.seed,
+        )
+    return ReplayBuffer(config.buffer_size, seed=config.seed)
+
+
+def beta_schedule(config: ReplayAlgorithmConfig) -> LinearSchedule | None:
+    """The importance-sampling exponent over env steps sampled; None without prioritization."""
+    if not config.prioritized_replay:
+        return None
+    return LinearSchedule(
+        initial=config.prioritized_replay_beta,
+        final=config.final_prioritized_replay_beta,
+        steps=config.prioritized_replay_beta_annealing_timesteps,
+    )
+
+
+def training_intensity_weights(config: ReplayAlgorithmConfig) -> list[float | str]:
+    """Round-robin weights ``[1, k]`` of (store_op, replay_op) for ``training_intensity``.
+
+    RLlib's rule. One store item is one sampling round of ``S = rollout_fragment_length *
+    num_envs_per_worker * max(num_workers, 1)`` env steps; one replay item trains on
+    ``train_batch_size`` (B) transitions. For ``training_intensity`` I replayed transitions per
+    env step sampled, each round is followed by ``k = I * S / B`` train steps (``concurrently``
+    draws a fractional turn at random, so the mean is exact). Without ``training_intensity``,
+    ``k = 1``: the "native" intensity ``B / S``.
+
+    >>> from types import SimpleNamespace as Config
+    >>> training_intensity_weights(Config(rollout_fragment_length=4, num_envs_per_worker=1,
+    ...     num_workers=0, train_batch_size=32, training_intensity=16))
+    [1, 2.0]
+    """
+    if config.training_intensity is None:
+        return [1, 1]
+    steps_per_round = (
+        config.rollout_fragment_length * config.num_envs_per_worker * max(config.num_workers, 1)
+    )
+    return [1, config.training_intensity * steps_per_round / config.train_batch_size]

@@ -1,0 +1,99 @@
+"""The ``model`` dict of a config: its keys and their rules (custom models included).
+
+`rlflow.config.AlgorithmConfig` checks its ``model`` with :func:`check_model`, before any actor
+starts. The built-in network reads ``hidden``, ``activation`` and ``shared``
+(`rlflow.models.build_model`); a user's network is ``custom_model`` with its options
+``custom_model_config`` (`rlflow.models.custom` documents the interface).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from rlflow.errors import ConfigError
+
+__all__ = ["MODEL_KEYS", "check_model", "custom_model_class", "import_object"]
+
+MODEL_KEYS = ("hidden", "activation", "shared", "custom_model", "custom_model_config")
+"""The keys a config's ``model`` dict may set: the built-in network's ``hidden``, ``activation``
+and ``shared`` (`rlflow.models.build_model`), or a user's network: ``custom_model``
+(``"package.module:Class"`` or the class) with its options ``custom_model_config`` (a dict;
+see `rlflow.models.custom`)."""
+
+
+def import_object(path: str, what: str) -> Any:
+    """Import ``"package.module:attribute"`` (e.g. a mapping function named in a YAML file).
+
+    >>> import_object("rlflow.config.model:MODEL_KEYS", "x")[0]
+    'hidden'
+    >>> import_object("rlflow.config.model", "model.custom_model")
+    Traceback (most recent call last):
+    ...
+    rlflow.errors.ConfigError: model.custom_model='rlflow.config.model' must be written \
+'package.module:name'
+    """
+    module_name, sep, attr = path.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"{what}={path!r} must be written 'package.module:name'")
+    try:
+        obj = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ConfigError(f"{what}={path!r}: cannot import {module_name!r} ({err})") from err
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"{what}={path!r}: {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def custom_model_class(spec: Any, label: str = "model.custom_model") -> type:
+    """The class ``spec`` names: ``"package.module:Class"`` (imported) or the class itself;
+    `ConfigError` naming ``label`` unless it is a ``torch.nn.Module`` subclass with a ``value``
+    method (torch is imported only here)."""
+    if not isinstance(spec, str | type):
+        raise ConfigError(f"{label}={spec!r} must be 'package.module:Class' or a class")
+    cls = import_object(spec, label) if isinstance(spec, str) else spec
+    from torch import nn
+
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise ConfigError(f"{label}={spec!r} must be a torch.nn.Module subclass, got {cls!r}")
+    if not callable(getattr(cls, "value", None)):
+        raise ConfigError(
+            f"{label}={spec!r}: {cls.__name__} has no value(obs) method; a custom model gives "
+            "forward(obs) -> (dist_inputs, value) and value(obs) -> value (rlflow.models.custom)"
+        )
+    return cls
+
+
+def check_model(model: Any, label: str) -> None:
+    """Raise `ConfigError` naming ``label`` (``"PPOConfig.model"``) and the key unless
+    ``model`` is a dict of :data:`MODEL_KEYS` whose ``custom_model``, if any, imports and is a
+    ``torch.nn.Module`` with a ``value`` method, and whose ``custom_model_config``, if any, is
+    a dict given with ``custom_model``.
+
+    >>> check_model({"custom_model_config": {"width": 8}}, "PPOConfig.model")
+    Traceback (most recent call last):
+    ...
+    rlflow.errors.ConfigError: PPOConfig.model.custom_model_config is given without \
+model.custom_model; name the model class it configures
+    """
+    if not isinstance(model, dict):
+        raise ConfigError(f"{label}={model!r} must be a dict with keys from {MODEL_KEYS}")
+    unknown = sorted(set(model) - set(MODEL_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"{label}={model!r} has unknown keys {unknown}; model keys are {MODEL_KEYS}"
+        )
+    custom, options = model.get("custom_model"), model.get("custom_model_config")
+    if options is not None and not isinstance(options, dict):
+        raise ConfigError(
+            f"{label}.custom_model_config={options!r} must be a dict of the custom model's options"
+        )
+    if options is not None and custom is None:
+        raise ConfigError(
+            f"{label}.custom_model_config is given without model.custom_model; name the model "
+            "class it configures"
+        )
+    if custom is not None:
+        custom_model_class(custom, f"{label}.custom_model")

@@ -1,0 +1,113 @@
+"""`ResourceConfig`: what the learner and each remote rollout worker use, and where they land.
+
+Every algorithm config inherits it (through `rlflow.config.AlgorithmConfig`); RLlib's names.
+`rlflow.workers.WorkerSet` reserves one placement-group bundle per remote worker on Ray; the
+local backend runs every worker in the driver and ignores the per-worker reservations.
+GPUs: ``num_gpus`` puts the learner's policies on ``cuda`` (the driver process must see a GPU),
+``num_gpus_per_worker`` reserves GPUs for the remote workers and runs their inference there;
+`resolve_device` says which device a policy uses and `check_gpus` refuses GPUs that are not
+there before any actor starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlflow.checks import check_choice, check_number, check_type
+from rlflow.config.failures import FailureConfig
+from rlflow.errors import ConfigError
+
+__all__ = ["PLACEMENT_STRATEGIES", "ResourceConfig", "check_gpus", "resolve_device"]
+
+PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+"""Ray's placement-group strategies (``placement_strategy``)."""
+
+_BUILTIN_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResourceConfig(FailureConfig):
+    """Per-worker resources and placement (the failure fields come from `FailureConfig`)."""
+
+    num_cpus_per_worker: float = 1
+    """CPUs each remote rollout worker reserves, >= 0 (fractions allowed: 0.5 packs two
+    workers on a core). A worker steps envs in a tight loop, so 1 keeps Ray from packing more
+    busy workers than cores. Ignored by the local backend."""
+    custom_resources_per_worker: dict[str, float] = field(default_factory=dict)
+    """Custom Ray resources each remote rollout worker reserves (``{name: amount >= 0}``, e.g.
+    ``{"spot_node": 1}``); CPU and GPU are not custom. Empty: none. Ignored locally."""
+    num_gpus: float = 0
+    """GPUs for the learner (the driver's local worker), >= 0; fractions allowed (a learner
+    sharing a GPU). > 0: the learner's policies train on ``cuda`` (batches copied from pinned
+    host memory, non-blocking); weights still travel to the workers as CPU arrays. 0: CPU."""
+    num_gpus_per_worker: float = 0
+    """GPUs each remote rollout worker reserves, >= 0 (fractions allowed); > 0: its inference
+    runs on ``cuda``. 0 (the default): workers act on CPU, which is faster for small models."""
+    placement_strategy: str = "PACK"
+    """How the remote workers' bundles (one per worker) are placed on the cluster's nodes: one
+    of PACK (few nodes, best effort), SPREAD (many nodes, best effort), STRICT_PACK (one node)
+    or STRICT_SPREAD (one worker per node). Ignored locally."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        name = type(self).__name__
+        check_number(self.num_cpus_per_worker, f"{name}.num_cpus_per_worker", low=0)
+        check_number(self.num_gpus, f"{name}.num_gpus", low=0)
+        check_number(self.num_gpus_per_worker, f"{name}.num_gpus_per_worker", low=0)
+        label = f"{name}.custom_resources_per_worker"
+        check_type(self.custom_resources_per_worker, label, dict, "a dict of {name: amount}")
+        for key, amount in self.custom_resources_per_worker.items():
+            if not isinstance(key, str) or not key or key in _BUILTIN_RESOURCES:
+                raise ConfigError(
+                    f"{label}={self.custom_resources_per_worker!r}: key {key!r} must be a custom "
+                    f"resource name (not one of {_BUILTIN_RESOURCES}; use num_cpus_per_worker)"
+                )
+            check_number(amount, f"{label}[{key!r}]", low=0)
+        check_choice(self.placement_strategy, f"{name}.placement_strategy", PLACEMENT_STRATEGIES)
+
+    def worker_bundle(self) -> dict[str, float]:
+        """The resources one remote worker reserves (zero amounts left out; may be empty)."""
+        bundle = {"CPU": float(self.num_cpus_per_worker), "GPU": float(self.num_gpus_per_worker)}
+        bundle.update({k: float(v) for k, v in self.custom_resources_per_worker.items()})
+        return {k: v for k, v in bundle.items() if v > 0}
+
+
+def resolve_device(config: ResourceConfig, worker_index: int) -> Any:
+    """The ``torch.device`` of a policy on worker ``worker_index`` (0: the learner): ``cuda``
+    when its GPU field (``num_gpus``, ``num_gpus_per_worker``) is > 0, else ``cpu``."""
+    import torch
+
+    gpus = config.num_gpus if worker_index == 0 else config.num_gpus_per_worker
+    return torch.device("cuda" if gpus > 0 else "cpu")
+
+
+def check_gpus(config: ResourceConfig, *, cluster_gpus: float | None) -> None:
+    """Raise `ConfigError` when a GPU is asked for that does not exist: ``num_gpus > 0`` with
+    no GPU visible to torch in this process, or ``num_gpus_per_worker > 0`` with fewer GPUs in
+    the cluster (``cluster_gpus``; None on the local backend, where workers live in this
+    process and torch must see one) than the workers ask for in all."""
+    import torch
+
+    name = type(config).__name__
+    visible = torch.cuda.is_available()
+    if config.num_gpus > 0 and not visible:
+        raise ConfigError(
+            f"{name}: num_gpus={config.num_gpus} but no GPU is visible to this process "
+            "(torch.cuda.is_available() is False): set num_gpus=0 to train on CPU, or install "
+            "a CUDA build of torch on a machine with a GPU"
+        )
+    wanted = config.num_gpus_per_worker * getattr(config, "num_workers", 0)
+    if wanted <= 0:
+        return
+    # Local backend: the workers share this process's GPUs; on Ray the cluster must hold them.
+    if cluster_gpus is None:
+        have, enough, where = float(visible), visible, "this process"
+    else:
+        have, enough, where = cluster_gpus, cluster_gpus >= wanted, "the Ray cluster"
+    if not enough:
+        raise ConfigError(
+            f"{name}: num_gpus_per_worker={config.num_gpus_per_worker} x num_workers="
+            f"{getattr(config, 'num_workers', 0)} needs {wanted:g} GPUs but {where} has "
+            f"{have:g}: set num_gpus_per_worker=0 (workers act on CPU) or add GPUs"
+        )
