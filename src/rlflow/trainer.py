@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +41,7 @@ from rlflow.checkpoint import (
 )
 from rlflow.checks import check_bool, check_callable, check_int
 from rlflow.config import DEFAULT_POLICY_ID, AlgorithmConfig
+from rlflow.envs.validation import env_name
 from rlflow.errors import ConfigError, PlanError, RLFlowError
 from rlflow.export import writer as export_writer
 from rlflow.export.loaded import batch_actions, obs_batch, single_action
@@ -48,8 +49,21 @@ from rlflow.flow import LocalIterator, MetricsContext, PlanGraph
 from rlflow.loggers import LoggerSet
 from rlflow.ops.keys import NUM_ENV_STEPS_SAMPLED, NUM_ENV_STEPS_TRAINED
 from rlflow.ops.learner_thread import learners_paused
+from rlflow.ops.metrics import episode_stats
 
-__all__ = ["CHECKPOINT_META", "CHECKPOINT_STATE", "RESULT_KEYS", "Trainer", "load_checkpoint"]
+if TYPE_CHECKING:  # the registry imports every algorithm (and torch): loaded on first use
+    from rlflow.algorithms import AlgorithmSpec
+
+__all__ = [
+    "CHECKPOINT_META",
+    "CHECKPOINT_STATE",
+    "RESULT_KEYS",
+    "Trainer",
+    "TrainerSetup",
+    "check_env",
+    "load_checkpoint",
+    "resolve_setup",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -72,11 +86,36 @@ _TRAINED = NUM_ENV_STEPS_TRAINED
 _UNSET: Any = object()
 
 
-def _get_spec(algo: str) -> Any:
-    """The registered :class:`~rlflow.algorithms.AlgorithmSpec` of ``algo`` (ConfigError)."""
-    from rlflow.algorithms import get_algorithm
+class TrainerSetup(NamedTuple):
+    """What a :class:`Trainer` runs, resolved once (:func:`resolve_setup`): the algorithm and its
+    validated config, whose env names were checked. The command line builds one and hands it to
+    the Trainer, which then neither looks the algorithm up nor validates the config again."""
 
-    return get_algorithm(algo)
+    algorithm: AlgorithmSpec
+    """The registered algorithm (config class, policy class, plan)."""
+    config: AlgorithmConfig
+    """The validated, frozen config (an instance of ``algorithm.config_cls``)."""
+
+
+def resolve_setup(
+    algo: str | AlgorithmSpec,
+    config: AlgorithmConfig | Mapping[str, Any] | None = None,
+    **fields: Any,
+) -> TrainerSetup:
+    """Look the algorithm up, build its config and check the env's names, once.
+
+    ``config`` is an instance of the algorithm's config class (used as it is, or through
+    ``replace`` when ``fields`` change some of it), a dict of its fields, or None (the
+    defaults); ``fields`` go on top. Raises :class:`ConfigError` for an unknown algorithm,
+    config key, Gymnasium id, PettingZoo module or ``env_wrappers`` name, or a bad value; builds
+    no env (:func:`check_env` without a policy class).
+    """
+    from rlflow.algorithms import AlgorithmSpec, get_algorithm
+
+    spec = algo if isinstance(algo, AlgorithmSpec) else get_algorithm(algo)
+    typed = _typed_config(spec.config_cls, config, fields)
+    check_env(typed)
+    return TrainerSetup(spec, typed)
 
 
 def _make_workers(config: AlgorithmConfig, policy_cls: type) -> Any:
@@ -86,10 +125,13 @@ def _make_workers(config: AlgorithmConfig, policy_cls: type) -> Any:
     return WorkerSet(config, policy_cls)
 
 
-def _merged_config(
+def _typed_config(
     config_cls: Any, config: AlgorithmConfig | Mapping[str, Any] | None, fields: dict[str, Any]
 ) -> AlgorithmConfig:
-    """``config`` (an instance or a dict of fields) with ``fields`` on top, validated."""
+    """``config`` with ``fields`` on top, validated: an instance of ``config_cls`` is kept as
+    it is (no fields) or replaced field by field; a dict or None is built from its fields."""
+    if isinstance(config, AlgorithmConfig) and type(config) is config_cls:
+        return config.replace(**fields) if fields else config
     base: dict[str, Any] = {}
     if isinstance(config, AlgorithmConfig):
         base = config.to_dict()
@@ -124,7 +166,9 @@ class Trainer:
     """Drives one algorithm's plan: train, save/restore, evaluate, stop.
 
     Args:
-        algo: registered algorithm name (``"pg"``, ``"a2c"``, ``"a3c"``, ``"ppo"``, ...).
+        algo: registered algorithm name (``"pg"``, ``"a2c"``, ``"a3c"``, ``"ppo"``, ...), or a
+            :class:`TrainerSetup` from :func:`resolve_setup` (an algorithm and its config,
+            resolved once: then no config argument may be given).
         env: Gymnasium id or zero-argument env creator (default: the config's default).
         num_workers: remote rollout workers (default: the config's default).
         seed: seed of envs, policies and sampling (default: the config's default).
@@ -150,7 +194,7 @@ class Trainer:
 
     def __init__(
         self,
-        algo: str,
+        algo: str | TrainerSetup,
         *,
         env: str | Callable[[], Any] = _UNSET,
         num_workers: int = _UNSET,
@@ -163,11 +207,21 @@ class Trainer:
         **config_fields: Any,
     ) -> None:
         """Validate everything, then start the backend, the workers and build the plan once."""
-        self._spec = _get_spec(algo)
         given = {"env": env, "num_workers": num_workers, "seed": seed} | config_fields
         fields = {k: v for k, v in given.items() if v is not _UNSET}
-        self._config: AlgorithmConfig = _merged_config(self._spec.config_cls, config, fields)
-        check_env(self._config, self._spec.policy_cls, algo=self._spec.name)
+        if isinstance(algo, TrainerSetup):
+            if fields or config is not None:
+                raise ConfigError(
+                    f"Trainer({algo.algorithm.name!r} setup): its config is resolved; change "
+                    f"it before resolve_setup, not here (got {sorted(fields) or ['config']})"
+                )
+            setup = algo
+        else:
+            setup = resolve_setup(algo, config, **fields)
+        self._spec, self._config = setup
+        from rlflow.workers.sampler import check_policy_spaces
+
+        check_policy_spaces(self._config, self._spec.policy_cls, self._spec.name)
         if plan is not None:
             check_callable(plan, "Trainer(plan)")
         self._plan_fn: PlanFn = plan if plan is not None else self._spec.plan
@@ -252,7 +306,7 @@ class Trainer:
         if not isinstance(result, Mapping):
             raise PlanError(f"the plan yielded {type(result).__name__}; it must yield dicts")
         result = self._bookkeep(dict(result), elapsed)
-        result.update(trainer_state.evaluation_keys(self))
+        result.update(self._evaluation_keys())
         self.loggers.on_result(result)
         return result
 
@@ -303,7 +357,17 @@ class Trainer:
             seed = self._config.seed + 1_000_003
         local = self.workers.local_worker()
         episodes = local.evaluate(num_episodes, seed=seed, explore=explore, creator=env_creator)
-        return trainer_state.episode_stats(episodes)
+        return episode_stats(episodes)
+
+    def _evaluation_keys(self) -> dict[str, Any]:
+        """The ``evaluation/`` keys of the latest iteration: ``evaluation/<key>`` for each key
+        of ``evaluate(evaluation_num_episodes)`` (greedy episodes) when the iteration is a
+        multiple of ``evaluation_interval``; none when it is not, or the interval is 0."""
+        interval = self._config.evaluation_interval
+        if interval == 0 or self._iteration % interval:
+            return {}
+        stats = self.evaluate(self._config.evaluation_num_episodes)
+        return {f"evaluation/{key}": value for key, value in stats.items()}
 
     # ------------------------------------------------------------------------ policies
     def _policy(self, what: str, policy_id: str) -> Any:
@@ -382,7 +446,7 @@ class Trainer:
         self._check_running("save")
         meta = {
             "algorithm": self.algorithm,
-            "env": trainer_state.env_name(self._config.env),
+            "env": env_name(self._config.env),
             "iteration": self._iteration,
             "time_total_s": self._time_total_s,
             _SAMPLED: int(self._context.counters.get(_SAMPLED, 0)),
@@ -411,18 +475,35 @@ class Trainer:
         self._last_sampled = int(state["last_sampled"])
 
     @classmethod
-    def restore(cls, checkpoint: str | Path | Mapping[str, Any], **overrides: Any) -> Self:
+    def restore(
+        cls,
+        checkpoint: str | Path | Mapping[str, Any],
+        setup: TrainerSetup | None = None,
+        **overrides: Any,
+    ) -> Self:
         """Rebuild the trainer saved in ``checkpoint`` (a checkpoint directory, or the state
         `load_checkpoint` returned) and load its state.
 
         ``overrides`` are constructor arguments that replace the saved ones: ``backend``,
         ``address``, ``plan`` or config fields (e.g. ``num_workers``); a Gymnasium id as ``env``
-        must be the saved one. A damaged, truncated or foreign checkpoint raises `ConfigError`
-        naming the file. A synchronous run restored on the local backend continues exactly as
-        the saved one would have.
+        must be the saved one. ``setup`` (from :func:`resolve_setup`, the command line's
+        ``--restore``) replaces the saved config whole; its algorithm and env must be the
+        saved ones. A damaged, truncated or foreign checkpoint raises `ConfigError` naming the
+        file. A synchronous run restored on the local backend continues exactly as the saved
+        one would have.
         """
         state = checkpoint if isinstance(checkpoint, Mapping) else load_checkpoint(checkpoint)
-        trainer = cls(state["algorithm"], **trainer_state.restore_arguments(state, overrides))
+        if setup is None:
+            kwargs = trainer_state.restore_arguments(state, overrides)
+            trainer = cls(state["algorithm"], **kwargs)
+        else:
+            if setup.algorithm.name != state["algorithm"]:
+                raise ConfigError(
+                    f"restore: the checkpoint is a {state['algorithm']!r} run, the setup "
+                    f"{setup.algorithm.name!r}"
+                )
+            kwargs = trainer_state.restore_arguments(state, overrides, config=setup.config)
+            trainer = cls(setup, **kwargs)
         try:
             trainer._set_state(state)
         except BaseException:

@@ -9,59 +9,23 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from rlflow import flow
+from rlflow.envs.validation import env_name
 from rlflow.errors import ConfigError
 from rlflow.replay import replay_buffer_states, restore_replay_buffers
 
 __all__ = [
-    "env_name",
-    "episode_stats",
-    "evaluation_keys",
     "restore_arguments",
     "run_state",
     "set_run_state",
 ]
 
 logger = logging.getLogger(__name__)
-
-
-def evaluation_keys(trainer: Any) -> dict[str, Any]:
-    """The ``evaluation/`` keys of a trainer's latest iteration: ``evaluation/<key>`` for each
-    key of ``trainer.evaluate(evaluation_num_episodes)`` (greedy episodes) when the iteration
-    is a multiple of ``evaluation_interval``; none when it is not, or the interval is 0."""
-    config = trainer.config
-    interval = config.evaluation_interval
-    if interval == 0 or trainer.iteration % interval:
-        return {}
-    stats = trainer.evaluate(config.evaluation_num_episodes)
-    return {f"evaluation/{key}": value for key, value in stats.items()}
-
-
-def episode_stats(episodes: Any) -> dict[str, Any]:
-    """`rlflow.Trainer.evaluate`'s result for its finished episodes (`EpisodeStat`s, at least
-    one): ``episode_return_mean/min/max``, ``episode_len_mean``, ``episodes`` and, for
-    multi-agent ones, ``policy_reward_mean/min/max``."""
-    from rlflow.ops.metrics import policy_return_stats
-
-    returns = [e.return_ for e in episodes]
-    return {
-        **policy_return_stats(episodes),
-        "episode_return_mean": float(np.mean(returns)),
-        "episode_return_min": float(np.min(returns)),
-        "episode_return_max": float(np.max(returns)),
-        "episode_len_mean": float(np.mean([e.length for e in episodes])),
-        "episodes": len(episodes),
-    }
-
-
-def env_name(env: str | Callable[[], Any]) -> str:
-    """A Gymnasium id as is; a creator as its qualified name (for metadata and messages)."""
-    return env if isinstance(env, str) else str(getattr(env, "__qualname__", repr(env)))
 
 
 def run_state(workers: Any, *, replay: bool) -> dict[str, Any]:
@@ -121,17 +85,23 @@ def set_run_state(workers: Any, state: Mapping[str, Any]) -> None:
     torch.set_rng_state(state["rng"]["torch"])
 
 
-def restore_arguments(state: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+def restore_arguments(
+    state: Mapping[str, Any], overrides: Mapping[str, Any], *, config: Any = None
+) -> dict[str, Any]:
     """Constructor arguments of a restored trainer: the saved config (and custom plan), with
-    ``overrides`` on top.
+    ``overrides`` (constructor arguments and config fields) on top; with ``config`` (a whole
+    resolved config that replaces the saved one, e.g. the command line's), only the plan and
+    ``overrides``.
 
-    An ``env`` override that is a Gymnasium id must be the saved env (the policies' spaces come
-    from it): `ConfigError` otherwise. A creator may replace a saved creator.
+    An ``env`` that is a Gymnasium id (the override's, or ``config``'s) must be the saved env
+    (the policies' spaces come from it): `ConfigError` otherwise. A creator may replace a saved
+    creator.
     """
-    kwargs: dict[str, Any] = dict(state["config"])
+    kwargs: dict[str, Any] = {} if config is not None else dict(state["config"])
     if state.get("plan") is not None:
         kwargs["plan"] = state["plan"]
-    saved, env = kwargs.get("env"), overrides.get("env")
+    saved = state["config"].get("env")
+    env = overrides.get("env") if config is None else config.env
     if isinstance(env, str) and env != saved:
         raise ConfigError(
             f"restore: env={env!r} differs from the checkpoint's env "

@@ -71,8 +71,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     )
     started = _start_backend(args.backend, args.address, verbose=args.verbose)
     try:
-        config = run.config.to_dict()
-        with Trainer(run.algo, backend=args.backend, logdir=run_dir, **config) as trainer:
+        with Trainer(run.setup, backend=args.backend, logdir=run_dir) as trainer:
             header = f"training {run.algo} on {trainer.config.env} -> {run_dir}"
             return _train_loop(trainer, run_dir, stop, args.checkpoint_every, header, None)
     finally:
@@ -94,7 +93,7 @@ def _resume(args: argparse.Namespace) -> int:
     started = _start_backend(args.backend, args.address, verbose=args.verbose)
     try:
         with Trainer.restore(
-            spec.state, backend=args.backend, logdir=spec.run_dir, **config
+            spec.state, spec.setup, backend=args.backend, logdir=spec.run_dir
         ) as trainer:
             header = (
                 f"resuming {spec.algo} on {trainer.config.env} from {spec.checkpoint} "
@@ -209,7 +208,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
             sys.stdout.write(f"wrote {write_html(measured, args.html)}\n")
         return EXIT_OK
     run = resolve_run(args)
-    with Trainer(run.algo, backend="local", **run.config.to_dict()) as trainer:
+    with Trainer(run.setup, backend="local") as trainer:
         graph = trainer.plan_graph()
     sys.stdout.write(graph.to_mermaid() + "\n")
     if args.html:

@@ -15,7 +15,7 @@ import dataclasses
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rlflow.config.files import (
     ConfigFile,
@@ -26,20 +26,32 @@ from rlflow.config.files import (
 )
 from rlflow.errors import ConfigError
 
+if TYPE_CHECKING:  # the trainer imports torch: loaded when a command runs
+    from rlflow.trainer import TrainerSetup
+
 __all__ = ["RunSpec", "is_number", "parse_sets", "resolve_run", "should_stop", "stop_criteria"]
 
 logger = logging.getLogger(__name__)
 
 
 class RunSpec(NamedTuple):
-    """An algorithm with its validated config and stop criteria."""
+    """An algorithm with its validated config (resolved once, for the Trainer) and stop
+    criteria."""
 
-    algo: str
-    """Registry name of the algorithm."""
-    config: Any
-    """The validated `rlflow.config.AlgorithmConfig`."""
+    setup: TrainerSetup
+    """The algorithm and its config, env names checked: what `rlflow.Trainer` is given."""
     stop: dict[str, float]
     """Stop criteria from the config files: result key -> threshold."""
+
+    @property
+    def algo(self) -> str:
+        """Registry name of the algorithm."""
+        return str(self.setup.algorithm.name)
+
+    @property
+    def config(self) -> Any:
+        """The validated `rlflow.config.AlgorithmConfig`."""
+        return self.setup.config
 
 
 def is_number(value: Any) -> bool:
@@ -61,7 +73,7 @@ def _default(config_cls: Any, name: str) -> Any:
 def resolve_run(args: argparse.Namespace) -> RunSpec:
     """Algorithm, layered config and stop criteria; raises ConfigError on any bad input."""
     from rlflow.algorithms import get_algorithm
-    from rlflow.trainer import check_env
+    from rlflow.trainer import resolve_setup
 
     spec = get_algorithm(args.algo)
     config_cls = spec.config_cls
@@ -80,9 +92,7 @@ def resolve_run(args: argparse.Namespace) -> RunSpec:
     flags["loggers"] = getattr(args, "logger", None)
     fields.update({k: v for k, v in flags.items() if v is not None})
     fields.update(parse_sets(config_cls, args.set, base=fields))
-    config = build_config(config_cls, fields)
-    check_env(config)
-    return RunSpec(spec.name, config, stop)
+    return RunSpec(resolve_setup(spec, build_config(config_cls, fields)), stop)
 
 
 def parse_sets(

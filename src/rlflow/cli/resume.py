@@ -15,12 +15,15 @@ import argparse
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rlflow.cli.output import make_run_dir
 from rlflow.cli.resolve import parse_sets, stop_criteria
 from rlflow.config.files import coerce_field, load_config_file
 from rlflow.errors import ConfigError
+
+if TYPE_CHECKING:  # the trainer imports torch: loaded when a command runs
+    from rlflow.trainer import TrainerSetup
 
 __all__ = ["PROGRESS_FILE", "ResumeSpec", "prepare_progress", "resolve_resume"]
 
@@ -37,12 +40,21 @@ class ResumeSpec(NamedTuple):
     """Its trainer state (`rlflow.checkpoint.load_checkpoint`)."""
     run_dir: Path
     """Where progress is appended and checkpoints go (the checkpoint's run dir)."""
-    algo: str
-    """Registry name of the algorithm (the checkpoint's)."""
-    config: Any
-    """The validated config: the checkpoint's with the flags on top."""
+    setup: TrainerSetup
+    """The checkpoint's algorithm and config with the flags on top, resolved once (what
+    `rlflow.Trainer.restore` is given)."""
     stop: dict[str, float]
     """Stop criteria over the whole run."""
+
+    @property
+    def algo(self) -> str:
+        """Registry name of the algorithm (the checkpoint's)."""
+        return str(self.setup.algorithm.name)
+
+    @property
+    def config(self) -> Any:
+        """The validated config: the checkpoint's with the flags on top."""
+        return self.setup.config
 
 
 def _overrides(
@@ -83,7 +95,7 @@ def resolve_resume(args: argparse.Namespace) -> ResumeSpec:
     """Checkpoint, run dir, config and stop criteria of ``--restore``; ConfigError if bad."""
     from rlflow.algorithms import get_algorithm
     from rlflow.checkpoint import latest_checkpoint, load_checkpoint
-    from rlflow.trainer import check_env
+    from rlflow.trainer import resolve_setup
     from rlflow.trainer_state import restore_arguments
 
     checkpoint = latest_checkpoint(args.restore)
@@ -97,11 +109,10 @@ def resolve_resume(args: argparse.Namespace) -> ResumeSpec:
     fields, file_stop = _overrides(args, spec.config_cls, state["config"])
     kwargs = restore_arguments(state, fields)
     kwargs.pop("plan", None)
-    config = spec.config_cls.from_dict(kwargs)
-    check_env(config)
-    run_dir = _run_dir(args, checkpoint, spec.name, config.env)
+    setup = resolve_setup(spec, kwargs)
+    run_dir = _run_dir(args, checkpoint, spec.name, setup.config.env)
     stop = stop_criteria(args, file_stop) or _saved_stop(run_dir)
-    return ResumeSpec(checkpoint, state, run_dir, spec.name, config, stop)
+    return ResumeSpec(checkpoint, state, run_dir, setup, stop)
 
 
 def _iteration(line: str) -> int | None:

@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from rlflow import flow
 from rlflow.checks import check_int, check_number
 from rlflow.config import AlgorithmConfig
@@ -24,6 +26,7 @@ from rlflow.ops.recovery import recreate_in_plan
 from rlflow.workers import WorkerMetrics, WorkerSet
 
 __all__ = [
+    "episode_stats",
     "CollectMetrics",
     "OncePerTimeInterval",
     "OncePerTimestepsElapsed",
@@ -297,6 +300,21 @@ def policy_return_stats(episodes: list[EpisodeStat]) -> dict[str, Any]:
         out[f"policy_reward_{stat}"] = values
         out.update({f"policy_reward_{stat}/{pid}": v for pid, v in values.items()})
     return out
+
+
+def episode_stats(episodes: list[EpisodeStat]) -> dict[str, Any]:
+    """`rlflow.Trainer.evaluate`'s result for its finished episodes (`EpisodeStat`s, at least
+    one): ``episode_return_mean/min/max``, ``episode_len_mean``, ``episodes`` and, for
+    multi-agent ones, ``policy_reward_mean/min/max``."""
+    returns = [e.return_ for e in episodes]
+    return {
+        **policy_return_stats(episodes),
+        "episode_return_mean": float(np.mean(returns)),
+        "episode_return_min": float(np.min(returns)),
+        "episode_return_max": float(np.max(returns)),
+        "episode_len_mean": float(np.mean([e.length for e in episodes])),
+        "episodes": len(episodes),
+    }
 
 
 def standard_metrics_reporting(
