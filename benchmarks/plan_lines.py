@@ -11,24 +11,28 @@ source files alone (nothing is imported, so it runs while the package is being e
 - **plan fn**: the plan function alone.
 - **plan+own**: the algorithm's ``plan.py`` (its plan function, constants and every operator
   defined there), the definitions in the package's other modules that ``plan.py`` reaches (an
-  operator moved beside the plan), and every operator of ``rlflow.ops`` that this algorithm
+  operator moved beside the plan), and every shared operator (below) that this algorithm
   alone uses. ``config.py``, ``policy.py`` (the loss), ``__init__.py`` and tools such as
   ``maml/evaluate.py`` are not part of the plan.
-- **plan+lineage** (compared with the paper): plan+own, plus the ``rlflow.ops`` operators this
+- **plan+lineage** (compared with the paper): plan+own, plus the shared operators this
   algorithm shares only with algorithms it derives from or that derive from it (a package
-  importing another's, as APPO extends IMPALA's config and ppo_dqn composes PPO and DQN).
-  IMPALA's train op lives in ``ops/`` because APPO reuses it; it is still IMPALA's code (and
-  APPO's), which single-use counting would miss.
+  importing another's, as APPO runs IMPALA's dataflow and ppo_dqn composes PPO and DQN).
+  IMPALA's train op is in IMPALA's plan file and APPO reuses it; it is APPO's code too, which
+  single-use counting would miss.
 - **package**: every module of ``rlflow/algorithms/<name>/`` (config, policy, plan, ...), plus
   the lineage operators: what a reader must take in to know the whole algorithm.
 
-Users of an operator are found by scanning the names each algorithm package references (any
-module of it), with references between ``rlflow.ops`` definitions followed transitively (a
-private helper belongs to the users of the operators that call it). Code outside ``ops/`` and
-``algorithms/`` (the trainer, ``examples/``) counts as one more user, so an operator that it
-also uses is general, counted for no algorithm. Nothing is hard-coded: move an operator between
-``ops/`` and a package and the counts follow. Below the table, each algorithm's counted
-operators are listed with their users, so every count can be checked.
+Shared operators are the top-level definitions of ``rlflow.ops``, of the algorithm families
+(``rlflow/algorithms/<family>/``, the packages without a plan; their ``config.py``, ``policy.py``
+and ``__init__.py`` left out, as an algorithm's are) and of the other algorithms' plan modules
+(IMPALA's train op, DQN's replay dataflow). Users of an operator are found by scanning the
+names each algorithm package references (any module of it), with references between shared
+definitions followed transitively (a private helper belongs to the users of the operators that
+call it). Code outside ``ops/`` and ``algorithms/`` (the trainer, ``examples/``) counts as one
+more user, so an operator that it also uses is general, counted for no algorithm. Nothing is
+hard-coded: move an operator between ``ops/``, a family and a package and the counts follow.
+Below the table, each algorithm's counted operators are listed with their users, so every count
+can be checked.
 
 Run: ``python benchmarks/plan_lines.py``.
 """
@@ -124,6 +128,10 @@ class Definition:
     lines: int
     refs: set[str] = field(default_factory=set)
     users: set[str] = field(default_factory=set)
+    home: str | None = None
+    """The algorithm whose plan module defines it (counted in that algorithm's plan)."""
+    path: str = ""
+    """Its module's path below ``rlflow/``, for the listing."""
 
 
 def referenced_names(node: ast.AST) -> set[str]:
@@ -151,7 +159,8 @@ def definitions(path: Path) -> list[Definition]:
             start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
             span = set(range(start, (node.end_lineno or node.lineno) + 1))
             refs = referenced_names(node) - {node.name}
-            out.append(Definition(path.stem, node.name, len(counted & span), refs))
+            relative = str(path.relative_to(SRC))
+            out.append(Definition(path.stem, node.name, len(counted & span), refs, path=relative))
     return out
 
 
@@ -168,9 +177,28 @@ def algorithm_packages() -> dict[str, Path]:
     return {p.parent.name: p.parent for p in sorted((SRC / "algorithms").glob("*/plan.py"))}
 
 
+def shared_modules(packages: dict[str, Path]) -> dict[Path, str | None]:
+    """Modules whose definitions are shared operators -> the algorithm whose package holds them
+    (None for ``rlflow.ops`` and the families)."""
+    out: dict[Path, str | None] = {path: None for path in sorted((SRC / "ops").glob("*.py"))}
+    for package in sorted(p for p in (SRC / "algorithms").iterdir() if p.is_dir()):
+        if package.name in packages:
+            out[package / "plan.py"] = package.name
+        elif not package.name.startswith("_"):  # a family: what several algorithms share
+            for path in sorted(package.glob("*.py")):
+                if path.stem not in ("config", "policy", "__init__"):
+                    out[path] = None
+    return out
+
+
 def attribute_ops(packages: dict[str, Path]) -> list[Definition]:
-    """Every top-level definition of ``rlflow/ops``, with the set of algorithms that use it."""
-    ops = [d for path in sorted((SRC / "ops").glob("*.py")) for d in definitions(path)]
+    """Every shared definition (see the module docstring), with the set of algorithms that use
+    it; ``home`` records the algorithm whose plan module defines it."""
+    ops = []
+    for path, home in shared_modules(packages).items():
+        for d in definitions(path):
+            d.home = home
+            ops.append(d)
     users_of = {name: names_used(p.rglob("*.py")) for name, p in packages.items()}
     other_files = [
         p
@@ -264,8 +292,9 @@ def plan_lines(name: str, package: Path) -> tuple[int, int]:
 def package_row(name: str, package: Path, ops: list[Definition], lineage: set[str]) -> Row:
     """Count one algorithm (see the module docstring for the rule)."""
     plan_fn, plan = plan_lines(name, package)
-    own = [op for op in ops if op.users == {name}]
-    family = [op for op in ops if name in op.users and op.users <= lineage]
+    shared = [op for op in ops if op.home != name]  # its plan module is counted in `plan`
+    own = [op for op in shared if op.users == {name}]
+    family = [op for op in shared if name in op.users and op.users <= lineage]
     whole = sum(len(code_lines(p.read_text())) for p in package.rglob("*.py"))
     return Row(name, plan_fn, plan, own, family, whole + sum(op.lines for op in family))
 
@@ -286,11 +315,11 @@ def print_table(rows: list[Row]) -> None:
         )
     print(
         "\nCode lines. plan fn: the plan function alone. plan+own: plan.py (and what it reaches "
-        "in its package)\n+ the rlflow.ops operators only this algorithm uses. plan+lineage: "
-        "also the operators it shares\nonly with algorithms it derives from or that derive from "
-        "it (IMPALA's train op, which APPO reuses):\nthe paper's measure, and what ratio = "
-        "plan+lineage / paper compares. package: the whole package\n(config, policy, plan, ...) "
-        "+ the lineage operators.\n"
+        "in its package)\n+ the shared operators (rlflow.ops, families, other plans) only this "
+        "algorithm uses. plan+lineage:\nalso the operators it shares only with algorithms it "
+        "derives from or that derive from it\n(IMPALA's train op, which APPO reuses): the "
+        "paper's measure, and what ratio = plan+lineage / paper\ncompares. package: the whole "
+        "package (config, policy, plan, ...) + the lineage operators.\n"
     )
 
 
@@ -308,7 +337,7 @@ def main() -> None:
                 if op in row.own_ops
                 else "shared with " + ", ".join(sorted(op.users - {row.name}))
             )
-            print(f"{row.name}: ops/{op.module}.py:{op.name} ({op.lines}, {kind})")
+            print(f"{row.name}: {op.path}:{op.name} ({op.lines}, {kind})")
 
 
 if __name__ == "__main__":
