@@ -85,23 +85,22 @@ def _resume(args: argparse.Namespace) -> int:
     from rlflow.trainer import Trainer
 
     spec = resolve_resume(args)
-    config = spec.config.to_dict()
+    run = spec.run
     write_yaml(
-        spec.run_dir / "config.yaml", {"algorithm": spec.algo, "config": config, "stop": spec.stop}
+        spec.run_dir / "config.yaml",
+        {"algorithm": run.algo, "config": run.config.to_dict(), "stop": run.stop},
     )
     last = prepare_progress(spec.run_dir, spec.state)
     started = _start_backend(args.backend, args.address, verbose=args.verbose)
     try:
         with Trainer.restore(
-            spec.state, spec.setup, backend=args.backend, logdir=spec.run_dir
+            spec.state, run.setup, backend=args.backend, logdir=spec.run_dir
         ) as trainer:
             header = (
-                f"resuming {spec.algo} on {trainer.config.env} from {spec.checkpoint} "
+                f"resuming {run.algo} on {trainer.config.env} from {spec.checkpoint} "
                 f"(iteration {trainer.iteration}) -> {spec.run_dir}"
             )
-            return _train_loop(
-                trainer, spec.run_dir, spec.stop, args.checkpoint_every, header, last
-            )
+            return _train_loop(trainer, spec.run_dir, run.stop, args.checkpoint_every, header, last)
     finally:
         if started:
             flow.shutdown()

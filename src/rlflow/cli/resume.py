@@ -15,15 +15,12 @@ import argparse
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from rlflow.cli.output import make_run_dir
-from rlflow.cli.resolve import parse_sets, stop_criteria
+from rlflow.cli.resolve import RunSpec, parse_sets, stop_criteria
 from rlflow.config.files import coerce_field, load_config_file
 from rlflow.errors import ConfigError
-
-if TYPE_CHECKING:  # the trainer imports torch: loaded when a command runs
-    from rlflow.trainer import TrainerSetup
 
 __all__ = ["PROGRESS_FILE", "ResumeSpec", "prepare_progress", "resolve_resume"]
 
@@ -40,21 +37,9 @@ class ResumeSpec(NamedTuple):
     """Its trainer state (`rlflow.checkpoint.load_checkpoint`)."""
     run_dir: Path
     """Where progress is appended and checkpoints go (the checkpoint's run dir)."""
-    setup: TrainerSetup
+    run: RunSpec
     """The checkpoint's algorithm and config with the flags on top, resolved once (what
-    `rlflow.Trainer.restore` is given)."""
-    stop: dict[str, float]
-    """Stop criteria over the whole run."""
-
-    @property
-    def algo(self) -> str:
-        """Registry name of the algorithm (the checkpoint's)."""
-        return str(self.setup.algorithm.name)
-
-    @property
-    def config(self) -> Any:
-        """The validated config: the checkpoint's with the flags on top."""
-        return self.setup.config
+    `rlflow.Trainer.restore` is given), and the stop criteria over the whole run."""
 
 
 def _overrides(
@@ -112,7 +97,7 @@ def resolve_resume(args: argparse.Namespace) -> ResumeSpec:
     setup = resolve_setup(spec, kwargs)
     run_dir = _run_dir(args, checkpoint, spec.name, setup.config.env)
     stop = stop_criteria(args, file_stop) or _saved_stop(run_dir)
-    return ResumeSpec(checkpoint, state, run_dir, setup, stop)
+    return ResumeSpec(checkpoint, state, run_dir, RunSpec(setup, stop))
 
 
 def _iteration(line: str) -> int | None:
