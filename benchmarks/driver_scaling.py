@@ -41,7 +41,7 @@ from rlflow import flow
 from rlflow.data import ACTIONS, OBS, REWARDS, SampleBatch
 from rlflow.flow import ActorItem
 from rlflow.ops import ConcatBatches, Enqueue, StoreToReplayBuffer, concurrently, keys, replay
-from rlflow.replay import create_replay_shards
+from rlflow.replay import ReplayShardSpec, create_replay_shards
 
 OBS_DIM = 8
 
@@ -99,7 +99,9 @@ class PushEvery:
 
 def apex_loop(workers: list[Any]) -> Any:
     """Ape-X's store / replay / update loop, with no learner (the replay op's items count)."""
-    shards = create_replay_shards(4, 100_000, prioritized=True, num_items=128, seed=0)
+    shards = create_replay_shards(
+        ReplayShardSpec(num_shards=4, capacity=100_000, prioritized=True, num_items=128, seed=0)
+    )
     store = (
         flow.from_actors(workers)
         .gather_async(num_async=2)

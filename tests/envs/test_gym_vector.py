@@ -20,6 +20,7 @@ from rlflow.data import REWARDS, TERMINATEDS, TRUNCATEDS
 from rlflow.envs.creator import config_env_creator, flatten_if_structured, make_env_creator
 from rlflow.envs.gym_vector import GymVectorEnv, gym_id, make_vector_env, resolve_vector_env
 from rlflow.errors import ConfigError
+from rlflow.workers.sampler import SamplerSpec
 from rlflow.workers.vector_sampler import VectorSampler
 
 pytestmark = pytest.mark.timeout(180)
@@ -98,7 +99,8 @@ def sample(engine: str, length: int = 100) -> Any:
     """A fragment of ``length`` steps x 4 sub-envs of a seeded PPO policy on ``engine``."""
     env = gym.make("CartPole-v1")
     policy = PPOPolicy(env.observation_space, env.action_space, PPOConfig(), seed=0)
-    sampler = VectorSampler(CARTPOLE, 4, policy, 3, itertools.count().__next__, vector_env=engine)
+    spec = SamplerSpec(CARTPOLE, 4, multi_agent=False, seed=3, vector_env=engine)
+    sampler = VectorSampler(spec, policy, itertools.count().__next__)
     try:
         return sampler.sample(length), sampler.pop_episode_stats()
     finally:

@@ -34,6 +34,13 @@ class NamedWorker(flow.ParallelIteratorWorker):
         return self.name
 
 
+class OriginalContractWorker(flow.ParallelIteratorWorker):
+    """Written for ray.util.iter: ``repeat`` passed positionally, as its signature allows."""
+
+    def __init__(self, items: list[int], repeat: bool) -> None:
+        super().__init__(lambda: iter(items), repeat)
+
+
 class Reader:
     """An actor that reads an iterator it was handed."""
 
@@ -161,6 +168,13 @@ def test_repeat_cycles_and_one_shot_iterator_is_rejected(backend: str) -> None:
     assert flow.from_iterators(gens, repeat=True).gather_sync().take(6) == [1, 7, 2, 7, 1, 7]
     with pytest.raises(ConfigError, match="re-iterable"):
         flow.ParallelIteratorWorker(iter([1, 2]), repeat=True)
+
+
+def test_repeat_may_be_passed_positionally_as_in_the_original(backend: str) -> None:
+    once = flow.remote(OriginalContractWorker).remote([1, 2], False)
+    cycling = flow.remote(OriginalContractWorker).remote([7], True)
+    assert flow.from_actors([once]).gather_sync().take(5) == [1, 2]
+    assert flow.from_actors([cycling]).gather_sync().take(3) == [7, 7, 7]
 
 
 def test_for_each_with_max_concurrency_runs_all_items(backend: str) -> None:

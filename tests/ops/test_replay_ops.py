@@ -25,6 +25,7 @@ from rlflow.replay import (
     WEIGHTS,
     PrioritizedReplayBuffer,
     ReplayBuffer,
+    ReplayShardSpec,
     create_replay_actors,
 )
 from rlflow.schedules import LinearSchedule
@@ -86,7 +87,7 @@ def shard_sizes(actors: list[Any]) -> list[int]:
 def test_store_to_actors_picks_shards_with_a_seeded_rng() -> None:
     sizes = []
     for _ in range(2):
-        actors = create_replay_actors(3, 300, seed=0)
+        actors = create_replay_actors(ReplayShardSpec(num_shards=3, capacity=300, seed=0))
         store = StoreToReplayBuffer(actors=actors, seed=7)
         flow.from_iterable([rows(float(i)) for i in range(30)]).for_each(store).take(30)
         sizes.append(shard_sizes(actors))
@@ -132,7 +133,9 @@ def test_replay_validates_arguments() -> None:
 
 
 def test_replay_from_actors_drops_nones_and_names_the_shard() -> None:
-    actors = create_replay_actors(2, 100, learning_starts=4, num_items=3, seed=0)
+    actors = create_replay_actors(
+        ReplayShardSpec(num_shards=2, capacity=100, learning_starts=4, num_items=3, seed=0)
+    )
     flow.get(actors[1].add_batch.remote(rows(1, 2, 3)))
     flow.get(actors[1].add_batch.remote(rows(4, 5)))
     # Shard 0 stays below its learning_starts (2 per shard) and replays only Nones.
@@ -161,7 +164,9 @@ def test_update_priorities_on_a_local_buffer_and_strip_the_arrays() -> None:
 
 def test_update_priorities_goes_to_the_source_shard() -> None:
     actors = create_replay_actors(
-        2, 100, prioritized=True, alpha=1.0, beta=1.0, num_items=2, seed=0
+        ReplayShardSpec(
+            num_shards=2, capacity=100, prioritized=True, alpha=1.0, beta=1.0, num_items=2, seed=0
+        )
     )
     for a in actors:
         flow.get(a.add_batch.remote(rows(1, 2)))
@@ -175,7 +180,9 @@ def test_update_priorities_goes_to_the_source_shard() -> None:
 
 
 def test_update_priorities_with_actor_items_and_without_a_source() -> None:
-    actors = create_replay_actors(1, 10, prioritized=True, alpha=1.0, beta=1.0, seed=0)
+    actors = create_replay_actors(
+        ReplayShardSpec(num_shards=1, capacity=10, prioritized=True, alpha=1.0, beta=1.0, seed=0)
+    )
     flow.get(actors[0].add_batch.remote(rows(1, 2)))
     op = UpdateReplayPriorities()
     item = ActorItem(actors[0], result_with_td([1], [5.0]))
@@ -253,7 +260,15 @@ def test_docstring_examples_run() -> None:
 def test_store_replay_and_priorities_through_shards(backend: str) -> None:
     """The Ape-X replay path on both backends: store -> replay(actors) -> priorities back."""
     actors = create_replay_actors(
-        2, 200, prioritized=True, alpha=1.0, beta=1.0, learning_starts=8, num_items=4
+        ReplayShardSpec(
+            num_shards=2,
+            capacity=200,
+            prioritized=True,
+            alpha=1.0,
+            beta=1.0,
+            learning_starts=8,
+            num_items=4,
+        )
     )
     store_op = flow.from_iterable([rows(*range(4)) for _ in range(50)]).for_each(
         StoreToReplayBuffer(actors=actors, seed=1)

@@ -17,6 +17,7 @@ from rlflow.replay import (
     SHARD_STRIDE,
     WEIGHTS,
     ReplayActor,
+    ReplayShardSpec,
     create_replay_actors,
     split_shard_indexes,
 )
@@ -29,7 +30,9 @@ def rows(start: int, count: int) -> SampleBatch:
 
 
 def test_gather_yields_none_until_learning_starts_then_full_batches(local_backend) -> None:
-    actors = create_replay_actors(2, 20, learning_starts=6, num_items=5, seed=0)
+    actors = create_replay_actors(
+        ReplayShardSpec(num_shards=2, capacity=20, learning_starts=6, num_items=5, seed=0)
+    )
     replays = flow.from_actors(actors).gather_async()
     assert list(itertools.islice(replays, 6)) == [None] * 6
     flow.get(actors[0].add_batch.remote(rows(0, 3)))  # shard 0 reaches its 3
@@ -47,7 +50,9 @@ def test_gather_yields_none_until_learning_starts_then_full_batches(local_backen
 
 def test_priorities_update_through_the_actor(local_backend) -> None:
     (actor,) = create_replay_actors(
-        1, 4, prioritized=True, alpha=1.0, beta=1.0, num_items=200, seed=0
+        ReplayShardSpec(
+            num_shards=1, capacity=4, prioritized=True, alpha=1.0, beta=1.0, num_items=200, seed=0
+        )
     )
     flow.get(actor.add_batch.remote(rows(0, 4)))
     replays = flow.from_actors([actor]).gather_async()
@@ -63,7 +68,7 @@ def test_priorities_update_through_the_actor(local_backend) -> None:
 
 
 def test_uniform_shard_ignores_priorities_and_reports_stats(local_backend) -> None:
-    (actor,) = create_replay_actors(1, 8, num_items=2)
+    (actor,) = create_replay_actors(ReplayShardSpec(num_shards=1, capacity=8, num_items=2))
     flow.get(actor.add_batch.remote(rows(0, 3).as_multi_agent()))
     flow.get(actor.update_priorities.remote([0], [5.0]))
     stats = flow.get(actor.stats.remote())
@@ -71,7 +76,9 @@ def test_uniform_shard_ignores_priorities_and_reports_stats(local_backend) -> No
 
 
 def test_capacity_and_learning_starts_are_split_across_shards(local_backend) -> None:
-    actors = create_replay_actors(3, 10, learning_starts=7, seed=5)
+    actors = create_replay_actors(
+        ReplayShardSpec(num_shards=3, capacity=10, learning_starts=7, seed=5)
+    )
     stats = [flow.get(a.stats.remote()) for a in actors]
     assert [s["capacity"] for s in stats] == [4, 3, 3]
     assert [s["learning_starts"] for s in stats] == [3, 3, 3]
@@ -79,7 +86,8 @@ def test_capacity_and_learning_starts_are_split_across_shards(local_backend) -> 
 
 
 def test_state_round_trip_through_actors(local_backend) -> None:
-    a, b = (ReplayActor(5, prioritized=True, alpha=0.5, beta=0.5, seed=1) for _ in range(2))
+    spec = ReplayShardSpec(num_shards=1, capacity=5, prioritized=True, alpha=0.5, beta=0.5, seed=1)
+    a, b = (ReplayActor(spec) for _ in range(2))
     a.add_batch(rows(0, 7))
     b.set_state(a.get_state())
     assert a.stats() == b.stats()
@@ -97,11 +105,11 @@ def test_state_round_trip_through_actors(local_backend) -> None:
 )
 def test_bad_arguments_fail_before_any_actor_starts(local_backend, kwargs, text) -> None:
     with pytest.raises(ConfigError, match=text):
-        create_replay_actors(**kwargs)
+        create_replay_actors(ReplayShardSpec(**kwargs))
 
 
 def test_add_batch_rejects_multi_policy_batches(local_backend) -> None:
-    actor = ReplayActor(4)
+    actor = ReplayActor(ReplayShardSpec(num_shards=1, capacity=4))
     two = SampleBatch.concat_samples([rows(0, 1).as_multi_agent()])
     two.policy_batches["other"] = rows(0, 1)
     with pytest.raises(ConfigError, match="single-agent"):
@@ -111,3 +119,22 @@ def test_add_batch_rejects_multi_policy_batches(local_backend) -> None:
 def test_docstring_examples_run(local_backend) -> None:
     result = doctest.testmod(actors_module)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_a_spec_gives_each_shard_its_shares() -> None:
+    spec = ReplayShardSpec(num_shards=3, capacity=10, learning_starts=7, seed=5)
+    assert [spec.shard_capacity(i) for i in range(3)] == [4, 3, 3]
+    assert spec.shard_learning_starts == 3
+    assert [spec.shard_seed(i) for i in range(3)] == [5, 6, 7]
+    assert ReplayShardSpec(num_shards=2, capacity=4).shard_seed(1) is None
+
+
+def test_an_actor_takes_a_spec_and_one_of_its_shard_indexes(local_backend) -> None:
+    spec = ReplayShardSpec(num_shards=2, capacity=5)
+    assert ReplayActor(spec, 1).stats()["capacity"] == 2
+    with pytest.raises(ConfigError, match=r"shard_index=2 must be an integer in \[0, 1\]"):
+        ReplayActor(spec, 2)
+    with pytest.raises(ConfigError, match="ReplayActor\\(spec\\)=5 must be a ReplayShardSpec"):
+        ReplayActor(5)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="prioritized=1"):
+        ReplayShardSpec(num_shards=1, capacity=3, prioritized=1)  # type: ignore[arg-type]

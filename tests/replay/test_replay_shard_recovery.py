@@ -17,7 +17,7 @@ from rlflow.errors import ActorDiedError
 from rlflow.flow import ActorItem
 from rlflow.ops import StoreToReplayBuffer, UpdateReplayPriorities, keys, replay
 from rlflow.ops.train import TrainResult
-from rlflow.replay import BATCH_INDEXES, create_replay_actors, replay_buffers
+from rlflow.replay import BATCH_INDEXES, ReplayShardSpec, create_replay_actors, replay_buffers
 from rlflow.replay.shards import ReplayShardTable, as_shard_table, create_replay_shards
 from rlflow.testing.envs import CountingEnv
 
@@ -49,7 +49,9 @@ def result_with_td(indexes: Any, td: Any) -> TrainResult:
 
 
 def test_a_dead_shard_is_started_again_empty_with_the_same_index_and_shares() -> None:
-    table = create_replay_shards(3, 100, learning_starts=10, num_items=2, **PRIO)
+    table = create_replay_shards(
+        ReplayShardSpec(num_shards=3, capacity=100, learning_starts=10, num_items=2, **PRIO)
+    )
     old = table.actors[2]
     flow.get(old.add_batch.remote(rows(1, 2, 3)))
     before = stats(old)
@@ -65,7 +67,7 @@ def test_a_dead_shard_is_started_again_empty_with_the_same_index_and_shares() ->
 
 
 def test_a_plain_list_of_actors_is_not_recovered_and_the_error_names_the_shard() -> None:
-    actors = create_replay_actors(2, 100, seed=0)
+    actors = create_replay_actors(ReplayShardSpec(num_shards=2, capacity=100, seed=0))
     table = as_shard_table(actors)
     assert not table.recovers and as_shard_table(table) is table
     flow.kill(actors[1])
@@ -77,7 +79,7 @@ def test_a_plain_list_of_actors_is_not_recovered_and_the_error_names_the_shard()
 
 
 def test_store_starts_a_dead_shard_again_and_counts_it_once() -> None:
-    table = create_replay_shards(2, 100, seed=0)
+    table = create_replay_shards(ReplayShardSpec(num_shards=2, capacity=100, seed=0))
     dead = table.actors[1]
     flow.kill(dead)
     store = StoreToReplayBuffer(actors=table, seed=0)
@@ -90,7 +92,9 @@ def test_store_starts_a_dead_shard_again_and_counts_it_once() -> None:
 
 
 def test_replay_reads_the_new_shard_and_store_and_replay_agree_on_it() -> None:
-    table = create_replay_shards(2, 100, learning_starts=4, num_items=2, seed=0)
+    table = create_replay_shards(
+        ReplayShardSpec(num_shards=2, capacity=100, learning_starts=4, num_items=2, seed=0)
+    )
     for actor in table.actors:
         flow.get(actor.add_batch.remote(rows(1, 2)))
     replays = replay(actors=table, num_async=1).zip_with_source_actor()
@@ -112,7 +116,7 @@ def test_replay_reads_the_new_shard_and_store_and_replay_agree_on_it() -> None:
 
 
 def test_priority_updates_for_a_replaced_shards_rows_are_dropped() -> None:
-    table = create_replay_shards(2, 100, num_items=2, **PRIO)
+    table = create_replay_shards(ReplayShardSpec(num_shards=2, capacity=100, num_items=2, **PRIO))
     for actor in table.actors:
         flow.get(actor.add_batch.remote(rows(1, 2)))
     sampled = {

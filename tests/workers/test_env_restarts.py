@@ -36,7 +36,8 @@ from rlflow.errors import ConfigError
 from rlflow.testing.envs import CountingEnv
 from rlflow.trainer import check_env
 from rlflow.workers import RolloutWorker
-from rlflow.workers.sampler import make_sampler
+from rlflow.workers.rollout_worker import make_sampler
+from rlflow.workers.sampler import SamplerSpec
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -80,18 +81,16 @@ def sampler(creator: Any, num_envs: int, *, restart_failed: bool = True) -> Any:
     policy = ValueIsObsPolicy(
         spaces.Box(0.0, np.inf, (1,), np.float32), spaces.Discrete(2), CONFIG, seed=0
     )
-    return make_sampler(
+    spec = SamplerSpec(
         creator,
         num_envs,
-        {"default_policy": policy},
         multi_agent=False,
-        mapping_fn=None,
         seed=0,
-        new_eps_id=itertools.count(1).__next__,
         restart_failed=restart_failed,
         env_id="Counting-v0",
         worker_index=2,
     )
+    return make_sampler(spec, {"default_policy": policy}, new_eps_id=itertools.count(1).__next__)
 
 
 @pytest.fixture(autouse=True)

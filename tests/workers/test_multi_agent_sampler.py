@@ -36,7 +36,7 @@ from rlflow.envs.ma_envs import MultiAgentCartPole
 from rlflow.envs.multi_agent import ALL_AGENTS, MultiAgentEnv, MultiAgentStep
 from rlflow.errors import ConfigError
 from rlflow.workers import RolloutWorker
-from rlflow.workers.multi_agent_sampler import agent_policy_map, is_multi_agent_env
+from rlflow.workers.sampler import agent_policy_map, is_multi_agent_env
 
 pytestmark = pytest.mark.timeout(120)
 

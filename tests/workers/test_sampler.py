@@ -18,7 +18,8 @@ from rlflow.envs.vector import env_action, env_actions
 from rlflow.errors import ConfigError
 from rlflow.testing.envs import CountingEnv
 from rlflow.workers import RolloutWorker
-from rlflow.workers.sampler import make_sampler
+from rlflow.workers.rollout_worker import make_sampler
+from rlflow.workers.sampler import SamplerSpec
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -118,16 +119,41 @@ def test_evaluation_leaves_the_training_envs_and_episode_ids_alone() -> None:
 
 def test_run_episodes_rejects_a_bad_count() -> None:
     worker = box_worker()
+    creator = worker.foreach_env(lambda e: type(e.unwrapped))[0]
     sampler = make_sampler(
-        worker.foreach_env(lambda e: type(e.unwrapped))[0],
-        1,
+        SamplerSpec(creator, 1, multi_agent=False, seed=0),
         worker.policy_map,
-        multi_agent=False,
-        mapping_fn=None,
-        seed=0,
         new_eps_id=iter(range(1, 100)).__next__,
     )
     with pytest.raises(ConfigError, match="num_episodes=0"):
         sampler.run_episodes(0)
     with pytest.raises(ConfigError, match="num_episodes"):
         worker.evaluate(0)
+
+
+def test_a_worker_builds_its_sampler_spec_from_the_config_once() -> None:
+    config = PGConfig(
+        env=CountingEnv,
+        env_config={"episode_len": 3},
+        num_envs_per_worker=3,
+        seed=7,
+        restart_failed_sub_environments=True,
+        model={"hidden": (4,)},
+    )
+    worker = RolloutWorker(config, PGPolicy, worker_index=2)
+    spec = worker.sampler_spec
+    assert spec._replace(creator=None) == SamplerSpec(
+        None,  # type: ignore[arg-type]  # the config's env creator, a fresh closure
+        3,
+        multi_agent=False,
+        seed=7 + 2 * 10_000,
+        explore=True,
+        mapping_fn=None,
+        restart_failed=True,
+        vector_env="rlflow",  # "auto" resolved: restarts need rlflow's own loop
+        env_id=None,
+        worker_index=2,
+    )
+    assert len(worker.foreach_env(lambda env: env)) == 3
+    assert worker.evaluate(2, seed=1) == [EpisodeStat(3.0, 3)] * 2
+    assert worker.sampler_spec is spec  # evaluation ran a variant, leaving the worker's alone

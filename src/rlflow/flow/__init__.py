@@ -29,8 +29,7 @@ from rlflow.flow.backend import (
     wait,
 )
 from rlflow.flow.graph import PlanEdge, PlanGraph, PlanNode
-from rlflow.flow.local import ActorItem, LocalIterator, from_iterable
-from rlflow.flow.merge import duplicate, union
+from rlflow.flow.local import ActorItem, LocalIterator, duplicate, from_iterable, union
 from rlflow.flow.metrics import MetricsContext, StageStats, TimerStat, current_metrics
 from rlflow.flow.parallel import (
     ParallelIterator,

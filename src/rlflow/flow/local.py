@@ -5,19 +5,24 @@ iterator``) plus a tuple of stages. Each operator method returns a new LocalIter
 more stage; nothing runs until ``next()``. It is picklable until read (so it can be sent to an
 actor), and must then be read by one consumer only. ``close()`` ends it and frees what the
 gathers it was built from hold on their shard actors.
+
+`union` (``flow.union``, ``LocalIterator.union``) merges local iterators and `duplicate`
+(``LocalIterator.duplicate``) splits one; the bases they build on are in `rlflow.flow.merge`.
 """
 
 from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any, Generic, NamedTuple, TypeVar
 
-from rlflow.checks import check_callable, check_int
-from rlflow.errors import PlanError
+from rlflow.checks import check_callable, check_int, check_number, check_type
+from rlflow.errors import ConfigError, PlanError
+from rlflow.flow import backend
 from rlflow.flow import stages as st
 from rlflow.flow.graph import PlanGraph, PlanNode
+from rlflow.flow.merge import DuplicateBase, DuplicateState, UnionBase
 from rlflow.flow.metrics import MetricsContext, SharedMetrics
 from rlflow.flow.sentinels import NOT_READY
 from rlflow.flow.waiting import Waiter
@@ -65,8 +70,6 @@ class _ConcurrentForEach:
         self.fn, self.k, self.resources, self.label = fn, k, resources, label
 
     def __call__(self, upstream: Iterator[Any], env: st.BuildEnv) -> Iterator[Any]:
-        from rlflow.flow import backend
-
         task = backend.remote(self.fn, **self.resources)
         stats = env.ctx.stage(self.label)
         pending: list[Any] = []
@@ -313,24 +316,20 @@ class LocalIterator(Generic[T]):
         for item in self.take(n):
             out.write(f"{item}\n")
 
-    # ----------------------------------------------------------------- merging (merge.py)
+    # ----------------------------------------------------------------- merging
     def union(
         self,
         *others: LocalIterator[Any],
         deterministic: bool = False,
         round_robin_weights: list[float | str] | None = None,
     ) -> LocalIterator[Any]:
-        """Merge this iterator with ``others``; see :func:`rlflow.flow.merge.union`."""
-        from rlflow.flow.merge import union
-
+        """Merge this iterator with ``others``; see :func:`union`."""
         return union(
             [self, *others], deterministic=deterministic, round_robin_weights=round_robin_weights
         )
 
     def duplicate(self, n: int) -> list[LocalIterator[T]]:
-        """``n`` iterators that each see every item; see :func:`rlflow.flow.merge.duplicate`."""
-        from rlflow.flow.merge import duplicate
-
+        """``n`` iterators that each see every item; see :func:`duplicate`."""
         return duplicate(self, n)
 
 
@@ -343,3 +342,93 @@ def from_iterable(iterable: Iterable[T], name: str | None = None) -> LocalIterat
     label = name or f"from_iterable[{type(iterable).__name__}]"
     node = PlanNode("from_iterable", label, "source")
     return LocalIterator(_IterableBase(iterable), SharedMetrics(), name=label, node=node)
+
+
+_LOCAL_ITERATOR = "a LocalIterator (gather a ParallelIterator first: gather_sync()/gather_async())"
+
+
+def union(
+    iterators: Sequence[LocalIterator[Any]],
+    *,
+    deterministic: bool = False,
+    round_robin_weights: Sequence[float | str] | None = None,
+) -> LocalIterator[Any]:
+    """Merge local iterators into one; lazy.
+
+    Order: passes over the inputs in the given order; in each pass input i gives up to
+    ``round_robin_weights[i]`` items (default 1; a fractional weight is rounded at random with a
+    fixed seed; ``"*"`` = as many as are ready, at most 100). With ``deterministic=True`` every
+    input blocks for its items, so the order is exact round robin. Otherwise inputs are polled:
+    an input with nothing ready is skipped for this pass, and when a whole pass gives nothing the
+    reader blocks on all pending futures at once (no busy polling). With weights, ``"*"`` inputs
+    are polled and the others block. Ends when every input has ended.
+
+    The inputs' contexts are merged into one fresh shared context, so counters written by any
+    sub-flow are seen by all. ``close()`` on the union closes every input.
+
+    >>> from rlflow.flow import from_iterable
+    >>> a, b = from_iterable([1, 2, 3]), from_iterable([10, 20])
+    >>> union([a, b], deterministic=True).take(10)
+    [1, 10, 2, 20, 3]
+    """
+    children = list(iterators)
+    for i, child in enumerate(children):
+        check_type(child, f"union() input {i}", LocalIterator, _LOCAL_ITERATOR)
+    if len(children) < 2:
+        raise ConfigError(f"union() needs at least 2 iterators, got {len(children)}")
+    if round_robin_weights is None:
+        weights: list[float | str] = [1] * len(children)
+        timeouts: list[float | None] = [None if deterministic else 0] * len(children)
+    else:
+        weights = list(round_robin_weights)
+        if len(weights) != len(children):
+            raise ConfigError(
+                f"union(round_robin_weights={weights!r}) has {len(weights)} weights for "
+                f"{len(children)} iterators; give one per iterator"
+            )
+        for i, w in enumerate(weights):
+            if w != "*":
+                label = f'union(round_robin_weights): weight {i} (a number > 0 or "*")'
+                check_number(w, label, low=0, low_open=True)
+        timeouts = [0 if w == "*" else None for w in weights]
+    shared = SharedMetrics(parents=[c.shared_metrics for c in children])
+    name = f"LocalUnion[{', '.join(c.name for c in children)}]"
+    label = "union(deterministic)" if deterministic else "union(async)"
+    if round_robin_weights is not None:
+        label = f"union(weights={weights})"
+    node = PlanNode("union", label, "union", tuple(c._node for c in children))
+    base = UnionBase(children, timeouts, weights)
+    return LocalIterator(base, shared, name=name, node=node)
+
+
+def duplicate(it: LocalIterator[Any], n: int) -> list[LocalIterator[Any]]:
+    """Split one stream into ``n`` that each see every item, in order; lazy.
+
+    Pulling an output whose buffer is empty pulls one item from the input into every output's
+    buffer. Fairness bounds memory: an output that is ahead of a sibling (its buffer empty while
+    a sibling's is not) gives ``NOT_READY`` instead of pulling, so read the outputs together
+    (``union`` / ``concurrently``); reading only one of them raises :class:`PlanError` instead of
+    hanging. All outputs share the input's context. Each output ends when the input has ended and
+    its buffer is drained. ``close()`` on any output closes the input, so its siblings stop too.
+
+    >>> from rlflow.flow import from_iterable
+    >>> a, b = from_iterable([1, 2]).duplicate(2)
+    >>> a.for_each(lambda x: ("a", x)).union(b, deterministic=True).take(10)
+    [('a', 1), 1, ('a', 2), 2]
+    """
+    check_type(it, "duplicate(it)", LocalIterator, _LOCAL_ITERATOR)
+    check_int(n, f"duplicate(n={n!r}): n", low=2)
+    state = DuplicateState(it, n)
+    children: list[LocalIterator[Any]] = []
+    for i in range(n):
+        label = f"duplicate[{i}/{n}] of {it.name}"
+        node = PlanNode("duplicate", f"duplicate[{i}/{n}]", "duplicate", (it._node,))
+        children.append(
+            LocalIterator(
+                DuplicateBase(state, i, label),
+                it.shared_metrics,
+                name=f"{it.name}.duplicate[{i}]",
+                node=node,
+            )
+        )
+    return children

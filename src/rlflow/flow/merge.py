@@ -1,27 +1,36 @@
-"""Merging and splitting local streams: ``union`` and ``duplicate``."""
+"""Merging and splitting local streams: the bases of ``union`` and ``duplicate``.
+
+`rlflow.flow.local.union` and `rlflow.flow.local.duplicate` (``flow.union``,
+``LocalIterator.union``, ``LocalIterator.duplicate``) check their arguments and build the
+iterators; the bases here are what those iterators run: functions ``env -> iterator`` (see
+`rlflow.flow.local.BaseFn`) that read their inputs through ``LocalIterator._build``. They never
+make an iterator, so this module needs `LocalIterator` for its types only.
+"""
 
 from __future__ import annotations
 
 import collections
 import random
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rlflow.checks import check_int, check_number, check_type
-from rlflow.errors import ConfigError
-from rlflow.flow.graph import PlanNode
-from rlflow.flow.local import LocalIterator
-from rlflow.flow.metrics import SharedMetrics
 from rlflow.flow.sentinels import NOT_READY
 from rlflow.flow.stages import BuildEnv
+
+if TYPE_CHECKING:
+    from rlflow.flow.local import LocalIterator
+
+__all__ = ["DuplicateBase", "DuplicateState", "UnionBase"]
 
 _STAR_MAX_PULL = 100
 """How many items a ``"*"`` input may give in one pass (as in the original)."""
 
-_LOCAL_ITERATOR = "a LocalIterator (gather a ParallelIterator first: gather_sync()/gather_async())"
 
+class UnionBase:
+    """The base of a union: passes over ``children``; in each, child i gives up to
+    ``weights[i]`` items (``"*"``: as many as are ready, at most 100), read with
+    ``timeouts[i]`` (None: block; 0: poll). See `rlflow.flow.local.union`."""
 
-class _UnionBase:
     def __init__(
         self,
         children: Sequence[LocalIterator[Any]],
@@ -71,61 +80,10 @@ class _UnionBase:
 _END = object()
 
 
-def union(
-    iterators: Sequence[LocalIterator[Any]],
-    *,
-    deterministic: bool = False,
-    round_robin_weights: Sequence[float | str] | None = None,
-) -> LocalIterator[Any]:
-    """Merge local iterators into one; lazy.
+class DuplicateState:
+    """What the outputs of one ``duplicate`` share: the input, read once, and one queue of
+    items per output."""
 
-    Order: passes over the inputs in the given order; in each pass input i gives up to
-    ``round_robin_weights[i]`` items (default 1; a fractional weight is rounded at random with a
-    fixed seed; ``"*"`` = as many as are ready, at most 100). With ``deterministic=True`` every
-    input blocks for its items, so the order is exact round robin. Otherwise inputs are polled:
-    an input with nothing ready is skipped for this pass, and when a whole pass gives nothing the
-    reader blocks on all pending futures at once (no busy polling). With weights, ``"*"`` inputs
-    are polled and the others block. Ends when every input has ended.
-
-    The inputs' contexts are merged into one fresh shared context, so counters written by any
-    sub-flow are seen by all. ``close()`` on the union closes every input.
-
-    >>> from rlflow.flow import from_iterable
-    >>> a, b = from_iterable([1, 2, 3]), from_iterable([10, 20])
-    >>> union([a, b], deterministic=True).take(10)
-    [1, 10, 2, 20, 3]
-    """
-    children = list(iterators)
-    for i, child in enumerate(children):
-        check_type(child, f"union() input {i}", LocalIterator, _LOCAL_ITERATOR)
-    if len(children) < 2:
-        raise ConfigError(f"union() needs at least 2 iterators, got {len(children)}")
-    if round_robin_weights is None:
-        weights: list[float | str] = [1] * len(children)
-        timeouts: list[float | None] = [None if deterministic else 0] * len(children)
-    else:
-        weights = list(round_robin_weights)
-        if len(weights) != len(children):
-            raise ConfigError(
-                f"union(round_robin_weights={weights!r}) has {len(weights)} weights for "
-                f"{len(children)} iterators; give one per iterator"
-            )
-        for i, w in enumerate(weights):
-            if w != "*":
-                label = f'union(round_robin_weights): weight {i} (a number > 0 or "*")'
-                check_number(w, label, low=0, low_open=True)
-        timeouts = [0 if w == "*" else None for w in weights]
-    shared = SharedMetrics(parents=[c.shared_metrics for c in children])
-    name = f"LocalUnion[{', '.join(c.name for c in children)}]"
-    label = "union(deterministic)" if deterministic else "union(async)"
-    if round_robin_weights is not None:
-        label = f"union(weights={weights})"
-    node = PlanNode("union", label, "union", tuple(c._node for c in children))
-    base = _UnionBase(children, timeouts, weights)
-    return LocalIterator(base, shared, name=name, node=node)
-
-
-class _DuplicateState:
     def __init__(self, parent: LocalIterator[Any], n: int) -> None:
         self.parent = parent
         self.queues: list[collections.deque[Any]] = [collections.deque() for _ in range(n)]
@@ -133,8 +91,11 @@ class _DuplicateState:
         self.done = False
 
 
-class _DuplicateBase:
-    def __init__(self, state: _DuplicateState, index: int, label: str) -> None:
+class DuplicateBase:
+    """The base of output ``index`` of a ``duplicate``: its queue, refilled from the shared
+    input only when every queue is empty (see `rlflow.flow.local.duplicate`)."""
+
+    def __init__(self, state: DuplicateState, index: int, label: str) -> None:
         self.state = state
         self.index = index
         self.label = label
@@ -169,36 +130,3 @@ class _DuplicateBase:
                 continue
             for q in state.queues:
                 q.append(item)
-
-
-def duplicate(it: LocalIterator[Any], n: int) -> list[LocalIterator[Any]]:
-    """Split one stream into ``n`` that each see every item, in order; lazy.
-
-    Pulling an output whose buffer is empty pulls one item from the input into every output's
-    buffer. Fairness bounds memory: an output that is ahead of a sibling (its buffer empty while
-    a sibling's is not) gives ``NOT_READY`` instead of pulling, so read the outputs together
-    (``union`` / ``concurrently``); reading only one of them raises :class:`PlanError` instead of
-    hanging. All outputs share the input's context. Each output ends when the input has ended and
-    its buffer is drained. ``close()`` on any output closes the input, so its siblings stop too.
-
-    >>> from rlflow.flow import from_iterable
-    >>> a, b = from_iterable([1, 2]).duplicate(2)
-    >>> a.for_each(lambda x: ("a", x)).union(b, deterministic=True).take(10)
-    [('a', 1), 1, ('a', 2), 2]
-    """
-    check_type(it, "duplicate(it)", LocalIterator, _LOCAL_ITERATOR)
-    check_int(n, f"duplicate(n={n!r}): n", low=2)
-    state = _DuplicateState(it, n)
-    children: list[LocalIterator[Any]] = []
-    for i in range(n):
-        label = f"duplicate[{i}/{n}] of {it.name}"
-        node = PlanNode("duplicate", f"duplicate[{i}/{n}]", "duplicate", (it._node,))
-        children.append(
-            LocalIterator(
-                _DuplicateBase(state, i, label),
-                it.shared_metrics,
-                name=f"{it.name}.duplicate[{i}]",
-                node=node,
-            )
-        )
-    return children

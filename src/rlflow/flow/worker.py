@@ -73,14 +73,19 @@ class ParallelIteratorWorker:
         item_generator: an iterable, or a zero-argument callable returning one (use a callable
             for generators that cannot be pickled, or that should restart for each read).
         repeat: cycle forever: re-invoke the callable (or re-iterate the iterable) at its end.
+            Positional or keyword (the original's signature).
 
     Subclass it to make your own actors readable with ``from_actors`` (a rollout worker's
     generator is "sample forever").
     """
 
     def __init__(
-        self, item_generator: Callable[[], Iterable[Any]] | Iterable[Any], *, repeat: bool
-    ):
+        self,
+        item_generator: Callable[[], Iterable[Any]] | Iterable[Any],
+        # Positional or keyword, as in ray.util.iter's ParallelIteratorWorker(item_generator,
+        # repeat): actors written for that contract call super().__init__(gen, False).
+        repeat: bool,  # noqa: FBT001
+    ) -> None:
         if repeat and not callable(item_generator) and iter(item_generator) is item_generator:
             raise ConfigError(
                 "ParallelIteratorWorker(repeat=True) needs a re-iterable source (a list, a "

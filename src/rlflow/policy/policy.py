@@ -11,8 +11,7 @@ everything a rollout worker or a learner calls is here:
 - acting: :meth:`~TorchPolicy.compute_actions`, :meth:`~TorchPolicy.value` (batched, no grad);
 - learning: :meth:`~TorchPolicy.compute_gradients` / :meth:`~TorchPolicy.apply_gradients`
   (gradients travel as numpy), :meth:`~TorchPolicy.learn_on_batch`,
-  :meth:`~TorchPolicy.learn_on_minibatches` (all four inherited from
-  `rlflow.policy.learning.PolicyLearning`);
+  :meth:`~TorchPolicy.learn_on_minibatches` (several SGD epochs over shuffled minibatches);
 - state: :meth:`~TorchPolicy.get_weights` / :meth:`~TorchPolicy.set_weights` (model only, plain
   numpy) and :meth:`~TorchPolicy.get_state` / :meth:`~TorchPolicy.set_state` (weights,
   optimizer, RNG and ``num_grad_updates``, for checkpoints).
@@ -38,9 +37,10 @@ this package keeps the base and the pieces several algorithms share.
 
 from __future__ import annotations
 
+import abc
 import copy
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -55,6 +55,7 @@ from rlflow.config.resources import resolve_device
 from rlflow.data.sample_batch import (
     ACTION_DIST_INPUTS,
     LOGP,
+    NUM_GRAD_UPDATES,
     VF_PREDS,
     SampleBatch,
 )
@@ -63,7 +64,6 @@ from rlflow.models import ActionDistribution, dist_class_for
 from rlflow.models.actors import ActorExport
 from rlflow.models.custom import build_policy_model, export_policy_model
 from rlflow.policy.adam import Adam
-from rlflow.policy.learning import POLICY_LAG, PolicyLearning
 from rlflow.policy.spaces import check_custom_model_support, check_policy_spaces
 from rlflow.returns import compute_advantages
 from rlflow.schedules import PiecewiseSchedule
@@ -71,6 +71,9 @@ from rlflow.schedules import PiecewiseSchedule
 __all__ = ["POLICY_LAG", "ActorCriticPolicy", "TorchPolicy", "adaptive_kl_coeff"]
 
 logger = logging.getLogger(__name__)
+
+POLICY_LAG = "diff_num_grad_updates_vs_sampler_policy"
+"""Learner stat: updates between the weights that sampled a batch and those training on it."""
 
 Array = npt.NDArray[Any]
 
@@ -81,7 +84,7 @@ _MODEL_DEFAULTS: dict[str, Any] = {
 }
 
 
-class TorchPolicy(PolicyLearning):
+class TorchPolicy(abc.ABC):
     """Base class of torch policies: model, optimizer, acting and learning.
 
     Args:
@@ -208,6 +211,12 @@ class TorchPolicy(PolicyLearning):
 
     # -- acting -----------------------------------------------------------------------------
 
+    def _to_device(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` (on CPU) on the policy's device: through pinned memory, non-blocking."""
+        if self.device.type == "cpu":
+            return tensor
+        return tensor.pin_memory().to(self.device, non_blocking=True)
+
     def obs_to_tensor(self, obs: npt.ArrayLike) -> torch.Tensor:
         """Convert a batch of observations to a tensor on the policy's device (float64 becomes
         float32, uint8 stays)."""
@@ -255,6 +264,150 @@ class TorchPolicy(PolicyLearning):
         return compute_advantages(
             batch, last_value=0.0, gamma=self.gamma, lam=1.0, use_gae=False, use_critic=False
         )
+
+    # -- learning ---------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+        """Return the scalar loss to minimise on a batch, and float stats to report."""
+
+    def batch_to_tensors(self, batch: Mapping[str, Array]) -> dict[str, torch.Tensor]:
+        """Convert the numeric columns of ``batch`` to tensors (float64 becomes float32);
+        ``NUM_GRAD_UPDATES`` (bookkeeping, never in a loss) is left out."""
+        out: dict[str, torch.Tensor] = {}
+        for name, column in batch.items():
+            array = np.asarray(column)
+            if array.dtype.kind not in "biuf" or name == NUM_GRAD_UPDATES:
+                continue
+            if array.dtype == np.float64:
+                array = array.astype(np.float32)
+            array = np.ascontiguousarray(array)
+            if not array.flags.writeable:
+                # Ray hands out read-only zero-copy arrays; torch needs memory it may write.
+                array = array.copy()
+            out[name] = self._to_device(torch.from_numpy(array))
+        return out
+
+    def _backward(self, batch: Mapping[str, Array]) -> dict[str, float]:
+        """Fill every parameter's ``.grad`` (clipped) from the loss on ``batch``; return stats."""
+        return self._backward_tensors(self.batch_to_tensors(batch))
+
+    def _backward_tensors(self, tensors: dict[str, torch.Tensor]) -> dict[str, float]:
+        """`_backward` on a batch already converted by `batch_to_tensors`."""
+        for p in self._params:
+            p.grad = None
+        loss, stats = self.loss(tensors)
+        torch.autograd.backward(loss)
+        for p in self._params:
+            if p.grad is None:
+                # Parameters the loss skips (the value head without a critic) get zeros so that
+                # both learning paths feed Adam the same set of gradients.
+                p.grad = torch.zeros_like(p)
+        max_norm = float("inf") if self.grad_clip is None else self.grad_clip
+        norm = torch.nn.utils.clip_grad_norm_(self._params, max_norm)
+        return {**stats, "total_loss": float(loss.detach()), "grad_gnorm": float(norm)}
+
+    def compute_gradients(self, batch: Mapping[str, Array]) -> tuple[list[Array], dict[str, float]]:
+        """Return the clipped gradients of the loss on ``batch`` as numpy arrays, and stats.
+
+        One array per trainable parameter, in ``model.parameters()`` order. The weights and
+        the optimizer are not changed.
+        """
+        stats = self._backward(batch)
+        grads = [p.grad.detach().cpu().numpy().copy() for p in self._params if p.grad is not None]
+        return grads, stats
+
+    def apply_gradients(self, grads: Sequence[npt.ArrayLike]) -> None:
+        """Take one optimizer step with ``grads`` as given by :meth:`compute_gradients`."""
+        if len(grads) != len(self._params):
+            raise ConfigError(
+                f"{type(self).__name__}.apply_gradients: got {len(grads)} gradients for "
+                f"{len(self._params)} parameters; pass the list compute_gradients returned."
+            )
+        for p, g in zip(self._params, grads, strict=True):
+            grad = torch.as_tensor(np.asarray(g), dtype=p.dtype, device=p.device)
+            if grad.shape != p.shape:
+                raise ConfigError(
+                    f"{type(self).__name__}.apply_gradients: gradient shape {tuple(grad.shape)} "
+                    f"does not match parameter shape {tuple(p.shape)}."
+                )
+            p.grad = grad.clone()
+        self.optimizer.step()
+        self.num_grad_updates += 1
+
+    def learn_on_batch(self, batch: Mapping[str, Array]) -> dict[str, float]:
+        """Take one optimizer step on the whole batch; return the loss stats (with the policy
+        lag, see :meth:`lag_stats`)."""
+        lag = self.lag_stats(batch)
+        stats = self._backward(batch)
+        self.optimizer.step()
+        self.num_grad_updates += 1
+        return {**stats, **lag}
+
+    def lag_stats(self, batch: Mapping[str, Array]) -> dict[str, float]:
+        """``{POLICY_LAG: this policy's num_grad_updates minus the mean of the batch's
+        NUM_GRAD_UPDATES}``; empty when the batch has no such column (built by hand)."""
+        versions = batch.get(NUM_GRAD_UPDATES)
+        if versions is None or len(versions) == 0:
+            return {}
+        return {POLICY_LAG: float(self.num_grad_updates - np.mean(versions))}
+
+    def learn_on_minibatches(
+        self,
+        batch: SampleBatch,
+        *,
+        num_sgd_iter: int,
+        sgd_minibatch_size: int,
+        rng: np.random.Generator,
+    ) -> dict[str, float]:
+        """Run ``num_sgd_iter`` passes over shuffled minibatches, one optimizer step each.
+
+        Each epoch reshuffles with ``rng`` and uses ``batch.minibatches(sgd_minibatch_size, rng)``
+        (full minibatches only; the whole batch when it is smaller). Returns every stat
+        averaged over all steps, plus ``"num_steps"``.
+        """
+        check_int(num_sgd_iter, f"{type(self).__name__}.learn_on_minibatches: num_sgd_iter", low=1)
+        lag = self.lag_stats(batch)  # before the first step: later minibatches add the epochs
+        totals: dict[str, float] = {}
+        steps = 0
+        for minibatch_stats in self._minibatch_steps(batch, num_sgd_iter, sgd_minibatch_size, rng):
+            for key, val in minibatch_stats.items():
+                totals[key] = totals.get(key, 0.0) + val
+            steps += 1
+        stats = {key: total / max(steps, 1) for key, total in totals.items()}
+        stats["num_steps"] = float(steps)
+        return {**stats, **lag}
+
+    def _minibatch_steps(
+        self, batch: SampleBatch, num_sgd_iter: int, size: int, rng: np.random.Generator
+    ) -> Iterator[dict[str, float]]:
+        """One optimizer step per shuffled minibatch, epoch after epoch; yields each one's stats.
+
+        When `learn_on_batch` and `_backward` are this class's own, the batch is converted to
+        tensors once and each minibatch is indexed from them (the same rows, permutation and
+        numbers as converting each minibatch of ``batch.minibatches(size, rng)``, without
+        re-shuffling and re-converting every column for every step).
+        """
+        plain = (
+            type(self).learn_on_batch is TorchPolicy.learn_on_batch
+            and type(self)._backward is TorchPolicy._backward
+        )
+        if not plain:
+            for _ in range(num_sgd_iter):
+                for minibatch in batch.minibatches(size, rng):
+                    yield self.learn_on_batch(minibatch)
+            return
+        size = check_int(size, "SampleBatch.minibatches: size", low=1)
+        tensors = self.batch_to_tensors(batch)
+        count = batch.count
+        for _ in range(num_sgd_iter):
+            perm = torch.from_numpy(rng.permutation(count)).to(self.device)
+            for start in range(0, count - size + 1, size) if size < count else [0] * (count > 0):
+                rows = perm[start : start + size]
+                stats = self._backward_tensors({k: t[rows] for k, t in tensors.items()})
+                self.optimizer.step()
+                self.num_grad_updates += 1
+                yield stats
 
     # -- state ------------------------------------------------------------------------------
 

@@ -4,8 +4,9 @@
   `replay_forever` turns one into a stream that yields None until ``learning_starts``.
 - `n_step_transitions`: rollout fragment -> n-step transitions (`replay_transitions`: only
   the replayed columns).
-- `ReplayActor`, `create_replay_actors`: a sharded buffer as parallel-iterator actors;
-  `create_replay_shards` gives a `ReplayShardTable`, whose dead shards are recreated empty.
+- `ReplayShardSpec`, `ReplayActor`, `create_replay_actors`: a sharded buffer (its settings in
+  one record) as parallel-iterator actors; `create_replay_shards` gives a `ReplayShardTable`,
+  whose dead shards are recreated empty.
 - `MultiAgentReplayBuffer`: one buffer per policy, for multi-agent runs.
 - `SumSegmentTree`, `MinSegmentTree`: the trees behind prioritized sampling.
 - `register_replay_buffer`, `ReplayShards`: a plan names its buffers for checkpoints
@@ -15,6 +16,7 @@
 from rlflow.replay.actors import (
     SHARD_STRIDE,
     ReplayActor,
+    ReplayShardSpec,
     create_replay_actors,
     split_shard_indexes,
 )
@@ -42,6 +44,7 @@ __all__ = [
     "PrioritizedReplayBuffer",
     "ReplayActor",
     "ReplayBuffer",
+    "ReplayShardSpec",
     "ReplayShardTable",
     "ReplayShards",
     "SumSegmentTree",

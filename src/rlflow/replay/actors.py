@@ -1,12 +1,14 @@
-"""Replay shards as actors: `ReplayActor` and `create_replay_actors`.
+"""Replay shards as actors: `ReplayShardSpec`, `ReplayActor` and `create_replay_actors`.
 
 A sharded replay buffer is a list of `ReplayActor` s, each holding one `ReplayBuffer` (or
-`PrioritizedReplayBuffer`) of its share of the capacity. Each actor is a shard of a parallel
-iterator whose stream is "replay forever": read it with
+`PrioritizedReplayBuffer`) of its share of the capacity. One `ReplayShardSpec` (checked when
+it is made) describes them all; each actor takes it and its shard index. Each actor is a shard
+of a parallel iterator whose stream is "replay forever": read it with
 ``flow.from_actors(actors).gather_async()`` and drop the Nones (a shard replays None while it
-holds fewer than ``learning_starts`` transitions). Rollouts go in with ``add_batch``; TD errors
-come back with ``update_priorities``. Replay shards are cheap and run with ``num_cpus=0``, as in
-Ape-X (Horgan et al., "Distributed Prioritized Experience Replay", ICLR 2018).
+holds fewer than its share of ``learning_starts`` transitions). Rollouts go in with
+``add_batch``; TD errors come back with ``update_priorities``. Replay shards are cheap and run
+with ``num_cpus=0``, as in Ape-X (Horgan et al., "Distributed Prioritized Experience Replay",
+ICLR 2018).
 
 Each replayed batch's `BATCH_INDEXES` are tagged with the shard:
 ``shard_index * SHARD_STRIDE + slot``; `split_shard_indexes` undoes it, and
@@ -16,7 +18,8 @@ Example:
     >>> from rlflow import flow
     >>> from rlflow.data.sample_batch import REWARDS, SampleBatch
     >>> flow.init(backend="local")
-    >>> actors = create_replay_actors(2, 100, learning_starts=4, num_items=3, seed=0)
+    >>> spec = ReplayShardSpec(num_shards=2, capacity=100, learning_starts=4, num_items=3, seed=0)
+    >>> actors = create_replay_actors(spec)
     >>> replays = flow.from_actors(actors).gather_async()
     >>> next(replays) is None
     True
@@ -28,13 +31,14 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from rlflow import flow
-from rlflow.checks import check_int
+from rlflow.checks import check_bool, check_int, check_type
 from rlflow.data.sample_batch import MultiAgentBatch, SampleBatch, from_multi_agent_if_single
 from rlflow.errors import ConfigError
 from rlflow.flow import ParallelIteratorWorker
@@ -44,6 +48,15 @@ from rlflow.replay.buffers import (
     ReplayBuffer,
     replay_forever,
 )
+
+__all__ = [
+    "SHARD_STRIDE",
+    "ReplayActor",
+    "ReplayShardSpec",
+    "create_replay_actors",
+    "replay_actor_starter",
+    "split_shard_indexes",
+]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -63,70 +76,96 @@ def split_shard_indexes(indexes: npt.ArrayLike) -> tuple[IntArray, IntArray]:
     return idx // SHARD_STRIDE, idx % SHARD_STRIDE
 
 
-def _make_buffer(
-    where: str,
-    capacity: int,
-    *,
-    prioritized: bool,
-    alpha: float,
-    beta: float,
-    learning_starts: int,
-    num_items: int,
-    seed: int | None,
-) -> ReplayBuffer:
-    """Build the shard's buffer, checking every argument (raises `ConfigError`)."""
-    check_int(learning_starts, f"{where}: learning_starts", low=0)
-    check_int(num_items, f"{where}: num_items", low=1)
-    if prioritized:
-        return PrioritizedReplayBuffer(capacity, alpha=alpha, beta=beta, seed=seed)
-    return ReplayBuffer(capacity, seed=seed)
+@dataclass(frozen=True, kw_only=True)
+class ReplayShardSpec:
+    """The settings of a sharded replay buffer, over all its shards.
+
+    Checked when made (`ConfigError` naming the argument), so a bad value fails before any
+    actor starts; the shares of shard i are `shard_capacity`, `shard_learning_starts` and
+    `shard_seed`.
+    """
+
+    num_shards: int
+    """Shards (`ReplayActor` s), >= 1."""
+    capacity: int
+    """Transitions kept over all shards, >= ``num_shards``: shard i keeps ``capacity //
+    num_shards``, plus one for the first ``capacity % num_shards`` shards."""
+    prioritized: bool = False
+    """Prioritized shards (`PrioritizedReplayBuffer`), else uniform ones (`ReplayBuffer`)."""
+    alpha: float = 0.6
+    """Priority exponent in [0, 1] (prioritized only)."""
+    beta: float = 0.4
+    """Importance-sampling exponent in [0, 1] (prioritized only)."""
+    learning_starts: int = 0
+    """Transitions stored over all shards before replay starts, >= 0: each shard's stream
+    yields None until the shard holds its share (``learning_starts / num_shards``, rounded
+    up), and while it is empty."""
+    num_items: int = 32
+    """Rows per replayed batch, >= 1."""
+    seed: int | None = None
+    """Shard i's sampling RNG is seeded ``seed + i`` (None: fresh entropy)."""
+
+    def __post_init__(self) -> None:
+        where = "create_replay_actors"
+        shards = check_int(self.num_shards, f"{where}: num_shards", low=1)
+        total = check_int(self.capacity, f"{where}: capacity", low=1)
+        if total < shards:
+            raise ConfigError(
+                f"{where}: capacity={total} must be >= num_shards={shards} (one transition "
+                "per shard at least)"
+            )
+        check_bool(self.prioritized, f"{where}: prioritized")
+        check_int(self.learning_starts, f"{where}: learning_starts", low=0)
+        check_int(self.num_items, f"{where}: num_items", low=1)
+        if self.prioritized:  # the buffer's own checks of alpha and beta, here, not in an actor
+            PrioritizedReplayBuffer(1, alpha=self.alpha, beta=self.beta)
+
+    def shard_capacity(self, shard_index: int) -> int:
+        """Transitions shard ``shard_index`` keeps (its share of ``capacity``)."""
+        return self.capacity // self.num_shards + (shard_index < self.capacity % self.num_shards)
+
+    @property
+    def shard_learning_starts(self) -> int:
+        """Transitions each shard holds before it replays: ``learning_starts / num_shards``,
+        rounded up."""
+        return -(-self.learning_starts // self.num_shards)
+
+    def shard_seed(self, shard_index: int) -> int | None:
+        """The seed of shard ``shard_index``'s sampling RNG: ``seed + shard_index``."""
+        return None if self.seed is None else self.seed + shard_index
 
 
 class ReplayActor(ParallelIteratorWorker):
     """One shard of a sharded replay buffer; its stream replays forever.
 
     Args:
-        capacity: transitions kept by this shard, >= 1.
-        prioritized: use a `PrioritizedReplayBuffer` (else uniform `ReplayBuffer`).
-        alpha: priority exponent in [0, 1] (prioritized only).
-        beta: importance-sampling exponent in [0, 1] (prioritized only).
-        learning_starts: the stream yields None until this shard holds this many transitions
-            (and while it is empty); consumers filter the Nones out.
-        num_items: rows per replayed batch, >= 1.
-        seed: seed of the sampling RNG.
-        shard_index: this shard's number, >= 0, used to tag `BATCH_INDEXES`.
+        spec: the sharded buffer's settings; this shard keeps its shares of them.
+        shard_index: this shard's number, in ``[0, spec.num_shards)``, used to tag
+            `BATCH_INDEXES`.
 
-    Stream item: ``SampleBatch | None``: a fresh ``num_items``-row sample (with
-    `BATCH_INDEXES` tagged by shard, and `WEIGHTS` when prioritized) each time it is read.
+    Stream item: ``SampleBatch | None``: a fresh ``spec.num_items``-row sample (with
+    `BATCH_INDEXES` tagged by shard, and `WEIGHTS` when prioritized) each time it is read;
+    None until the shard holds ``spec.shard_learning_starts`` transitions (and while it is
+    empty): consumers filter the Nones out.
     """
 
-    def __init__(
-        self,
-        capacity: int,
-        *,
-        prioritized: bool = False,
-        alpha: float = 0.6,
-        beta: float = 0.4,
-        learning_starts: int = 0,
-        num_items: int = 32,
-        seed: int | None = None,
-        shard_index: int = 0,
-    ) -> None:
+    def __init__(self, spec: ReplayShardSpec, shard_index: int = 0) -> None:
         """Create the shard's empty buffer."""
         super().__init__(self._replay_forever, repeat=False)
-        self.shard_index = check_int(shard_index, "ReplayActor: shard_index", low=0)
-        self.buffer = _make_buffer(
-            "ReplayActor",
-            capacity,
-            prioritized=prioritized,
-            alpha=alpha,
-            beta=beta,
-            learning_starts=learning_starts,
-            num_items=num_items,
-            seed=seed,
+        self.spec = check_type(spec, "ReplayActor(spec)", ReplayShardSpec, "a ReplayShardSpec")
+        """The settings of the whole sharded buffer."""
+        self.shard_index = check_int(
+            shard_index, "ReplayActor: shard_index", low=0, high=spec.num_shards - 1
         )
-        self.learning_starts = int(learning_starts)
-        self.num_items = int(num_items)
+        capacity, seed = spec.shard_capacity(shard_index), spec.shard_seed(shard_index)
+        self.buffer = (
+            PrioritizedReplayBuffer(capacity, alpha=spec.alpha, beta=spec.beta, seed=seed)
+            if spec.prioritized
+            else ReplayBuffer(capacity, seed=seed)
+        )
+        self.learning_starts = spec.shard_learning_starts
+        """Transitions this shard holds before it replays."""
+        self.num_items = spec.num_items
 
     def _replay_forever(self) -> Iterator[SampleBatch | None]:
         replays = replay_forever(
@@ -182,70 +221,20 @@ class ReplayActor(ParallelIteratorWorker):
         self.buffer.set_state(state)
 
 
-def create_replay_actors(
-    num_shards: int,
-    capacity: int,
-    *,
-    prioritized: bool = False,
-    alpha: float = 0.6,
-    beta: float = 0.4,
-    learning_starts: int = 0,
-    num_items: int = 32,
-    seed: int | None = None,
-) -> list[Any]:
-    """Start ``num_shards`` `ReplayActor` s (``num_cpus=0``) sharing ``capacity``.
-
-    Shard i gets ``capacity // num_shards`` transitions, plus one for the first
-    ``capacity % num_shards`` shards; ``learning_starts`` (a total) is split the same way,
-    rounded up; shard i is seeded ``seed + i``. Every argument is checked before any actor
-    starts (`ConfigError`). Returns the actor handles, in shard order.
-    """
-    start = replay_actor_starter(
-        num_shards,
-        capacity,
-        prioritized=prioritized,
-        alpha=alpha,
-        beta=beta,
-        learning_starts=learning_starts,
-        num_items=num_items,
-        seed=seed,
-    )
-    return [start(i) for i in range(num_shards)]
+def create_replay_actors(spec: ReplayShardSpec) -> list[Any]:
+    """Start ``spec.num_shards`` `ReplayActor` s (``num_cpus=0``), empty, sharing
+    ``spec.capacity`` (see `ReplayShardSpec` for each shard's shares). Returns the actor
+    handles, in shard order."""
+    start = replay_actor_starter(spec)
+    return [start(i) for i in range(spec.num_shards)]
 
 
-def replay_actor_starter(
-    num_shards: int,
-    capacity: int,
-    *,
-    prioritized: bool = False,
-    alpha: float = 0.6,
-    beta: float = 0.4,
-    learning_starts: int = 0,
-    num_items: int = 32,
-    seed: int | None = None,
-) -> Callable[[int], Any]:
-    """Check the arguments of `create_replay_actors` (`ConfigError`); return the function that
-    starts shard i (of ``num_shards``) empty, as `create_replay_actors` describes it."""
-    where = "create_replay_actors"
-    shards = check_int(num_shards, f"{where}: num_shards", low=1)
-    total = check_int(capacity, f"{where}: capacity", low=1)
-    if total < shards:
-        raise ConfigError(
-            f"{where}: capacity={total} must be >= num_shards={shards} (one transition "
-            "per shard at least)"
-        )
-    starts = -(-check_int(learning_starts, f"{where}: learning_starts", low=0) // shards)
-    kwargs: dict[str, Any] = {"prioritized": prioritized, "alpha": alpha, "beta": beta}
-    kwargs.update(learning_starts=starts, num_items=num_items)
-    _make_buffer(where, 1, seed=None, **kwargs)  # rejects bad values here, not in an actor
+def replay_actor_starter(spec: ReplayShardSpec) -> Callable[[int], Any]:
+    """The function that starts shard i of ``spec`` empty, as `create_replay_actors` does."""
+    check_type(spec, "create_replay_actors(spec)", ReplayShardSpec, "a ReplayShardSpec")
     remote_cls = flow.remote(ReplayActor).options(num_cpus=0)
 
     def start(i: int) -> Any:
-        return remote_cls.remote(
-            total // shards + (i < total % shards),
-            shard_index=i,
-            seed=None if seed is None else seed + i,
-            **kwargs,
-        )
+        return remote_cls.remote(spec, i)
 
     return start

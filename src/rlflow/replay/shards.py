@@ -10,7 +10,8 @@ so a `ReplayShards` made on it checkpoints the shards of the moment.
 Example:
     >>> from rlflow import flow
     >>> flow.init(backend="local")
-    >>> table = create_replay_shards(2, 100, learning_starts=4, num_items=3, seed=0)
+    >>> spec = ReplayShardSpec(num_shards=2, capacity=100, learning_starts=4, num_items=3, seed=0)
+    >>> table = create_replay_shards(spec)
     >>> dead = table.actors[1]
     >>> flow.kill(dead)
     >>> new = table.replace(1, dead)
@@ -26,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rlflow.errors import ActorDiedError, ConfigError
-from rlflow.replay.actors import replay_actor_starter
+from rlflow.replay.actors import ReplayShardSpec, replay_actor_starter
 
 StartShard = Callable[[int], Any]
 """``shard index -> a new, empty shard actor`` (as the first one of that index was started)."""
@@ -99,28 +100,8 @@ def as_shard_table(actors: ReplayShardTable | Sequence[Any]) -> ReplayShardTable
     return ReplayShardTable(list(actors))
 
 
-def create_replay_shards(
-    num_shards: int,
-    capacity: int,
-    *,
-    prioritized: bool = False,
-    alpha: float = 0.6,
-    beta: float = 0.4,
-    learning_starts: int = 0,
-    num_items: int = 32,
-    seed: int | None = None,
-) -> ReplayShardTable:
+def create_replay_shards(spec: ReplayShardSpec) -> ReplayShardTable:
     """`create_replay_actors` as a `ReplayShardTable` that starts a dead shard again empty,
-    with the same arguments as the first (same capacity and ``learning_starts`` shares, seed
-    ``seed + k``)."""
-    start = replay_actor_starter(
-        num_shards,
-        capacity,
-        prioritized=prioritized,
-        alpha=alpha,
-        beta=beta,
-        learning_starts=learning_starts,
-        num_items=num_items,
-        seed=seed,
-    )
-    return ReplayShardTable([start(i) for i in range(num_shards)], start=start)
+    from the same ``spec`` (same capacity and ``learning_starts`` shares, seed ``seed + k``)."""
+    start = replay_actor_starter(spec)
+    return ReplayShardTable([start(i) for i in range(spec.num_shards)], start=start)

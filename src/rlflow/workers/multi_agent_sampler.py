@@ -69,21 +69,9 @@ from rlflow.errors import ConfigError
 from rlflow.filters import MeanStdFilter
 from rlflow.policy import TorchPolicy
 from rlflow.workers.agent_trajectory import AgentTrajectory, EnvSlot
-from rlflow.workers.sampler import (
-    MappingFn,
-    Sampler,
-    agent_policy_map,
-    as_multi_agent_env,
-    is_multi_agent_env,
-)
+from rlflow.workers.sampler import Sampler, SamplerSpec, agent_policy_map, as_multi_agent_env
 
-__all__ = [
-    "MultiAgentSampler",
-    "agent_policy_map",
-    "as_multi_agent_env",
-    "env_action",
-    "is_multi_agent_env",
-]
+__all__ = ["MultiAgentSampler"]
 
 logger = logging.getLogger(__name__)
 
@@ -94,16 +82,12 @@ class MultiAgentSampler(Sampler):
     """Steps ``num_envs`` multi-agent envs with a policy map; see the module docstring.
 
     Args:
-        creator: builds one env (a `MultiAgentEnv` or a PettingZoo env).
-        num_envs: envs stepped together.
+        spec: the settings (`rlflow.workers.sampler.SamplerSpec`; ``creator`` builds one
+            `MultiAgentEnv` or PettingZoo env, ``num_envs`` envs are stepped together,
+            ``mapping_fn`` maps agent ids to policy ids, ``restart_failed``: see the module
+            docstring; ``env_id`` defaults to the env's class name).
         policies: the worker's policy map.
-        mapping_fn: agent id -> policy id (None: the only policy).
-        seed: env ``j`` is reset with ``seed + j`` first (None: unseeded).
         new_eps_id: gives a fresh episode id (unique across the run's workers).
-        explore: sample actions (True) or take the greedy ones.
-        restart_failed: rebuild an env that raises (see the module docstring).
-        env_id: the env's name in messages (default: the env's class name).
-        worker_index: the rollout worker's index, for messages.
         filters: ``{policy id: observation filter}`` (see the module docstring); updated here
             unless frozen.
 
@@ -112,36 +96,26 @@ class MultiAgentSampler(Sampler):
 
     def __init__(
         self,
-        creator: Callable[[], Any],
-        num_envs: int,
+        spec: SamplerSpec,
         policies: Mapping[str, TorchPolicy],
-        mapping_fn: MappingFn | None,
-        seed: int | None,
         new_eps_id: Callable[[], int],
         *,
-        explore: bool = True,
-        restart_failed: bool = False,
-        env_id: str | None = None,
-        worker_index: int | None = None,
         filters: Mapping[str, MeanStdFilter] | None = None,
     ) -> None:
         """Build the envs (reset on the first ``sample()``)."""
-        super().__init__(explore=explore)
+        super().__init__(spec)
         self.filters = dict(filters or {})
         """``{policy id: observation filter}``; policies not in it see raw observations."""
-        self._creator = creator
-        self.slots = [EnvSlot(as_multi_agent_env(creator())) for _ in range(num_envs)]
-        self.restart_failed = check_bool(restart_failed, "MultiAgentSampler: restart_failed")
+        num_envs = spec.num_envs
+        self.slots = [EnvSlot(as_multi_agent_env(spec.creator())) for _ in range(num_envs)]
+        self.restart_failed = check_bool(spec.restart_failed, "MultiAgentSampler: restart_failed")
         """Rebuild an env that raises (True) or let the error propagate."""
-        self.env_id = env_id if env_id is not None else env_name(self.slots[0].env)
-        self._worker_index = worker_index
+        self.env_id = spec.env_id if spec.env_id is not None else env_name(self.slots[0].env)
         self._restarts = [0] * num_envs
         self._num_restarts = 0
         self._obs_checks = [OBS_CHECK_STEPS] * num_envs
         self.policies = policies
-        self.mapping_fn = mapping_fn
         self._policy_ids = list(policies)
-        self._seed = seed
         self._new_eps_id = new_eps_id
         self._started = False
         self._episodes: list[EpisodeStat] = []
@@ -194,7 +168,7 @@ class MultiAgentSampler(Sampler):
     def _policy_for(self, slot: EnvSlot, agent: str) -> str:
         pid = slot.policy_of.get(agent)
         if pid is None:
-            pid = agent_policy_map([agent], self.mapping_fn, self._policy_ids)[agent]
+            pid = agent_policy_map([agent], self.spec.mapping_fn, self._policy_ids)[agent]
             slot.policy_of[agent] = pid
         return pid
 
@@ -217,7 +191,7 @@ class MultiAgentSampler(Sampler):
         self._length = length
         if not self._started:
             for j, slot in enumerate(self.slots):
-                self._start_episode(j, slot, None if self._seed is None else self._seed + j)
+                self._start_episode(j, slot, None if self.spec.seed is None else self.spec.seed + j)
             self._started = True
 
     def _step(self, t: int, *, record: bool) -> None:
@@ -243,7 +217,7 @@ class MultiAgentSampler(Sampler):
                 groups.setdefault(self._policy_for(slot, agent), []).append((slot, agent))
         for pid, members in groups.items():
             obs = np.stack([np.asarray(slot.obs[agent]) for slot, agent in members])
-            actions, extra = self.policies[pid].compute_actions(obs, explore=self.explore)
+            actions, extra = self.policies[pid].compute_actions(obs, explore=self.spec.explore)
             logp, vf, dist = extra[LOGP], extra[VF_PREDS], extra[ACTION_DIST_INPUTS]
             for k, (slot, agent) in enumerate(members):
                 self._trajectory(slot, agent).act(
@@ -315,7 +289,7 @@ class MultiAgentSampler(Sampler):
     def _rebuild(self, j: int, slot: EnvSlot, err: Exception, method: str) -> dict[str, Any]:
         """Close env ``j``, build and reset a new one; its first observations (see the module
         docstring). Raises ``err`` with a note when restarts are off or keep failing."""
-        note = env_failure_note(self.env_id, self._worker_index, j, method)
+        note = env_failure_note(self.env_id, self.spec.worker_index, j, method)
         if not self.restart_failed:
             err.add_note(note)
             raise err
@@ -324,8 +298,8 @@ class MultiAgentSampler(Sampler):
             close_quietly(slot.env)
             self._restarts[j] += 1
             try:
-                slot.env = as_multi_agent_env(self._creator())
-                obs, _ = slot.env.reset(seed=restart_seed(self._seed, j, self._restarts[j]))
+                slot.env = as_multi_agent_env(self.spec.creator())
+                obs, _ = slot.env.reset(seed=restart_seed(self.spec.seed, j, self._restarts[j]))
             except ConfigError:
                 raise
             except Exception as again:  # noqa: BLE001 - the rebuilt env failed too: once more
@@ -340,7 +314,8 @@ class MultiAgentSampler(Sampler):
 
     def _check_obs(self, j: int, slot: EnvSlot, obs: Mapping[str, Any], method: str) -> None:
         """`check_observation` of each agent's observation from env ``j``'s ``method``."""
-        worker = "" if self._worker_index is None else f", rollout worker {self._worker_index}"
+        index = self.spec.worker_index
+        worker = "" if index is None else f", rollout worker {index}"
         for agent, ob in obs.items():
             space = slot.env.observation_spaces.get(agent)
             if space is not None:

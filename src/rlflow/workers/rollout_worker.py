@@ -8,19 +8,27 @@ workers. It holds a policy map ``{policy_id: policy}``: one policy,
 multi-agent envs.
 
 Sampling and evaluation go through the worker's `rlflow.workers.sampler.Sampler` (a
-`VectorSampler` for single-agent envs, a `MultiAgentSampler` for multi-agent ones): the one
-env-stepping loop, which also plays the evaluation episodes of `RolloutWorker.evaluate` on
-fresh envs.
+`VectorSampler` for single-agent envs, a `MultiAgentSampler` for multi-agent ones, picked by
+`make_sampler`): the one env-stepping loop, which also plays the evaluation episodes of
+`RolloutWorker.evaluate` on fresh envs. The worker builds the sampler's settings (a
+`SamplerSpec`) once, in its constructor; evaluation runs a variant of them.
 
 Observation filters (``observation_filter``, `rlflow.filters`): a worker holds one filter per
-policy in `RolloutWorker.filters` (none with ``"NoFilter"``), which its sampler updates;
-`RolloutWorker.get_filters` and `RolloutWorker.sync_filters` are the two halves of the
-learner's sync (`rlflow.ops.filters.SyncObservationFilters`). Evaluation uses frozen copies;
-the filters are part of the worker's state (checkpoints).
+policy in `RolloutWorker.filters` (none with ``"NoFilter"``), which its sampler updates. The
+learner's sync (`rlflow.ops.filters.SyncObservationFilters`) gets every worker's filters with
+`RolloutWorker.get_filters` (flushing their deltas), merges them into the local worker's with
+`RolloutWorker.apply_filter_changes`, and broadcasts the result back with
+`RolloutWorker.sync_filters`: the paper's message passing between dataflow stages. Evaluation
+uses frozen copies; the filters are part of the worker's state (checkpoints).
+
+While a worker serves a read of its shard stream, it is :func:`current_worker`: functions
+shipped to the workers (``ParallelIterator.for_each``) reach it that way.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import itertools
 import logging
 import pickle
@@ -37,14 +45,14 @@ from rlflow.envs import EpisodeStat, config_env_creator
 from rlflow.envs.gym_vector import resolve_vector_env
 from rlflow.errors import ConfigError
 from rlflow.filters import MeanStdFilter, make_filters
+from rlflow.flow import ParallelIteratorWorker, ShardReply
 from rlflow.policy import TorchPolicy
-from rlflow.workers.current import CurrentWorkerReads, current_worker
-from rlflow.workers.filter_sync import WorkerFilters
+from rlflow.workers.multi_agent_sampler import MultiAgentSampler
 from rlflow.workers.records import Gradients, WorkerMetrics
-from rlflow.workers.sampler import Sampler, is_multi_agent_env, make_sampler, policy_spaces
+from rlflow.workers.sampler import Sampler, SamplerSpec, is_multi_agent_env, policy_spaces
 from rlflow.workers.vector_sampler import VectorSampler
 
-__all__ = ["Gradients", "RolloutWorker", "WorkerMetrics", "current_worker"]
+__all__ = ["RolloutWorker", "current_worker", "make_sampler"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,8 +66,50 @@ _ENV_SEED_STRIDE = 10_000
 _POLICY_SEED_STRIDE = 100_003
 """Policy p (in the order of ``config.policies``) of worker k is seeded ``seed + k + p * this``."""
 
+_CURRENT: contextvars.ContextVar[RolloutWorker | None] = contextvars.ContextVar(
+    "rlflow_current_worker", default=None
+)
 
-class RolloutWorker(CurrentWorkerReads, WorkerFilters):
+
+def current_worker() -> RolloutWorker:
+    """The rollout worker whose shard stream is being read right now.
+
+    For functions shipped to rollout actors with ``ParallelIterator.for_each`` (e.g. "compute
+    gradients on the batch this worker just sampled"). Set only while a worker serves a read of
+    its stream, so it never leaks between workers, even when several share a process (local
+    backend).
+    """
+    worker = _CURRENT.get()
+    if worker is None:
+        raise ConfigError(
+            "current_worker() was called outside a rollout worker's stream: call it only in a "
+            "function shipped to rollout workers (ParallelIterator.for_each on from_actors(...))"
+        )
+    return worker
+
+
+def make_sampler(
+    spec: SamplerSpec,
+    policies: Mapping[PolicyID, TorchPolicy],
+    *,
+    new_eps_id: Callable[[], int],
+    filters: Mapping[PolicyID, MeanStdFilter] | None = None,
+) -> Sampler:
+    """The sampler for ``spec``'s env: a `MultiAgentSampler` of ``policies`` when
+    ``spec.multi_agent``, else a `VectorSampler` of the one policy.
+
+    ``new_eps_id`` gives the episode ids (unique across the run's workers). ``filters``:
+    ``{policy id: observation filter}`` (`rlflow.filters`; a policy without one sees raw
+    observations), used in place: the sampler updates them unless they are frozen.
+    """
+    filters = dict(filters or {})
+    if spec.multi_agent:
+        return MultiAgentSampler(spec, policies, new_eps_id, filters=filters)
+    ((pid, policy),) = policies.items()
+    return VectorSampler(spec, policy, new_eps_id, obs_filter=filters.get(pid))
+
+
+class RolloutWorker(ParallelIteratorWorker):
     """Vector env + policy map: samples postprocessed batches, computes and applies gradients.
 
     Args:
@@ -83,24 +133,11 @@ class RolloutWorker(CurrentWorkerReads, WorkerFilters):
         worker_index = check_int(worker_index, "RolloutWorker: worker_index", low=0)
         self.config = config
         self.worker_index = worker_index
-        self._creator = config_env_creator(config)
         seed = config.seed
-        self._seed = seed
         policy_seed = None if seed is None else seed + worker_index
-        probe = self._creator()
-        try:
-            self.multi_agent = is_multi_agent_env(probe)
-            """True when the env is multi-agent (sampling returns `MultiAgentBatch`)."""
-            spaces_of = self._policy_spaces(probe)
-            self.vector_env = resolve_vector_env(
-                config.vector_env,
-                self._creator,
-                restart_failed=config.restart_failed_sub_environments,
-                multi_agent=self.multi_agent,
-            )
-            """The env engine of sampling (`rlflow.envs.gym_vector`)."""
-        finally:
-            probe.close()
+        self.sampler_spec, spaces_of = self._probe_env(config, worker_index)
+        """The settings of this worker's sampler (`SamplerSpec`), built once; evaluation runs
+        a variant of them."""
         self.policy_map: dict[PolicyID, TorchPolicy] = {}
         # Typed per-policy configs: a bad override raises here, on the driver's local worker,
         # before WorkerSet starts any remote one.
@@ -124,35 +161,60 @@ class RolloutWorker(CurrentWorkerReads, WorkerFilters):
         self._rng = np.random.default_rng(policy_seed)
         self._next_eps = 0
 
-    def _policy_spaces(self, probe: Any) -> dict[PolicyID, tuple[Any, Any]]:
-        """``{policy id: (observation space, action space)}`` from the specs and the env."""
-        c = self.config
-        return policy_spaces(
-            probe, c.policy_specs(), c.policy_mapping_fn, c.env, multi_agent=self.multi_agent
+    @staticmethod
+    def _probe_env(
+        config: AlgorithmConfig, worker_index: int
+    ) -> tuple[SamplerSpec, dict[PolicyID, tuple[Any, Any]]]:
+        """The sampler's settings, and ``{policy id: (observation space, action space)}`` from
+        the policy specs and one env made and closed at once."""
+        creator = config_env_creator(config)
+        probe = creator()
+        try:
+            multi_agent = is_multi_agent_env(probe)
+            spaces_of = policy_spaces(
+                probe,
+                config.policy_specs(),
+                config.policy_mapping_fn,
+                config.env,
+                multi_agent=multi_agent,
+            )
+            vector_env = resolve_vector_env(
+                config.vector_env,
+                creator,
+                restart_failed=config.restart_failed_sub_environments,
+                multi_agent=multi_agent,
+            )
+        finally:
+            probe.close()
+        spec = SamplerSpec(
+            creator=creator,
+            num_envs=config.num_envs_per_worker,
+            multi_agent=multi_agent,
+            seed=None if config.seed is None else config.seed + worker_index * _ENV_SEED_STRIDE,
+            mapping_fn=config.policy_mapping_fn,
+            restart_failed=config.restart_failed_sub_environments,
+            vector_env=vector_env,
+            worker_index=worker_index,
         )
+        return spec, spaces_of
+
+    @property
+    def multi_agent(self) -> bool:
+        """True when the env is multi-agent (sampling returns `MultiAgentBatch`)."""
+        return self.sampler_spec.multi_agent
 
     # ------------------------------------------------------------------------ sampling
     def _sample_forever(self) -> Iterator[SampleBatch | MultiAgentBatch]:
         while True:
             yield self.sample()
 
-    def _env_seed(self) -> int | None:
-        return None if self._seed is None else self._seed + self.worker_index * _ENV_SEED_STRIDE
-
     def _ensure_sampler(self) -> Sampler:
         if self._sampler is None:
             self._sampler = make_sampler(
-                self._creator,
-                self.config.num_envs_per_worker,
+                self.sampler_spec,
                 self.policy_map,
-                multi_agent=self.multi_agent,
-                mapping_fn=self.config.policy_mapping_fn,
-                seed=self._env_seed(),
                 new_eps_id=self._new_eps_id,
-                restart_failed=self.config.restart_failed_sub_environments,
-                worker_index=self.worker_index,
                 filters=self.filters,
-                vector_env=self.vector_env,
             )
         return self._sampler
 
@@ -207,17 +269,19 @@ class RolloutWorker(CurrentWorkerReads, WorkerFilters):
         """
         num_episodes = check_int(num_episodes, "RolloutWorker.evaluate: num_episodes", low=1)
         explore = check_bool(explore, "RolloutWorker.evaluate: explore")
-        sampler = make_sampler(
-            self._creator if creator is None else creator,
-            1,
-            self.policy_map,
-            multi_agent=self.multi_agent,
-            mapping_fn=self.config.policy_mapping_fn,
+        spec = self.sampler_spec._replace(
+            creator=self.sampler_spec.creator if creator is None else creator,
+            num_envs=1,
             seed=seed,
-            new_eps_id=itertools.count(1).__next__,
             explore=explore,
-            restart_failed=self.config.restart_failed_sub_environments,
-            worker_index=self.worker_index,
+            # One env seeded exactly with ``seed``: rlflow's own engine (a Gymnasium vector
+            # engine may draw its first state differently, see `rlflow.envs.gym_vector`).
+            vector_env="rlflow",
+        )
+        sampler = make_sampler(
+            spec,
+            self.policy_map,
+            new_eps_id=itertools.count(1).__next__,
             filters={pid: f.frozen_copy() for pid, f in self.filters.items()},
         )
         try:
@@ -316,6 +380,59 @@ class RolloutWorker(CurrentWorkerReads, WorkerFilters):
                     rng=self._rng,
                 )
         return out
+
+    # ------------------------------------------------------------------------ filters
+    def get_filters(self, *, flush_after: bool = False) -> dict[PolicyID, MeanStdFilter]:
+        """Copies of the observation filters (RLlib's name), each with its running
+        statistics and its delta (observations since the delta was last taken); with
+        ``flush_after`` the deltas are then taken (emptied): the learner is merging them."""
+        out = {pid: f.copy() for pid, f in self.filters.items()}
+        if flush_after:
+            for f in self.filters.values():
+                f.take_delta()
+        return out
+
+    def apply_filter_changes(self, filters: Mapping[PolicyID, MeanStdFilter]) -> None:
+        """Learner side: add the deltas of another worker's `get_filters` to these filters'
+        running statistics (policies this worker has no filter for are ignored)."""
+        for pid, other in filters.items():
+            mine = self.filters.get(pid)
+            if mine is not None:
+                mine.apply_changes(other)
+
+    def sync_filters(self, filters: Mapping[PolicyID, MeanStdFilter]) -> None:
+        """Worker side: take the learner's filters (RLlib's name), keeping this worker's
+        delta on top (`rlflow.filters.MeanStdFilter.sync`); the filters are updated in place
+        (the sampler holds them)."""
+        for pid, other in filters.items():
+            mine = self.filters.get(pid)
+            if mine is not None:
+                mine.sync(other)
+
+    # ------------------------------------------------------------------------ shard reads
+    @contextlib.contextmanager
+    def _as_current(self) -> Iterator[None]:
+        token = _CURRENT.set(self)
+        try:
+            yield
+        finally:
+            _CURRENT.reset(token)
+
+    def par_iter_next(self, key: int) -> Any:
+        """As :meth:`ParallelIteratorWorker.par_iter_next`, with this worker as
+        :func:`current_worker` (the slot reads, ``par_iter_next_<slot>``, come through here)."""
+        with self._as_current():
+            return super().par_iter_next(key)
+
+    def par_iter_next_batch(self, key: int, batch_ms: float) -> ShardReply:
+        """As :meth:`ParallelIteratorWorker.par_iter_next_batch`, with the worker current."""
+        with self._as_current():
+            return super().par_iter_next_batch(key, batch_ms)
+
+    def par_iter_slice(self, key: int, step: int, start: int) -> Any:
+        """As :meth:`ParallelIteratorWorker.par_iter_slice`, with the worker current."""
+        with self._as_current():
+            return super().par_iter_slice(key, step, start)
 
     # ------------------------------------------------------------------------ state
     def get_weights(self, policies: Sequence[PolicyID] | None = None) -> dict[PolicyID, Any]:

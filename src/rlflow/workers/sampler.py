@@ -14,7 +14,9 @@ Two samplers fill in ``_step``:
 - `rlflow.workers.multi_agent_sampler.MultiAgentSampler`: multi-agent envs (one batched
   inference per policy per step, rows kept per agent).
 
-`make_sampler` picks the one for an env.
+Both take a `SamplerSpec`: the settings a rollout worker builds once from its config (its
+evaluation runs a variant of it); `rlflow.workers.rollout_worker.make_sampler` picks the sampler
+for an env.
 
 Observation filters (``observation_filter``, `rlflow.filters`): a sampler given filters passes
 every observation an env returns through its policy's filter once, as it arrives (the reset
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 
@@ -38,38 +40,71 @@ from rlflow.envs.multi_agent import MultiAgentEnv
 from rlflow.envs.validation import env_name
 from rlflow.envs.vector import EpisodeStat
 from rlflow.errors import ConfigError
-from rlflow.filters import MeanStdFilter, make_filter
+from rlflow.filters import make_filter
 from rlflow.policy import TorchPolicy
 
 __all__ = [
     "Sampler",
+    "SamplerSpec",
     "agent_policy_map",
     "as_multi_agent_env",
     "check_policy_spaces",
     "is_multi_agent_env",
-    "make_sampler",
     "policy_spaces",
 ]
 
 MappingFn = Callable[[str], str]
 
 
+class SamplerSpec(NamedTuple):
+    """The settings of a `Sampler`: which envs it builds and how it steps them.
+
+    A rollout worker builds its spec once, from its config; its evaluation derives a variant
+    (``spec._replace(num_envs=1, seed=..., explore=...)``). The live parts a sampler works
+    with (the policies, the observation filters, the episode ids) are passed beside it.
+    """
+
+    creator: Callable[[], Any]
+    """Builds one env: a Gymnasium env, or a `MultiAgentEnv` / PettingZoo env when
+    ``multi_agent``."""
+    num_envs: int
+    """Envs stepped together (>= 1; ``num_envs_per_worker`` in training)."""
+    multi_agent: bool
+    """Whether ``creator``'s env is multi-agent (`is_multi_agent_env`): a `MultiAgentSampler`
+    steps it, else a `VectorSampler`."""
+    seed: int | None
+    """Env ``j`` is first reset with ``seed + j`` (None: unseeded)."""
+    explore: bool = True
+    """Sample actions from the policies' distributions (True) or take the greedy ones."""
+    mapping_fn: MappingFn | None = None
+    """Multi-agent: agent id -> policy id (``policy_mapping_fn``; None: the only policy)."""
+    restart_failed: bool = False
+    """Rebuild an env that raises (``restart_failed_sub_environments``) instead of failing."""
+    vector_env: str = "rlflow"
+    """Single-agent: the env engine (``vector_env``, `rlflow.envs.gym_vector.make_vector_env`)."""
+    env_id: str | None = None
+    """The env's name in messages (None: its Gymnasium id or class name)."""
+    worker_index: int | None = None
+    """The index of the rollout worker stepping the envs, for messages (None: no worker)."""
+
+
 class Sampler(abc.ABC):
     """Steps a worker's envs with its policies: fragments for training, episodes for evaluation.
 
     Args:
-        explore: act by sampling from the policies' action distributions (training, and
-            stochastic evaluation); False: their deterministic (greedy) actions.
+        spec: the settings (`SamplerSpec`); ``spec.explore`` acts by sampling from the
+            policies' action distributions (training, and stochastic evaluation), False by
+            their deterministic (greedy) actions.
 
     Subclasses implement ``_start`` (build and reset the envs on the first call), ``_step``
     (one step of every env), ``_take_fragment`` (the postprocessed rows since the last one) and
     the env access below.
     """
 
-    def __init__(self, *, explore: bool = True) -> None:
-        """Keep the acting mode; envs are built by the subclass."""
-        self.explore = explore
-        """Sample actions (True) or take the greedy ones (False)."""
+    def __init__(self, spec: SamplerSpec) -> None:
+        """Keep the settings; envs are built by the subclass."""
+        self.spec = spec
+        """The settings this sampler was built with."""
         self._env_restarts_popped = 0
 
     def sample(self, length: int) -> SampleBatch | MultiAgentBatch:
@@ -137,59 +172,6 @@ class Sampler(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Close every env."""
-
-
-def make_sampler(
-    creator: Callable[[], Any],
-    num_envs: int,
-    policies: Mapping[str, TorchPolicy],
-    *,
-    multi_agent: bool,
-    mapping_fn: MappingFn | None,
-    seed: int | None,
-    new_eps_id: Callable[[], int],
-    explore: bool = True,
-    restart_failed: bool = False,
-    env_id: str | None = None,
-    worker_index: int | None = None,
-    filters: Mapping[str, MeanStdFilter] | None = None,
-    vector_env: str = "rlflow",
-) -> Sampler:
-    """The sampler for an env: a `MultiAgentSampler` or a `VectorSampler` of its one policy.
-
-    ``seed``: env ``j`` is first reset with ``seed + j`` (None: unseeded); ``new_eps_id`` gives
-    the episode ids (unique across the run's workers). ``restart_failed``: rebuild an env that
-    raises (``restart_failed_sub_environments``); ``env_id`` and ``worker_index`` name the env
-    in error messages. ``filters``: ``{policy id: observation filter}`` (`rlflow.filters`; a
-    policy without one sees raw observations), used in place: the sampler updates them.
-    ``vector_env``: the env engine of a single-agent env (`rlflow.envs.gym_vector`).
-    """
-    from rlflow.workers.multi_agent_sampler import MultiAgentSampler
-    from rlflow.workers.vector_sampler import VectorSampler
-
-    options: dict[str, Any] = {
-        "explore": explore,
-        "restart_failed": restart_failed,
-        "env_id": env_id,
-        "worker_index": worker_index,
-    }
-    filters = dict(filters or {})
-    if multi_agent:
-        return MultiAgentSampler(
-            creator, num_envs, policies, mapping_fn, seed, new_eps_id, filters=filters, **options
-        )
-    ((pid, policy),) = policies.items()
-    obs_filter = filters.get(pid)
-    return VectorSampler(
-        creator,
-        num_envs,
-        policy,
-        seed,
-        new_eps_id,
-        obs_filter=obs_filter,
-        vector_env=vector_env,
-        **options,
-    )
 
 
 def agent_policy_map(

@@ -46,7 +46,7 @@ from rlflow.envs.vector import EpisodeStat, VectorEnv
 from rlflow.errors import ConfigError
 from rlflow.filters import MeanStdFilter
 from rlflow.policy import TorchPolicy
-from rlflow.workers.sampler import Sampler
+from rlflow.workers.sampler import Sampler, SamplerSpec
 
 __all__ = ["VectorSampler"]
 
@@ -106,19 +106,13 @@ class VectorSampler(Sampler):
     """Steps ``num_envs`` copies of a single-agent env with ``policy``.
 
     Args:
-        creator: builds one Gymnasium env.
-        num_envs: sub-envs stepped together.
+        spec: the settings (`rlflow.workers.sampler.SamplerSpec`; ``creator`` builds one
+            Gymnasium env, ``num_envs`` sub-envs are stepped together, ``restart_failed``: see
+            the module docstring, ``vector_env``: the env engine).
         policy: the worker's one policy.
-        seed: sub-env ``j`` is first reset with ``seed + j`` (None: unseeded).
         new_eps_id: gives a fresh episode id (unique across the run's workers).
-        explore: sample actions (True) or take the greedy ones.
-        restart_failed: rebuild a sub-env that raises (see the module docstring).
-        env_id: the env's name in messages (default: its Gymnasium id or class).
-        worker_index: the rollout worker's index, for messages.
         obs_filter: the policy's observation filter (None: raw observations); updated here
             unless it is frozen (see the module docstring).
-        vector_env: the env engine, ``"rlflow"`` or a Gymnasium one
-            (`rlflow.envs.gym_vector.make_vector_env`).
 
     The envs are built on the first `sample` (or `run_episodes`). Fragment rows are ordered by
     sub-env, then time; columns: OBS, ACTIONS, REWARDS, TERMINATEDS, TRUNCATEDS, LOGP,
@@ -129,34 +123,18 @@ class VectorSampler(Sampler):
 
     def __init__(
         self,
-        creator: Callable[[], Any],
-        num_envs: int,
+        spec: SamplerSpec,
         policy: TorchPolicy,
-        seed: int | None,
         new_eps_id: Callable[[], int],
         *,
-        explore: bool = True,
-        restart_failed: bool = False,
-        env_id: str | None = None,
-        worker_index: int | None = None,
         obs_filter: MeanStdFilter | None = None,
-        vector_env: str = "rlflow",
     ) -> None:
         """Keep the parts; envs are built on the first step."""
-        super().__init__(explore=explore)
+        super().__init__(spec)
         self.obs_filter = obs_filter
         """The observation filter (None: observations reach the policy as the env gives them)."""
-        self._env_options: dict[str, Any] = {
-            "restart_failed": restart_failed,
-            "env_id": env_id,
-            "worker_index": worker_index,
-            "vector_env": vector_env,
-        }
         self.policy = policy
         """The policy that acts and postprocesses."""
-        self._creator = creator
-        self._num_envs = num_envs
-        self._seed = seed
         self._new_eps_id = new_eps_id
         self.venv: VectorEnv | GymVectorEnv | None = None
         """The vector env (None until the first step)."""
@@ -169,8 +147,15 @@ class VectorSampler(Sampler):
     def _start(self, length: int) -> None:
         self._length = length
         if self.venv is None:
+            spec = self.spec
             self.venv = make_vector_env(
-                self._creator, self._num_envs, self._seed, **self._env_options
+                spec.creator,
+                spec.num_envs,
+                spec.seed,
+                vector_env=spec.vector_env,
+                restart_failed=spec.restart_failed,
+                env_id=spec.env_id,
+                worker_index=spec.worker_index,
             )
             self._reset(self.venv)
 
@@ -195,7 +180,7 @@ class VectorSampler(Sampler):
             target: Any = getattr(env, "unwrapped", env)
             if not callable(getattr(target, "set_task", None)):
                 raise ConfigError(
-                    f"RolloutWorker {self._env_options['worker_index']}.set_task: sub-env {i} "
+                    f"RolloutWorker {self.spec.worker_index}.set_task: sub-env {i} "
                     f"({type(target).__name__}) has no set_task(task); meta-learning needs a "
                     "TaskSettableEnv such as rlflow.envs.point_nav.PointNavigation2D"
                 )
@@ -211,7 +196,7 @@ class VectorSampler(Sampler):
         """The hot loop's body: act on every sub-env at once, step them, write row ``t``."""
         venv, obs = self.venv, self._obs
         assert venv is not None and obs is not None
-        actions, extra = self.policy.compute_actions(obs, explore=self.explore)
+        actions, extra = self.policy.compute_actions(obs, explore=self.spec.explore)
         buf = self._buffers
         if record and (buf is None or buf.length != self._length):
             buf = self._buffers = self._allocate(obs, actions, extra)
@@ -282,7 +267,7 @@ class VectorSampler(Sampler):
     def _allocate(self, obs: Array, actions: Array, extra: dict[str, Array]) -> _Buffers:
         return _Buffers(
             self._length,
-            self._num_envs,
+            self.spec.num_envs,
             obs,
             actions,
             extra[ACTION_DIST_INPUTS],
@@ -362,7 +347,7 @@ class VectorSampler(Sampler):
         self.close()
         self.venv, self._obs, self._eps_ids = state
         if self.venv is not None:
-            self.venv.creator = self._creator  # not pickled with it
+            self.venv.creator = self.spec.creator  # not pickled with it
         self._env_restarts_popped = self.num_env_restarts
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 from rlflow import flow
 from rlflow.algorithms.apex.config import ApexConfig
 from rlflow.algorithms.apex.intensity import KeepTrainingIntensity
+from rlflow.algorithms.q_learning.replay import replay_shard_spec
 from rlflow.checks import check_int
 from rlflow.errors import ConfigError, PlanError
 from rlflow.flow import ActorItem, LocalIterator
@@ -53,16 +54,7 @@ def apex_plan(workers: WorkerSet, config: ApexConfig) -> LocalIterator[dict[str,
     Starts the replay shards and the learner thread (a daemon) now. A replay shard that dies
     is started again empty and the plan goes on (counter ``num_replay_shard_restarts``).
     """
-    shards = create_replay_shards(
-        config.num_replay_buffer_shards,
-        config.buffer_size,
-        prioritized=config.prioritized_replay,
-        alpha=config.prioritized_replay_alpha,
-        beta=config.prioritized_replay_beta,
-        learning_starts=config.learning_starts,
-        num_items=config.train_batch_size,
-        seed=config.seed,
-    )
+    shards = create_replay_shards(replay_shard_spec(config, config.num_replay_buffer_shards))
     register_replay_buffer(workers, "replay_shards", ReplayShards(shards.actors))
     learner = LearnerThread(
         workers.local_worker(),

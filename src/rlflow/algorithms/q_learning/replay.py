@@ -1,16 +1,23 @@
-"""A replay-based algorithm's local buffer, beta schedule and sampling/training ratio, from its
-config (`ReplayAlgorithmConfig`: DQN's, SAC's, TD3's and ppo_dqn's DQN learner's)."""
+"""A replay-based algorithm's local buffer, replay shards, beta schedule and sampling/training
+ratio, from its config (`ReplayAlgorithmConfig`: DQN's, Ape-X's, SAC's, TD3's and ppo_dqn's DQN
+learner's)."""
 
 from __future__ import annotations
 
 import functools
 
 from rlflow.algorithms.q_learning.config import ReplayAlgorithmConfig
+from rlflow.replay.actors import ReplayShardSpec
 from rlflow.replay.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from rlflow.replay.multi_agent import MultiAgentReplayBuffer
 from rlflow.schedules import LinearSchedule
 
-__all__ = ["beta_schedule", "make_replay_buffer", "training_intensity_weights"]
+__all__ = [
+    "beta_schedule",
+    "make_replay_buffer",
+    "replay_shard_spec",
+    "training_intensity_weights",
+]
 
 
 def make_replay_buffer(
@@ -32,6 +39,23 @@ def _single_buffer(config: ReplayAlgorithmConfig) -> ReplayBuffer:
             seed=config.seed,
         )
     return ReplayBuffer(config.buffer_size, seed=config.seed)
+
+
+def replay_shard_spec(config: ReplayAlgorithmConfig, num_shards: int) -> ReplayShardSpec:
+    """A distributed plan's replay shards (Ape-X's, ``num_shards`` from its
+    ``num_replay_buffer_shards``): ``buffer_size`` and ``learning_starts`` over all shards,
+    prioritized with ``prioritized_replay_alpha`` and ``prioritized_replay_beta`` as the
+    config says, ``train_batch_size`` rows per replayed batch, shard i seeded ``seed + i``."""
+    return ReplayShardSpec(
+        num_shards=num_shards,
+        capacity=config.buffer_size,
+        prioritized=config.prioritized_replay,
+        alpha=config.prioritized_replay_alpha,
+        beta=config.prioritized_replay_beta,
+        learning_starts=config.learning_starts,
+        num_items=config.train_batch_size,
+        seed=config.seed,
+    )
 
 
 def beta_schedule(config: ReplayAlgorithmConfig) -> LinearSchedule | None:
