@@ -50,7 +50,6 @@ __all__ = [
     "filter_from_json",
     "filter_to_json",
     "make_filter",
-    "make_filters",
 ]
 
 Array = npt.NDArray[Any]
@@ -285,17 +284,6 @@ def make_filter(name: str, obs_space: Any, *, where: str = "") -> MeanStdFilter 
             "frames would reach it wrongly scaled; use observation_filter='NoFilter'"
         )
     return MeanStdFilter(obs_space.shape)
-
-
-def make_filters(name: str, obs_spaces: Mapping[str, Any]) -> dict[str, MeanStdFilter]:
-    """``{policy id: filter}`` for policies with observation spaces ``obs_spaces``: empty for
-    ``"NoFilter"`` (samplers then do no per-step work for filtering)."""
-    out: dict[str, MeanStdFilter] = {}
-    for pid, space in obs_spaces.items():
-        f = make_filter(name, space, where=f"policy {pid!r}")
-        if f is not None:
-            out[pid] = f
-    return out
 
 
 def filter_to_json(obs_filter: MeanStdFilter | None) -> dict[str, Any]:

@@ -118,11 +118,24 @@ def resolve_setup(
     return TrainerSetup(spec, typed)
 
 
-def _make_workers(config: AlgorithmConfig, policy_cls: type) -> Any:
-    """Build the :class:`~rlflow.workers.WorkerSet` of a run (starts the actors)."""
+def _build_learner(setup: TrainerSetup) -> Any:
+    """The learner's rollout worker (index 0), built on the driver before any backend or actor
+    starts: building it is the run's check of its env (every policy on the env's spaces, the
+    observation filter), a `ConfigError` naming the algorithm, the env and its spaces."""
+    from rlflow.config.resources import check_learner_gpu
+    from rlflow.workers import RolloutWorker
+
+    check_learner_gpu(setup.config)  # before a policy is built on cuda
+    spec = setup.algorithm
+    return RolloutWorker(setup.config, spec.policy_cls, worker_index=0, algorithm=spec.name)
+
+
+def _make_workers(config: AlgorithmConfig, policy_cls: type, learner: Any) -> Any:
+    """Build the :class:`~rlflow.workers.WorkerSet` of a run around its learner (starts the
+    remote actors)."""
     from rlflow.workers import WorkerSet
 
-    return WorkerSet(config, policy_cls)
+    return WorkerSet(config, policy_cls, local_worker=learner)
 
 
 def _typed_config(
@@ -151,15 +164,16 @@ def check_env(
 ) -> None:
     """Raise :class:`ConfigError` for an unknown Gymnasium id, PettingZoo module or
     ``env_wrappers`` name (builds no env); with ``policy_cls``, also if the policies of ``algo``
-    cannot take the env's spaces (`rlflow.workers.sampler.check_policy_spaces`: builds one env
-    and the policies once, on the driver, before any actor starts)."""
+    cannot take the env's spaces or ``observation_filter`` cannot filter its observations
+    (builds a learner's rollout worker on the driver, as a `Trainer` does first, and closes
+    it)."""
     from rlflow.envs import config_env_creator
 
     config_env_creator(config)
     if policy_cls is not None:
-        from rlflow.workers.sampler import check_policy_spaces
+        from rlflow.workers import RolloutWorker
 
-        check_policy_spaces(config, policy_cls, algo or type(config).__name__)
+        RolloutWorker(config, policy_cls, worker_index=0, algorithm=algo).stop()
 
 
 class Trainer:
@@ -206,7 +220,8 @@ class Trainer:
         config: AlgorithmConfig | Mapping[str, Any] | None = None,
         **config_fields: Any,
     ) -> None:
-        """Validate everything, then start the backend, the workers and build the plan once."""
+        """Validate everything and build the learner's worker (the env's check), then start the
+        backend and the remote workers and build the plan once."""
         given = {"env": env, "num_workers": num_workers, "seed": seed} | config_fields
         fields = {k: v for k, v in given.items() if v is not _UNSET}
         if isinstance(algo, TrainerSetup):
@@ -219,18 +234,20 @@ class Trainer:
         else:
             setup = resolve_setup(algo, config, **fields)
         self._spec, self._config = setup
-        from rlflow.workers.sampler import check_policy_spaces
-
-        check_policy_spaces(self._config, self._spec.policy_cls, self._spec.name)
         if plan is not None:
             check_callable(plan, "Trainer(plan)")
         self._plan_fn: PlanFn = plan if plan is not None else self._spec.plan
         self._custom_plan, self._stopped = plan is not None, True
         self.loggers = LoggerSet(self._config.loggers, logdir)
         """Where each result goes (`rlflow.loggers.LoggerSet`); ``.add(logger)`` adds yours."""
-        self._owns_backend = acquire_backend(backend, address)
+        learner = _build_learner(setup)
         try:
-            self.workers: Any = _make_workers(self._config, self._spec.policy_cls)
+            self._owns_backend = acquire_backend(backend, address)
+        except BaseException:
+            learner.stop()
+            raise
+        try:
+            self.workers: Any = _make_workers(self._config, self._spec.policy_cls, learner)
             """The run's WorkerSet: ``local_worker()`` (the learner) and ``remote_workers()``."""
             try:
                 self._plan = self._build_plan()
@@ -238,6 +255,7 @@ class Trainer:
                 self.workers.stop()
                 raise
         except BaseException:
+            learner.stop()
             if self._owns_backend:
                 release_backend()
             raise

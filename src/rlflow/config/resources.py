@@ -111,3 +111,17 @@ def check_gpus(config: ResourceConfig, *, cluster_gpus: float | None) -> None:
             f"{getattr(config, 'num_workers', 0)} needs {wanted:g} GPUs but {where} has "
             f"{have:g}: set num_gpus_per_worker=0 (workers act on CPU) or add GPUs"
         )
+
+
+def check_learner_gpu(config: ResourceConfig) -> None:
+    """Raise `ConfigError` when ``num_gpus > 0`` and no GPU is visible to torch in this process
+    (the learner's policies would be built on ``cuda``); the workers' GPUs are `check_gpus`'s,
+    once the cluster is known."""
+    import torch
+
+    if config.num_gpus > 0 and not torch.cuda.is_available():
+        raise ConfigError(
+            f"{type(config).__name__}: num_gpus={config.num_gpus} but no GPU is visible to this "
+            "process (torch.cuda.is_available() is False): set num_gpus=0 to train on CPU, or "
+            "install a CUDA build of torch on a machine with a GPU"
+        )

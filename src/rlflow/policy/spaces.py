@@ -4,10 +4,10 @@ Every `rlflow.policy.TorchPolicy` class declares what it takes in three class at
 ``observation_space_types`` and ``action_space_types`` (gymnasium space classes) and
 ``supports_custom_model`` (whether ``model.custom_model`` may replace its network).
 :func:`check_policy_spaces` checks them at the start of the policy's constructor and raises
-`ConfigError` naming the policy, the space and what it takes. A `rlflow.Trainer` builds every
-policy of a run once on the driver, on a probe env's spaces, before any actor starts
-(`rlflow.workers.sampler.check_policy_spaces`), and that message gains the algorithm's and the
-env's names: ``rlflow train dqn --env Pendulum-v1`` ends there.
+`ConfigError` naming the policy, the space and what it takes. A `rlflow.Trainer` builds its
+learner's rollout worker (every policy of the run, on one probe env's spaces) on the driver
+before any backend or actor starts, and that message gains the algorithm's and the env's names
+(`rlflow.workers.RolloutWorker`): ``rlflow train dqn --env Pendulum-v1`` ends there.
 
 Structured observations (``Dict``, ``Tuple``, ``MultiDiscrete``, ``MultiBinary``) never reach a
 policy: the env creator flattens them (`rlflow.envs.flatten`); one holding a part that cannot

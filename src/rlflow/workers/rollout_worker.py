@@ -43,8 +43,9 @@ from rlflow.config import DEFAULT_POLICY_ID, AlgorithmConfig, resolve_policies
 from rlflow.data import NUM_GRAD_UPDATES, MultiAgentBatch, SampleBatch
 from rlflow.envs import EpisodeStat, config_env_creator
 from rlflow.envs.gym_vector import resolve_vector_env
+from rlflow.envs.validation import env_name
 from rlflow.errors import ConfigError
-from rlflow.filters import MeanStdFilter, make_filters
+from rlflow.filters import MeanStdFilter, make_filter
 from rlflow.flow import ParallelIteratorWorker, ShardReply
 from rlflow.policy import TorchPolicy
 from rlflow.workers.multi_agent_sampler import MultiAgentSampler
@@ -120,13 +121,22 @@ class RolloutWorker(ParallelIteratorWorker):
         worker_index: 0 for the local worker (the learner), 1..N for remote workers. Seeds the
             envs (``seed + index * 10000 + j`` for sub-env j), the policy's sampling RNG
             (``seed + index``) and the minibatch shuffling RNG.
+        algorithm: the algorithm's registered name, for the `ConfigError` raised when a policy
+            cannot take the env's spaces or ``observation_filter`` cannot filter its
+            observations (it names the algorithm, the env and both spaces); default: the config
+            class's name.
 
     The local worker builds its envs only when it samples (``num_workers == 0``); to build its
     policy it reads the spaces from one env made and closed at once.
     """
 
     def __init__(
-        self, config: AlgorithmConfig, policy_cls: type[TorchPolicy], *, worker_index: int
+        self,
+        config: AlgorithmConfig,
+        policy_cls: type[TorchPolicy],
+        *,
+        worker_index: int,
+        algorithm: str | None = None,
     ) -> None:
         """Build the policy map; envs are built on the first ``sample()``."""
         super().__init__(self._sample_forever, repeat=False)
@@ -139,22 +149,34 @@ class RolloutWorker(ParallelIteratorWorker):
         """The settings of this worker's sampler (`SamplerSpec`), built once; evaluation runs
         a variant of them."""
         self.policy_map: dict[PolicyID, TorchPolicy] = {}
-        # Typed per-policy configs: a bad override raises here, on the driver's local worker,
-        # before WorkerSet starts any remote one.
+        self.filters: dict[PolicyID, MeanStdFilter] = {}
+        """``{policy id: observation filter}``: empty with ``observation_filter="NoFilter"``."""
+        # Typed per-policy configs, then each policy on the env's spaces: a bad override or a
+        # space a policy cannot take raises here, on the driver's local worker, before
+        # WorkerSet starts any remote one (the learner's worker is the run's check of its env).
         for k, (pid, (cls, policy_config)) in enumerate(
             resolve_policies(config, policy_cls).items()
         ):
-            self.policy_map[pid] = cls(
-                *spaces_of[pid],
-                policy_config,
-                seed=None if policy_seed is None else policy_seed + k * _POLICY_SEED_STRIDE,
-                worker_index=worker_index,
-            )
-        self.filters: dict[PolicyID, MeanStdFilter] = make_filters(
-            config.observation_filter,
-            {pid: p.observation_space for pid, p in self.policy_map.items()},
-        )
-        """``{policy id: observation filter}``: empty with ``observation_filter="NoFilter"``."""
+            obs_space, act_space = spaces_of[pid]
+            try:
+                policy = cls(
+                    obs_space,
+                    act_space,
+                    policy_config,
+                    seed=None if policy_seed is None else policy_seed + k * _POLICY_SEED_STRIDE,
+                    worker_index=worker_index,
+                )
+                obs_filter = make_filter(config.observation_filter, policy.observation_space)
+            except ConfigError as err:
+                owner = repr(algorithm or type(config).__name__)
+                owner += "" if pid == DEFAULT_POLICY_ID else f" (policy {pid!r}, {cls.__name__})"
+                raise ConfigError(
+                    f"algorithm {owner} cannot use env {env_name(config.env)!r}: its action "
+                    f"space is {act_space}, its observation space {obs_space}; {err}"
+                ) from None
+            self.policy_map[pid] = policy
+            if obs_filter is not None:
+                self.filters[pid] = obs_filter
         self._sampler: Sampler | None = None
         self.global_vars: dict[str, Any] = {}
         """Values pushed with the weights (``{"timestep": env steps sampled}``)."""

@@ -35,20 +35,15 @@ import gymnasium as gym
 from rlflow.checks import check_int
 from rlflow.config import DEFAULT_POLICY_ID
 from rlflow.data import MultiAgentBatch, SampleBatch
-from rlflow.envs.creator import config_env_creator
 from rlflow.envs.multi_agent import MultiAgentEnv
-from rlflow.envs.validation import env_name
 from rlflow.envs.vector import EpisodeStat
 from rlflow.errors import ConfigError
-from rlflow.filters import make_filter
-from rlflow.policy import TorchPolicy
 
 __all__ = [
     "Sampler",
     "SamplerSpec",
     "agent_policy_map",
     "as_multi_agent_env",
-    "check_policy_spaces",
     "is_multi_agent_env",
     "policy_spaces",
 ]
@@ -248,34 +243,3 @@ def policy_spaces(
             )
         out[pid] = (obs_space, act_space)
     return out
-
-
-def check_policy_spaces(config: Any, policy_cls: type[TorchPolicy], algo: str) -> None:
-    """Build each policy of a run once, on the driver, on the spaces of one probe env: a
-    `ConfigError` naming the algorithm, the env and its spaces if a policy cannot take them
-    (DQN with a Box action space; any policy with a MultiDiscrete one: rlflow has no
-    distribution for it), or its observations cannot be filtered by ``observation_filter``
-    (`rlflow.filters.make_filter`). The probe env is closed at once; no actor or backend is
-    started.
-    """
-    from rlflow.config import resolve_policies
-
-    probe = config_env_creator(config)()
-    try:
-        multi_agent = is_multi_agent_env(probe)
-        specs = config.policy_specs()
-        mapping_fn = config.policy_mapping_fn
-        spaces_of = policy_spaces(probe, specs, mapping_fn, config.env, multi_agent=multi_agent)
-    finally:
-        probe.close()
-    for pid, (cls, policy_config) in resolve_policies(config, policy_cls).items():
-        obs_space, act_space = spaces_of[pid]
-        try:
-            policy = cls(obs_space, act_space, policy_config, seed=0)
-            make_filter(config.observation_filter, policy.observation_space)
-        except ConfigError as err:
-            policy = "" if pid == DEFAULT_POLICY_ID else f" (policy {pid!r}, {cls.__name__})"
-            raise ConfigError(
-                f"algorithm {algo!r}{policy} cannot use env {env_name(config.env)!r}: its "
-                f"action space is {act_space}, its observation space {obs_space}; {err}"
-            ) from None

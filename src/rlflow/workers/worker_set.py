@@ -16,7 +16,7 @@ from rlflow import flow
 from rlflow.checks import check_callable, check_int, check_number
 from rlflow.config import AlgorithmConfig
 from rlflow.config.resources import check_gpus
-from rlflow.errors import WorkerError
+from rlflow.errors import ConfigError, WorkerError
 from rlflow.policy import TorchPolicy
 from rlflow.workers.rollout_worker import RolloutWorker
 
@@ -48,6 +48,9 @@ class WorkerSet:
     Args:
         config: the algorithm config; ``num_workers`` remote workers are started.
         policy_cls: the policy class every worker builds.
+        local_worker: the learner's worker (index 0), already built from ``config`` and
+            ``policy_cls`` (a `rlflow.Trainer` builds it before the backend starts, as its
+            check of the env); None: built here.
         start_timeout_s: how long :meth:`recreate_worker` waits for a new actor to answer
             when no other worker is healthy (seconds, > 0).
     """
@@ -57,19 +60,26 @@ class WorkerSet:
         config: AlgorithmConfig,
         policy_cls: type[TorchPolicy],
         *,
+        local_worker: RolloutWorker | None = None,
         start_timeout_s: float = _START_TIMEOUT_S,
     ) -> None:
-        """Start the remote actors, then build the local worker (the learner) here."""
+        """Build the local worker (the learner) here unless given, then start the remote
+        actors."""
         self.config = config
         self.policy_cls = policy_cls
         self.start_timeout_s = check_number(
             start_timeout_s, "WorkerSet: start_timeout_s", low=0, low_open=True
         )
+        if local_worker is not None and local_worker.worker_index != 0:
+            raise ConfigError(
+                f"WorkerSet(local_worker={local_worker!r}): the local worker is the learner, "
+                "worker index 0"
+            )
         # Before the local worker builds a policy on cuda; without a backend yet (the error for
         # that comes when remote workers start) the GPUs are checked as in-process ones.
         resources = flow.cluster_resources() if flow.is_initialized() else None
         check_gpus(config, cluster_gpus=None if resources is None else resources.get("GPU", 0.0))
-        self._local = RolloutWorker(config, policy_cls, worker_index=0)
+        self._local = local_worker or RolloutWorker(config, policy_cls, worker_index=0)
         self._actor_cls = flow.remote(RolloutWorker).options(**self._actor_options(config))
         self._group = self._placement_group(config)
         # Remote actors start first: their processes import torch and build envs while this
