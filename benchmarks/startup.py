@@ -9,9 +9,10 @@ turn), with the load average printed per round:
   (and, for Ray, that plus ``ray.init()`` / ``ray.shutdown()`` of a 2-CPU session). The ratio
   is command / floor.
 - **breakdown** (a fresh process per backend, ``--breakdown``): the same run driven from Python
-  with each start-up phase timed: importing rlflow, validating the config (``check_env``:
-  builds one env and the policy on the driver, which imports torch), starting the backend, the
-  workers (remote actors ready: their first ``ping``), building the plan, the first
+  with each start-up phase timed: importing rlflow, resolving the config (``resolve_setup``:
+  the typed config and the env names), building the learner's worker on the driver (one probe
+  env and the policy: the env check), starting the backend, the remote workers (started, then
+  ready: their first ``ping``), building the plan, the first
   ``train()`` (and whether ``torch._dynamo`` got imported: it costs about as long as torch, and
   rlflow's Adam avoids it), and stopping.
 
@@ -73,9 +74,10 @@ def breakdown(backend: str) -> dict[str, float]:
     from rlflow.algorithms import tuned_config
 
     lap("import rlflow (after torch)")
-    timed(trainer_mod, "check_env", "validate + driver policy", phases)
+    timed(trainer_mod, "resolve_setup", "resolve config + env names", phases)
+    timed(trainer_mod, "_build_learner", "learner worker (env check)", phases)
     timed(trainer_mod, "acquire_backend", "backend start", phases)
-    timed(trainer_mod, "_make_workers", "workers (local built, remote started)", phases)
+    timed(trainer_mod, "_make_workers", "remote workers started", phases)
     mark = time.perf_counter()
     config = tuned_config("ppo", "CartPole-v1")
     trainer = trainer_mod.Trainer("ppo", backend=backend, config=config)
