@@ -2,7 +2,8 @@
 
 ``data/defaults.json`` was generated from the configs before they were rebuilt from field groups
 (each class -> field -> the ``repr`` of its default, a callable as ``<callable module:name>``); a
-default changes only with this table, on purpose.
+default changes only with this table, on purpose. ``PPODQNConfig.ppo`` / ``.dqn`` were ``{}``
+(no overrides of `PPOConfig` / `DQNConfig`) and are now a default `PPOConfig` / `DQNConfig`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ CLASSES += [spec.config_cls for spec in ALGORITHMS.values()]
 
 
 def _encode(value: Any) -> str:
+    if isinstance(value, AlgorithmConfig):
+        # ppo_dqn's learners were dicts of overrides ({}: the config class's defaults); now
+        # whole configs, written here as the fields that differ from a fresh one's.
+        fresh = type(value)()
+        names = [f.name for f in dataclasses.fields(value)]
+        return repr({n: getattr(value, n) for n in names if getattr(value, n) != getattr(fresh, n)})
     if callable(value):
         return f"<callable {value.__module__}:{value.__qualname__}>"
     return repr(value)
