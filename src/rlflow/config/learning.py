@@ -149,9 +149,9 @@ class TargetNetworkConfig(FieldGroup):
 
     target_network_update_freq: int = 500
     """Update the target network(s) every this many env steps, >= 0 (0: after every train
-    step). DQN, SAC and TD3 count env steps *sampled*; Ape-X and APPO, whose learner runs
-    apart from sampling, env steps *trained*. DQN, Ape-X and APPO copy the model into the
-    target; SAC and TD3 Polyak-average with ``tau``."""
+    step). DQN (ppo_dqn's DQN learner too), SAC and TD3 count env steps *sampled*; Ape-X and
+    APPO, whose learner runs apart from sampling, env steps *trained*. DQN, Ape-X and APPO
+    copy the model into the target; SAC and TD3 Polyak-average with ``tau``."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
