@@ -39,7 +39,7 @@ from rlflow.replay import MultiAgentReplayBuffer, ReplayBuffer
 
 def two_trainer_plan(workers: Any, config: Any) -> Any:
     """The composed plan (the paper's listing, with each learner's own settings)."""
-    ppo, dqn = config.ppo_config(), config.dqn_config()
+    ppo, dqn = config.ppo, config.dqn
     buffer = MultiAgentReplayBuffer(lambda: ReplayBuffer(dqn.buffer_size, seed=dqn.seed))
     r1, r2 = parallel_rollouts(workers, mode="bulk_sync").duplicate(n=2)
     dqn_store = r1.for_each(SelectExperiences(["dqn_policy"])).for_each(

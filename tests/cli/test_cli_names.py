@@ -13,6 +13,7 @@ import yaml
 
 from rlflow import flow
 from rlflow.algorithms.pg import PGConfig
+from rlflow.algorithms.ppo_dqn import PPODQNConfig
 from rlflow.cli import main
 from rlflow.cli.parser import build_parser
 from rlflow.cli.resolve import parse_sets, resolve_run
@@ -150,6 +151,20 @@ def test_a_dotted_set_changes_one_key_and_keeps_the_rest(tmp_path: Path) -> None
     assert parse_sets(PGConfig, sets) == {"model": {"activation": "tanh", "hidden": [2]}}
     nested = parse_sets(PGConfig, ["env_config.a.b=1"], base={"env_config": {"a": {"c": 2}}})
     assert nested == {"env_config": {"a": {"c": 2, "b": 1}}}
+
+
+def test_a_dotted_set_sets_one_field_of_a_learner_config() -> None:
+    argv = ["train", "ppo_dqn", "--env", "multi_cartpole", "--set", "ppo.lr=1e-3"]
+    argv += ["--set", "dqn.buffer_size=20000", "--set", "ppo.model.hidden=[16]"]
+    config = resolve_run(build_parser().parse_args(argv)).config
+    assert config.ppo.lr == 0.001 and config.ppo.model == {"hidden": [16]}
+    assert config.dqn.buffer_size == 20000
+    # The rest of each learner's settings (from the tuned file) is kept.
+    assert config.ppo.num_sgd_iter == 20 and config.dqn.n_step == 3
+    sets = parse_sets(PPODQNConfig, ["ppo.gamma=0.9"], base={"ppo": {"lr": 0.01}})
+    assert sets == {"ppo": {"lr": 0.01, "gamma": 0.9}}
+    with pytest.raises(ConfigError, match=r"--set ppo.lrr: PPOConfig has no field 'lrr'; did you"):
+        parse_sets(PPODQNConfig, ["ppo.lrr=1"])
 
 
 @pytest.mark.parametrize(

@@ -17,9 +17,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from rlflow.config import AlgorithmConfig
 from rlflow.config.files import (
     ConfigFile,
     build_config,
+    coerce_field,
     load_config_file,
     parse_value,
     tuned_config_path,
@@ -60,14 +62,24 @@ def is_number(value: Any) -> bool:
 
 
 def _default(config_cls: Any, name: str) -> Any:
-    """The default of field ``name`` of a config dataclass (None if it has none)."""
+    """The default of field ``name`` of a config dataclass (None if it has none), as a file
+    would write it: for a field that holds a config (``ppo_dqn``'s ``ppo``), ``{}``, no
+    overrides of that config's defaults."""
     for f in dataclasses.fields(config_cls):
         if f.name == name:
+            if _sub_config(config_cls, name) is not None:
+                return {}
             if f.default is not dataclasses.MISSING:
                 return f.default
             if f.default_factory is not dataclasses.MISSING:
                 return f.default_factory()
     return None
+
+
+def _sub_config(config_cls: Any, name: str) -> type[AlgorithmConfig] | None:
+    """The config class field ``name`` holds (``PPODQNConfig.ppo``: `PPOConfig`), else None."""
+    hint = config_cls.field_type(name)
+    return hint if isinstance(hint, type) and issubclass(hint, AlgorithmConfig) else None
 
 
 def resolve_run(args: argparse.Namespace) -> RunSpec:
@@ -102,8 +114,11 @@ def parse_sets(
 
     A dotted key sets one key inside a dict field (``model.hidden=[32,32]``; more dots reach
     nested dicts): the field's value in ``base`` (the config built so far), else its default,
-    with that one key replaced, so the rest is kept. ConfigError naming the key for an unknown
-    field (with the closest name) or one that is not a dict.
+    with that one key replaced, so the rest is kept. A field that holds a config (``ppo_dqn``'s
+    ``ppo.lr=0.001``, ``dqn.buffer_size=10000``) is a dict of overrides of that config's
+    defaults here, as in a file: the dotted key sets one of its fields (checked against that
+    config class, the value fitted to its type by `rlflow.config.files.coerce_field`). ConfigError
+    naming the key for an unknown field (with the closest name) or one that is not a dict.
     """
     values: dict[str, Any] = {}
     for item in items:
@@ -116,8 +131,15 @@ def parse_sets(
         if not dot:
             values[name] = value
             continue
+        parts, label = rest.split("."), f"--set {key}"
+        sub_config = _sub_config(config_cls, name)
+        if sub_config is not None and parts[0]:
+            try:
+                sub_config.check_keys(parts[:1])
+            except ConfigError as err:
+                raise ConfigError(f"{label}: {err}") from None
         current = values.get(name, (base or {}).get(name, _default(config_cls, name)))
-        values[name] = _with_key(current, rest.split("."), value, f"--set {key}")
+        values[name] = coerce_field(config_cls, name, _with_key(current, parts, value, label))
     return values
 
 

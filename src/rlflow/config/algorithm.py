@@ -1,9 +1,16 @@
-"""Algorithm configs: one frozen, keyword-only dataclass per algorithm.
+"""`AlgorithmConfig`: the fields every algorithm has, built from field groups; `PolicySpec` and
+the multi-agent fields.
 
-:class:`AlgorithmConfig` holds the fields every algorithm shares (RLlib's names where the meaning
-is the same); each algorithm subclasses it and adds its own. Validation runs in ``__post_init__``
-and raises :class:`~rlflow.errors.ConfigError` naming class, field, value and rule, before any
-actor starts. :meth:`AlgorithmConfig.from_dict` rejects unknown keys with the closest valid name.
+:class:`AlgorithmConfig` is one level of bases, the field groups (`RolloutConfig`,
+`TrainingConfig`, `ModelConfig`, `ReportingConfig`, `ResourceConfig`, `FailureConfig`), plus
+its own multi-agent fields (``policies``, ``policy_mapping_fn``, ``policies_to_train``: they
+name policies, each with an `AlgorithmConfig` of its own, so they live with it) and the methods
+that build configs (`from_dict`, `replace`, `to_dict`). Each algorithm's config composes it
+with the groups it has (`rlflow.config.learning`) and its own fields, and sets its defaults in
+its class statement (``defaults=``, see `rlflow.config.group`). Validation runs in
+``__post_init__`` and raises :class:`~rlflow.errors.ConfigError` naming class, field, value and
+rule, before any actor starts. :meth:`AlgorithmConfig.from_dict` rejects unknown keys with the
+closest valid name.
 """
 
 from __future__ import annotations
@@ -15,11 +22,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from rlflow.checks import check_int, check_number
-from rlflow.config.model import check_model, import_object
-from rlflow.config.rollouts import EnvRunConfig
+from rlflow.config.failures import FailureConfig
+from rlflow.config.model import ModelConfig, import_object
+from rlflow.config.reporting import ReportingConfig
+from rlflow.config.resources import ResourceConfig
+from rlflow.config.rollouts import RolloutConfig
+from rlflow.config.training import TrainingConfig
 from rlflow.errors import ConfigError
-from rlflow.schedules import PiecewiseSchedule
 
 C = TypeVar("C", bound="AlgorithmConfig")
 
@@ -106,50 +115,18 @@ class PolicySpec:
 
 
 @dataclass(frozen=True, kw_only=True)
-class AlgorithmConfig(EnvRunConfig):
-    """Fields shared by every algorithm; subclasses add theirs and call super's post-init.
+class AlgorithmConfig(
+    RolloutConfig, TrainingConfig, ModelConfig, ReportingConfig, ResourceConfig, FailureConfig
+):
+    """The fields every algorithm has: its field groups' and the multi-agent ones.
 
-    The failure fields (``recreate_failed_workers``, ...) come from `FailureConfig`, the
-    resources from `ResourceConfig`, ``loggers`` from `LoggingConfig`, ``env_wrappers`` and the
-    evaluation fields from `EnvRunConfig`.
+    Groups: `RolloutConfig` (env, workers, fragments, seed), `TrainingConfig` (batch, gamma,
+    lr, grad_clip), `ModelConfig` (``model``), `ReportingConfig` (loggers, iteration length,
+    evaluation), `ResourceConfig` (CPUs, GPUs, placement, torch threads), `FailureConfig`
+    (worker and env restarts, stragglers, what a checkpoint holds). An algorithm's config
+    extends it (or a family's config) and changes defaults with ``defaults=``.
     """
 
-    env: str | Callable[[], Any] = "CartPole-v1"
-    """Gymnasium id (e.g. ``"CartPole-v1"``) or a zero-argument callable returning an env."""
-    env_config: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments for ``gymnasium.make`` (or the creator)."""
-    num_workers: int = 2
-    """Remote rollout workers (actors), >= 0; 0 samples on the local (learner) worker."""
-    num_envs_per_worker: int = 1
-    """Envs stepped in one vectorized loop inside each worker, >= 1."""
-    rollout_fragment_length: int = 200
-    """Env steps per env in one ``sample()`` call of a worker, >= 1."""
-    train_batch_size: int = 4000
-    """Env steps per training batch, >= 1."""
-    gamma: float = 0.99
-    """Discount factor, in [0, 1]."""
-    lr: float = 5e-4
-    """Learning rate (Adam), > 0."""
-    lr_schedule: list[list[float]] | None = None
-    """``[[timestep, lr], ...]`` (timesteps from 0, nondecreasing; env steps sampled): the
-    learner's lr, linear in between and flat after the last point; overrides ``lr``."""
-    grad_clip: float | None = None
-    """Clip gradients by this global norm (> 0), or None for no clipping."""
-    model: dict[str, Any] = field(default_factory=dict)
-    """Model options: ``hidden`` (tuple of layer sizes), ``activation``, ``shared``; or a
-    user's network, ``custom_model`` (``"package.module:Class"`` or the class; see
-    `rlflow.models.custom`) with ``custom_model_config`` (a dict of its options)."""
-    seed: int | None = 0
-    """Seed of envs, policies and sampling; None for fresh entropy every run."""
-    num_torch_threads: int = 1
-    """Torch intra-op threads per process (learner and each worker), >= 1."""
-    min_time_s_per_iteration: float = 0.0
-    """An iteration (one ``train()`` result) lasts at least this long, in seconds, >= 0."""
-    min_steps_per_iteration: int = 0
-    """An iteration samples at least this many env steps, >= 0 (RLlib's
-    ``timesteps_per_iteration``)."""
-    metrics_num_episodes_for_smoothing: int = 100
-    """Episode return/length means are over at most this many recent episodes, >= 1."""
     policies: dict[str, PolicySpec] = field(default_factory=dict)
     """Multi-agent: policy id -> `PolicySpec` (a plain dict with its fields works too).
     Empty: one policy, ``"default_policy"``, acts for every agent."""
@@ -162,41 +139,13 @@ class AlgorithmConfig(EnvRunConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._check_env()
-        self._check_int("num_workers", 0)
-        self._check_int("num_envs_per_worker", 1)
-        self._check_int("rollout_fragment_length", 1)
-        self._check_int("train_batch_size", 1)
-        self._check_range("gamma", 0.0, 1.0)
-        self._check_positive("lr")
-        if self.lr_schedule is not None:
-            PiecewiseSchedule.from_points(self.lr_schedule, self._label("lr_schedule"))
-        if self.grad_clip is not None:
-            self._check_positive("grad_clip")
-        if self.seed is not None:
-            self._check_int("seed", 0)
-        self._check_int("num_torch_threads", 1)
-        self._check_range("min_time_s_per_iteration", 0.0, float("inf"))
-        self._check_int("min_steps_per_iteration", 0)
-        self._check_int("metrics_num_episodes_for_smoothing", 1)
         self._check_multi_agent()
 
     # ----------------------------------------------------------------------- validation
-    def _bad(self, name: str, rule: str) -> ConfigError:
-        value = getattr(self, name)
-        return ConfigError(f"{type(self).__name__}.{name}={value!r} {rule}")
-
-    def _check_env(self) -> None:
-        if not (isinstance(self.env, str) or callable(self.env)):
-            raise self._bad("env", "must be a Gymnasium id or a zero-argument env creator")
-        if not isinstance(self.env_config, dict):
-            raise self._bad("env_config", "must be a dict of env keyword arguments")
-        check_model(self.model, self._label("model"))
-
     def _check_multi_agent(self) -> None:
         specs = self._policy_specs_checked()
         object.__setattr__(self, "policies", specs)
-        self._check_mapping_fn(len(specs))
+        self._check_mapping_fn()
         if self.policies_to_train is not None:
             known = self.policy_ids()
             bad = [p for p in self.policies_to_train if p not in known]
@@ -226,7 +175,7 @@ class AlgorithmConfig(EnvRunConfig):
             specs[pid] = spec
         return specs
 
-    def _check_mapping_fn(self, num_policies: int) -> None:
+    def _check_mapping_fn(self) -> None:
         """Import a ``"module:function"`` mapping fn; one is needed with several policies."""
         fn = self.policy_mapping_fn
         if isinstance(fn, str):
@@ -234,11 +183,11 @@ class AlgorithmConfig(EnvRunConfig):
             object.__setattr__(self, "policy_mapping_fn", fn)
         if fn is not None and not callable(fn):
             raise self._bad("policy_mapping_fn", "must be a function agent_id -> policy_id")
-        if fn is None and num_policies > 1:
+        if fn is None and len(self.policy_ids()) > 1:
             raise self._bad(
                 "policy_mapping_fn",
-                f"must be given with more than one policy ({sorted(self.policies)}): it maps "
-                "each agent id to a policy id",
+                f"must be given with more than one policy ({sorted(self.policy_ids())}): it "
+                "maps each agent id to a policy id",
             )
 
     def _check_overrides(self, pid: str, spec: PolicySpec) -> None:
@@ -261,23 +210,6 @@ class AlgorithmConfig(EnvRunConfig):
     def policy_specs(self) -> dict[str, PolicySpec]:
         """`policies`, or one default `PolicySpec` under ``"default_policy"`` when empty."""
         return dict(self.policies) or {DEFAULT_POLICY_ID: PolicySpec()}
-
-    def _label(self, name: str) -> str:
-        return f"{type(self).__name__}.{name}"
-
-    def _check_int(self, name: str, low: int) -> None:
-        check_int(getattr(self, name), self._label(name), low=low)
-
-    def _check_positive(self, name: str) -> None:
-        check_number(getattr(self, name), self._label(name), low=0, low_open=True)
-
-    def _check_range(self, name: str, low: float, high: float) -> None:
-        check_number(getattr(self, name), self._label(name), low=low, high=high)
-
-    def _check_le(self, name: str, other: str) -> None:
-        """Raise unless field ``name`` <= field ``other`` (e.g. minibatch <= train batch)."""
-        if getattr(self, name) > getattr(self, other):
-            raise self._bad(name, f"must be <= {other}={getattr(self, other)!r}")
 
     # ------------------------------------------------------------------------ building
     @classmethod
@@ -317,28 +249,6 @@ class AlgorithmConfig(EnvRunConfig):
         """The resolved type annotation of field ``name``."""
         hints = typing.get_type_hints(cls)
         return hints[name]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ActorCriticConfig(AlgorithmConfig):
-    """The advantage settings of on-policy actor-critic algorithms (PG, A2C, A3C, PPO).
-
-    `rlflow.policy.TorchPolicy` reads them to postprocess a trajectory (GAE or discounted
-    returns); algorithms whose policies postprocess otherwise (DQN, IMPALA) do not have them.
-    """
-
-    use_critic: bool = True
-    """Learn a value function; advantages are then returns (or GAE) minus V(s)."""
-    use_gae: bool = True
-    """Use GAE(``lambda_``) advantages (needs ``use_critic``)."""
-    lambda_: float = 1.0
-    """GAE lambda, in [0, 1] (only with ``use_gae``)."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self._check_range("lambda_", 0.0, 1.0)
-        if self.use_gae and not self.use_critic:
-            raise self._bad("use_gae", "needs use_critic=True (GAE uses the critic)")
 
 
 def policy_config_class(policy_class: type) -> type[AlgorithmConfig]:

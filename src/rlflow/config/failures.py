@@ -1,6 +1,6 @@
-"""`FailureConfig`: how a run meets failures — the fields every algorithm config inherits.
+"""`FailureConfig`: the field group of how a run meets failures (every algorithm config has it).
 
-Kept apart from `rlflow.config.AlgorithmConfig` (which extends it) so the failure model reads in
+One of the groups `rlflow.config.AlgorithmConfig` is built from, so the failure model reads in
 one place; RLlib's names where they exist. DESIGN.md "Failures are normal" says what each
 failure does to a run.
 """
@@ -10,12 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlflow.checks import check_bool, check_int, check_number
+from rlflow.config.group import FieldGroup
 
 __all__ = ["FailureConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class FailureConfig:
+class FailureConfig(FieldGroup):
     """Worker recreation, env restarts, stragglers and what a checkpoint holds."""
 
     recreate_failed_workers: bool = True
@@ -40,6 +41,7 @@ class FailureConfig:
     starts with empty buffers."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         name = type(self).__name__
         check_bool(self.recreate_failed_workers, f"{name}.recreate_failed_workers")
         check_int(self.max_worker_restarts, f"{name}.max_worker_restarts", low=0)

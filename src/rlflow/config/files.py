@@ -11,13 +11,17 @@ The command line (``rlflow train``) and `rlflow.algorithms.tuned_config` both re
 whichever way it is loaded. The one coercion rule (`coerce_field`, also applied to ``--set``
 values by `parse_value`) fits YAML's values to the field types: a field that admits a float
 takes ints as floats and numeric strings such as ``1e-3`` (a string in YAML 1.1, which PyYAML
-reads) as floats; every other value is left as it is and checked by the config class.
+reads) as floats; a field that holds a config (``ppo_dqn``'s ``ppo`` and ``dqn``) takes a
+mapping of that config's fields, each fitted by the same rule; every other value is left as it
+is and checked by the config class.
 
->>> from rlflow.algorithms import DQNConfig
+>>> from rlflow.algorithms import DQNConfig, PPODQNConfig
 >>> coerce_field(DQNConfig, "training_intensity", 16), coerce_field(DQNConfig, "lr", "1e-3")
 (16.0, 0.001)
 >>> coerce_field(DQNConfig, "n_step", 3)
 3
+>>> coerce_field(PPODQNConfig, "dqn", {"lr": "1e-3", "n_step": 3})
+{'lr': 0.001, 'n_step': 3}
 """
 
 from __future__ import annotations
@@ -29,12 +33,10 @@ import typing
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
+from rlflow.config.algorithm import AlgorithmConfig
 from rlflow.errors import ConfigError
-
-if TYPE_CHECKING:
-    from rlflow.config import AlgorithmConfig
 
 __all__ = [
     "STOP_ALIASES",
@@ -135,6 +137,8 @@ def coerce_field(config_cls: type[AlgorithmConfig], key: str, value: Any) -> Any
     if key not in config_cls.field_names() or isinstance(value, bool):
         return value
     hint = config_cls.field_type(key)
+    if isinstance(hint, type) and issubclass(hint, AlgorithmConfig) and isinstance(value, Mapping):
+        return {k: coerce_field(hint, k, v) for k, v in value.items()}
     allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
     if float not in allowed:
         return value

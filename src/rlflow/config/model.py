@@ -1,19 +1,23 @@
-"""The ``model`` dict of a config: its keys and their rules (custom models included).
+"""`ModelConfig`: the field group of the ``model`` dict, its keys and their rules (custom models
+included).
 
-`rlflow.config.AlgorithmConfig` checks its ``model`` with :func:`check_model`, before any actor
-starts. The built-in network reads ``hidden``, ``activation`` and ``shared``
-(`rlflow.models.build_model`); a user's network is ``custom_model`` with its options
-``custom_model_config`` (`rlflow.models.custom` documents the interface).
+One of the groups `rlflow.config.AlgorithmConfig` is built from; it checks ``model`` with
+:func:`check_model`, before any actor starts. The built-in network reads ``hidden``,
+``activation`` and ``shared`` (`rlflow.models.build_model`); a user's network is
+``custom_model`` with its options ``custom_model_config`` (`rlflow.models.custom` documents the
+interface).
 """
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass, field
 from typing import Any
 
+from rlflow.config.group import FieldGroup
 from rlflow.errors import ConfigError
 
-__all__ = ["MODEL_KEYS", "check_model", "custom_model_class", "import_object"]
+__all__ = ["MODEL_KEYS", "ModelConfig", "check_model", "custom_model_class", "import_object"]
 
 MODEL_KEYS = ("hidden", "activation", "shared", "custom_model", "custom_model_config")
 """The keys a config's ``model`` dict may set: the built-in network's ``hidden``, ``activation``
@@ -97,3 +101,19 @@ model.custom_model; name the model class it configures
         )
     if custom is not None:
         custom_model_class(custom, f"{label}.custom_model")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig(FieldGroup):
+    """The policy's network: the built-in one's shape, or a custom model."""
+
+    model: dict[str, Any] = field(default_factory=dict)
+    """Model options: ``hidden`` (tuple of layer sizes), ``activation``, ``shared``; or a
+    user's network, ``custom_model`` (``"package.module:Class"`` or the class; see
+    `rlflow.models.custom`) with ``custom_model_config`` (a dict of its options). SAC and TD3
+    shape the actor and each critic alike with ``hidden`` and ``activation``. A key left out
+    takes the policy's default (two hidden layers of 64)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_model(self.model, self._label("model"))

@@ -1,18 +1,20 @@
-"""`LoggingConfig`: where a run's results go — the ``loggers`` field every algorithm config
-inherits.
+"""`ReportingConfig`: the field group of what a run reports: where results go (``loggers``), how
+long an iteration is, how episode means are smoothed, and periodic evaluation.
 
-Kept apart from `rlflow.config.AlgorithmConfig` (which extends it); the writers themselves are
-in `rlflow.loggers`, which a `rlflow.Trainer` with a ``logdir`` opens there.
+One of the groups `rlflow.config.AlgorithmConfig` is built from. The writers themselves are in
+`rlflow.loggers`, which a `rlflow.Trainer` with a ``logdir`` opens there; the evaluation runs in
+`rlflow.Trainer.train`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlflow.config.resources import ResourceConfig
+from rlflow.checks import check_int
+from rlflow.config.group import FieldGroup
 from rlflow.errors import ConfigError
 
-__all__ = ["DEFAULT_LOGGERS", "LOGGER_NAMES", "LoggingConfig"]
+__all__ = ["DEFAULT_LOGGERS", "LOGGER_NAMES", "ReportingConfig"]
 
 LOGGER_NAMES = ("jsonl", "csv", "tensorboard", "wandb", "mlflow")
 """The built-in loggers (`rlflow.loggers`): ``progress.jsonl``, ``progress.csv``, TensorBoard
@@ -23,8 +25,8 @@ DEFAULT_LOGGERS = ("jsonl", "csv", "tensorboard")
 
 
 @dataclass(frozen=True, kw_only=True)
-class LoggingConfig(ResourceConfig):
-    """The result sinks of a run (the resource and failure fields come from its bases)."""
+class ReportingConfig(FieldGroup):
+    """Result sinks, iteration length, episode-mean smoothing and periodic evaluation."""
 
     loggers: tuple[str, ...] = DEFAULT_LOGGERS
     """Built-in loggers a `rlflow.Trainer` with a ``logdir`` writes each result to, in order:
@@ -32,10 +34,33 @@ class LoggingConfig(ResourceConfig):
     otherwise), ``mlflow`` (a local file store unless ``MLFLOW_TRACKING_URI`` is set); a list,
     or one comma-separated string (``"csv,tensorboard"``). Empty: none. Without a ``logdir``
     nothing is written. Loggers of your own: ``trainer.loggers.add(logger)``."""
+    min_time_s_per_iteration: float = 0.0
+    """An iteration (one ``train()`` result) lasts at least this long, in seconds, >= 0."""
+    min_steps_per_iteration: int = 0
+    """An iteration samples at least this many env steps, >= 0 (RLlib's
+    ``timesteps_per_iteration``; DQN's default is RLlib's, 1000)."""
+    metrics_num_episodes_for_smoothing: int = 100
+    """Episode return/length means are over at most this many recent episodes, >= 1."""
+    evaluation_interval: int = 0
+    """Evaluate every this many training iterations, >= 0 (0: never): greedy episodes on a
+    fresh env of the learner (`rlflow.Trainer.evaluate`), reported in that iteration's result
+    under ``evaluation/`` keys (``evaluation/episode_return_mean``, ...)."""
+    evaluation_num_episodes: int = 10
+    """Episodes per periodic evaluation, >= 1."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        label = f"{type(self).__name__}.loggers"
+        self._check_loggers()
+        self._check_range("min_time_s_per_iteration", 0.0, float("inf"))
+        self._check_int("min_steps_per_iteration", 0)
+        self._check_int("metrics_num_episodes_for_smoothing", 1)
+        name = type(self).__name__
+        check_int(self.evaluation_interval, f"{name}.evaluation_interval", low=0)
+        check_int(self.evaluation_num_episodes, f"{name}.evaluation_num_episodes", low=1)
+
+    def _check_loggers(self) -> None:
+        """Check ``loggers`` and store it as a tuple of names (a string is split at commas)."""
+        label = self._label("loggers")
         names = self.loggers
         if isinstance(names, str):
             names = tuple(part.strip() for part in names.split(",") if part.strip())

@@ -1,6 +1,8 @@
-"""`ResourceConfig`: what the learner and each remote rollout worker use, and where they land.
+"""`ResourceConfig`: the field group of what the learner and each remote rollout worker use, and
+where they land.
 
-Every algorithm config inherits it (through `rlflow.config.AlgorithmConfig`); RLlib's names.
+Every algorithm config has it (one of the groups `rlflow.config.AlgorithmConfig` is built
+from); RLlib's names.
 `rlflow.workers.WorkerSet` reserves one placement-group bundle per remote worker on Ray; the
 local backend runs every worker in the driver and ignores the per-worker reservations.
 GPUs: ``num_gpus`` puts the learner's policies on ``cuda`` (the driver process must see a GPU),
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlflow.checks import check_choice, check_number, check_type
-from rlflow.config.failures import FailureConfig
+from rlflow.config.group import FieldGroup
 from rlflow.errors import ConfigError
 
 __all__ = ["PLACEMENT_STRATEGIES", "ResourceConfig", "check_gpus", "resolve_device"]
@@ -27,8 +29,8 @@ _BUILTIN_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
 
 
 @dataclass(frozen=True, kw_only=True)
-class ResourceConfig(FailureConfig):
-    """Per-worker resources and placement (the failure fields come from `FailureConfig`)."""
+class ResourceConfig(FieldGroup):
+    """Per-worker resources and placement, and the threads each process computes with."""
 
     num_cpus_per_worker: float = 1
     """CPUs each remote rollout worker reserves, >= 0 (fractions allowed: 0.5 packs two
@@ -48,6 +50,8 @@ class ResourceConfig(FailureConfig):
     """How the remote workers' bundles (one per worker) are placed on the cluster's nodes: one
     of PACK (few nodes, best effort), SPREAD (many nodes, best effort), STRICT_PACK (one node)
     or STRICT_SPREAD (one worker per node). Ignored locally."""
+    num_torch_threads: int = 1
+    """Torch intra-op threads per process (learner and each worker), >= 1."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -65,6 +69,7 @@ class ResourceConfig(FailureConfig):
                 )
             check_number(amount, f"{label}[{key!r}]", low=0)
         check_choice(self.placement_strategy, f"{name}.placement_strategy", PLACEMENT_STRATEGIES)
+        self._check_int("num_torch_threads", 1)
 
     def worker_bundle(self) -> dict[str, float]:
         """The resources one remote worker reserves (zero amounts left out; may be empty)."""

@@ -1,27 +1,28 @@
-"""`EnvRunConfig`: Gymnasium wrappers named in a config (``env_wrappers``), the observation
-filter (``observation_filter``) and periodic evaluation during training
-(``evaluation_interval``, ``evaluation_num_episodes``).
+"""`RolloutConfig`: the field group of how rollout workers collect experience: the env (its id
+or creator, keyword arguments, Gymnasium wrappers named in the config, observation filter and
+vector engine), how many workers and envs sample, how long a fragment is, and the seed.
 
-`rlflow.config.AlgorithmConfig` extends it. The wrappers are applied by the env creator that
-`rlflow.envs.config_env_creator` builds from a config; the evaluation runs in
-`rlflow.Trainer.train`.
+One of the groups `rlflow.config.AlgorithmConfig` is built from. The wrappers are applied by the
+env creator that `rlflow.envs.config_env_creator` builds from a config; `rlflow.filters` holds
+the observation filters, `rlflow.envs.gym_vector` the vector engines.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from rlflow.checks import check_int, check_type
-from rlflow.config.reporting import LoggingConfig
+from rlflow.checks import check_type
+from rlflow.config.group import FieldGroup
 from rlflow.errors import ConfigError
 
 __all__ = [
     "OBSERVATION_FILTERS",
-    "EnvRunConfig",
+    "VECTOR_ENVS",
+    "RolloutConfig",
     "WrapperSpec",
     "resolve_wrapper",
     "wrapper_specs",
@@ -88,30 +89,19 @@ VECTOR_ENVS = ("auto", "rlflow", "gymnasium", "gymnasium-sync", "gymnasium-async
 
 
 @dataclass(frozen=True, kw_only=True)
-class EnvRunConfig(LoggingConfig):
-    """Env wrappers and periodic evaluation (the logging, resource and failure fields come
-    from its bases)."""
+class RolloutConfig(FieldGroup):
+    """The env, the rollout workers and their envs, fragments and the seed."""
 
+    env: str | Callable[[], Any] = "CartPole-v1"
+    """Gymnasium id (e.g. ``"CartPole-v1"``) or a zero-argument callable returning an env.
+    MAML needs a task-settable env, ``ppo_dqn`` a multi-agent one (their defaults are)."""
+    env_config: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for ``gymnasium.make`` (or the creator)."""
     env_wrappers: list[Any] = field(default_factory=list)
     """Gymnasium wrappers around each env, applied in order (the first wraps the raw env):
     each a dotted path (``"gymnasium.wrappers.ClipAction"``) or a dict ``{"name": path,
     "kwargs": {...}}`` (``Wrapper(env, **kwargs)``). An unknown name is a `ConfigError` naming
     it. Single-agent Gymnasium envs only. Empty: none."""
-    observation_filter: str = "NoFilter"
-    """``"NoFilter"`` or ``"MeanStdFilter"`` (RLlib's names). ``"MeanStdFilter"``: each rollout
-    worker normalizes every observation element by a running mean and std, ``(x - mean) / (std
-    + 1e-8)`` clipped to [-10, 10], before the policy sees it (sample batches hold the filtered
-    observations); one filter per policy. Once per training iteration the learner merges the
-    workers' new statistics and sends the merged filter back (`rlflow.filters`,
-    `rlflow.ops.filters`). Evaluation, `rlflow.Trainer.compute_actions` and exported policies
-    apply the learner's filter frozen; checkpoints hold it. Box observations only, not images
-    (`ConfigError` otherwise)."""
-    evaluation_interval: int = 0
-    """Evaluate every this many training iterations, >= 0 (0: never): greedy episodes on a
-    fresh env of the learner (`rlflow.Trainer.evaluate`), reported in that iteration's result
-    under ``evaluation/`` keys (``evaluation/episode_return_mean``, ...)."""
-    evaluation_num_episodes: int = 10
-    """Episodes per periodic evaluation, >= 1."""
     vector_env: str = "auto"
     """The env engine of each rollout worker (`rlflow.envs.gym_vector`): ``"rlflow"`` (N envs
     stepped in one in-process loop), ``"gymnasium-sync"`` / ``"gymnasium-async"``
@@ -121,9 +111,34 @@ class EnvRunConfig(LoggingConfig):
     ``"envpool"`` (if installed) or ``"auto"``: the fastest engine measured for the env's family,
     ``"rlflow"`` so far. Only ``"rlflow"`` restarts failed sub-envs and steps multi-agent envs
     (another explicit value is a `ConfigError` then; ``"auto"`` picks ``"rlflow"``)."""
+    observation_filter: str = "NoFilter"
+    """``"NoFilter"`` or ``"MeanStdFilter"`` (RLlib's names). ``"MeanStdFilter"``: each rollout
+    worker normalizes every observation element by a running mean and std, ``(x - mean) / (std
+    + 1e-8)`` clipped to [-10, 10], before the policy sees it (sample batches hold the filtered
+    observations); one filter per policy. Once per training iteration the learner merges the
+    workers' new statistics and sends the merged filter back (`rlflow.filters`,
+    `rlflow.ops.filters`). Evaluation, `rlflow.Trainer.compute_actions` and exported policies
+    apply the learner's filter frozen; checkpoints hold it. Box observations only, not images
+    (`ConfigError` otherwise)."""
+    num_workers: int = 2
+    """Remote rollout workers (actors), >= 0; 0 samples on the local (learner) worker. IMPALA,
+    APPO and Ape-X need >= 1 (their learner never samples), as does MAML (one task per worker:
+    the meta-batch size)."""
+    num_envs_per_worker: int = 1
+    """Envs stepped in one vectorized loop inside each worker, >= 1 (MAML: the episodes sampled
+    per task and adaptation step)."""
+    rollout_fragment_length: int = 200
+    """Env steps per env in one ``sample()`` call of a worker, >= 1 (A3C: one gradient per
+    sample; MAML: the env's horizon, so that every sample holds whole episodes)."""
+    seed: int | None = 0
+    """Seed of envs, policies and sampling; None for fresh entropy every run."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if not (isinstance(self.env, str) or callable(self.env)):
+            raise self._bad("env", "must be a Gymnasium id or a zero-argument env creator")
+        if not isinstance(self.env_config, dict):
+            raise self._bad("env_config", "must be a dict of env keyword arguments")
         name = type(self).__name__
         wrapper_specs(self.env_wrappers, f"{name}.env_wrappers")
         label = f"{name}.observation_filter"
@@ -135,10 +150,13 @@ class EnvRunConfig(LoggingConfig):
                 f"{label}={self.observation_filter!r}: must be one of "
                 f"{', '.join(repr(f) for f in OBSERVATION_FILTERS)}{hint}"
             )
-        check_int(self.evaluation_interval, f"{name}.evaluation_interval", low=0)
-        check_int(self.evaluation_num_episodes, f"{name}.evaluation_num_episodes", low=1)
         if self.vector_env not in VECTOR_ENVS:
             raise ConfigError(
                 f"{name}.vector_env={self.vector_env!r}: must be one of "
                 f"{', '.join(repr(v) for v in VECTOR_ENVS)}"
             )
+        self._check_int("num_workers", 0)
+        self._check_int("num_envs_per_worker", 1)
+        self._check_int("rollout_fragment_length", 1)
+        if self.seed is not None:
+            self._check_int("seed", 0)

@@ -1,41 +1,23 @@
 """``entropy_coeff_schedule``: the entropy bonus's weight on a schedule, for every algorithm
 with an ``entropy_coeff`` (PG, A2C, A3C, PPO, IMPALA, APPO).
 
-`EntropyScheduleConfig` adds the config field (RLlib's shape, as ``lr_schedule``:
-``[[timestep, value], ...]``, see `rlflow.schedules.PiecewiseSchedule`); `EntropyCoeffSchedule`
-is the policy side: it sets the ``entropy_coeff`` attribute the losses read and moves it with
-the global ``timestep`` (env steps sampled) that the learner is told after every train item,
-exactly as ``lr_schedule`` moves the learning rate. Unset, ``entropy_coeff`` is the config's
-constant and nothing changes.
+The config fields are `rlflow.config.learning.LossWeightsConfig`'s (RLlib's shape, as
+``lr_schedule``: ``[[timestep, value], ...]``, see `rlflow.schedules.PiecewiseSchedule`);
+`EntropyCoeffSchedule` is the policy side: it sets the ``entropy_coeff`` attribute the losses
+read and moves it with the global ``timestep`` (env steps sampled) that the learner is told
+after every train item, exactly as ``lr_schedule`` moves the learning rate. Unset,
+``entropy_coeff`` is the config's constant and nothing changes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from rlflow.config import AlgorithmConfig
 from rlflow.policy.policy import TorchPolicy
 from rlflow.schedules import PiecewiseSchedule
 
-__all__ = ["EntropyCoeffSchedule", "EntropyScheduleConfig"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class EntropyScheduleConfig(AlgorithmConfig):
-    """The ``entropy_coeff_schedule`` field; configs with an ``entropy_coeff`` inherit it."""
-
-    entropy_coeff_schedule: list[list[float]] | None = None
-    """``[[timestep, entropy_coeff], ...]`` (timesteps from 0, nondecreasing, env steps
-    sampled; values >= 0): the learner's entropy coefficient, linear in between and flat after
-    the last point; overrides ``entropy_coeff``. None: ``entropy_coeff`` throughout."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.entropy_coeff_schedule is not None:
-            label = self._label("entropy_coeff_schedule")
-            PiecewiseSchedule.from_points(self.entropy_coeff_schedule, label)
+__all__ = ["EntropyCoeffSchedule"]
 
 
 class EntropyCoeffSchedule(TorchPolicy):

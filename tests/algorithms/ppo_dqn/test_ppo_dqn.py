@@ -14,10 +14,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rlflow.algorithms import get_algorithm, tuned_config
+from rlflow.algorithms import DQNConfig, PPOConfig, get_algorithm, tuned_config
 from rlflow.algorithms.dqn.policy import DQNPolicy
 from rlflow.algorithms.ppo.policy import PPOPolicy
 from rlflow.algorithms.ppo_dqn import DQN_POLICY, PPO_POLICY, PPODQNConfig, ppo_dqn_mapping
+from rlflow.algorithms.ppo_dqn.config import COLLECTION_FIELDS
 from rlflow.errors import ConfigError
 from rlflow.ops import keys
 from rlflow.testing.learning import train_to_target
@@ -57,15 +58,75 @@ def test_mapping_sends_even_agents_to_ppo_and_odd_ones_to_dqn() -> None:
 
 def test_config_builds_one_spec_per_learner_from_its_own_settings() -> None:
     config = PPODQNConfig(ppo={"lr": 0.01}, dqn={"n_step": 2}, seed=7)
-    assert list(config.policies) == [PPO_POLICY, DQN_POLICY]
-    assert config.policies[PPO_POLICY].policy_class is PPOPolicy
-    assert config.policies[DQN_POLICY].policy_class is DQNPolicy
-    assert config.ppo_config().lr == 0.01 and config.ppo_config().seed == 7
-    assert config.dqn_config().n_step == 2 and config.dqn_config().seed == 7
+    assert list(config.policy_specs()) == [PPO_POLICY, DQN_POLICY]
+    assert config.policy_specs()[PPO_POLICY].policy_class is PPOPolicy
+    assert config.policy_specs()[DQN_POLICY].policy_class is DQNPolicy
+    assert config.ppo.lr == 0.01 and config.ppo.seed == 7
+    assert config.dqn.n_step == 2 and config.dqn.seed == 7
     # Round trips through to_dict (the CLI and checkpoints) and replace keep the learners.
     again = PPODQNConfig.from_dict(config.to_dict())
-    assert again.ppo_config() == config.ppo_config()
-    assert config.replace(dqn={"n_step": 3}).dqn_config().n_step == 3
+    assert again.ppo == config.ppo
+    assert config.replace(dqn={"n_step": 3}).dqn.n_step == 3
+
+
+def test_learner_configs_are_typed_with_the_runs_collection_fields() -> None:
+    default = PPODQNConfig()
+    collection = {k: getattr(default, k) for k in COLLECTION_FIELDS}
+    assert collection["env"] == "multi_cartpole"
+    assert default.ppo == PPOConfig.from_dict(collection)
+    assert default.dqn == DQNConfig.from_dict(collection)
+    # A whole config takes the run's collection fields and keeps its own settings.
+    config = PPODQNConfig(num_workers=1, seed=3, ppo=PPOConfig(lr=0.01, num_workers=5))
+    assert (config.ppo.lr, config.ppo.num_workers, config.ppo.seed) == (0.01, 1, 3)
+    assert config.ppo.env == "multi_cartpole"
+    # replace moves them with the run; the learners' own settings stay.
+    moved = config.replace(num_workers=2, dqn={"n_step": 3})
+    assert (moved.ppo.num_workers, moved.dqn.num_workers) == (2, 2)
+    assert (moved.ppo.lr, moved.dqn.n_step) == (0.01, 3)
+
+
+def test_policies_come_from_the_learner_configs_and_the_field_stays_empty() -> None:
+    config = PPODQNConfig(ppo={"lr": 0.01}, policies_to_train=[DQN_POLICY])
+    assert config.policies == {}
+    assert config.policy_ids() == [PPO_POLICY, DQN_POLICY]
+    assert config.policy_specs()[PPO_POLICY].config is config.ppo
+    assert config.policy_specs()[DQN_POLICY].config is config.dqn
+    with pytest.raises(ConfigError, match=r"policies_to_train=\['x'\] must be a list of policy"):
+        PPODQNConfig(policies_to_train=["x"])
+    with pytest.raises(ConfigError, match=r"policy_mapping_fn=None must be given with more than"):
+        PPODQNConfig(policy_mapping_fn=None)
+
+
+def test_to_dict_gives_the_overrides_a_yaml_file_and_a_checkpoint_rebuild(tmp_path: Any) -> None:
+    from rlflow.cli.output import write_yaml
+    from rlflow.config.files import build_config, load_config_file
+    from rlflow.trainer_state import restore_arguments
+
+    config = PPODQNConfig(
+        ppo={"lr": 0.01, "model": {"hidden": [8]}}, dqn={"training_intensity": 4.0}, seed=5
+    )
+    saved = config.to_dict()
+    assert saved["ppo"] == {"lr": 0.01, "model": {"hidden": [8]}}
+    assert saved["dqn"] == {"training_intensity": 4.0}
+    assert PPODQNConfig.from_dict(saved) == config
+    write_yaml(tmp_path / "config.yaml", saved)
+    fields = load_config_file(tmp_path / "config.yaml").fields
+    # YAML holds a function by its name only (any config's); the mapping is the default here.
+    assert fields.pop("policy_mapping_fn") == "ppo_dqn_mapping"
+    assert build_config(PPODQNConfig, fields) == config
+    # A checkpoint's config with an override on top (the run's worker count) rebuilds it.
+    kwargs = restore_arguments({"config": saved}, {"num_workers": 1})
+    restored = PPODQNConfig.from_dict(kwargs)
+    assert restored.ppo.num_workers == restored.dqn.num_workers == 1
+    assert restored.ppo.lr == 0.01 and restored.dqn.training_intensity == 4.0
+
+
+def test_yaml_values_of_a_learner_are_fitted_to_its_fields() -> None:
+    from rlflow.config.files import build_config
+
+    config = build_config(PPODQNConfig, {"ppo": {"lr": "1e-3"}, "dqn": {"training_intensity": 8}})
+    assert config.ppo.lr == 0.001
+    assert type(config.dqn.training_intensity) is float
 
 
 @pytest.mark.parametrize(
@@ -75,6 +136,8 @@ def test_config_builds_one_spec_per_learner_from_its_own_settings() -> None:
         ({"dqn": {"n_step": 0}}, r"PPODQNConfig\.dqn: DQNConfig\.n_step=0 must be an integer >= 1"),
         ({"dqn": {"num_workers": 3}}, r"dqn=.* sets \['num_workers'\]; set them on the run"),
         ({"ppo": [1]}, r"ppo=\[1\] must be a dict"),
+        ({"dqn": PPOConfig()}, r"dqn=PPOConfig\(.* must be a dict of config overrides or a DQNC"),
+        ({"ppo": PPOConfig(), "num_workers": -1}, r"PPODQNConfig\.ppo: PPOConfig\.num_workers=-1"),
         ({"train_weights": [1, 0]}, r"train_weights=\[1, 0\] must be None or \[ppo, dqn\]"),
         ({"policies": {"x": {}}}, r"policies=.* is built from the ppo and dqn fields"),
     ],

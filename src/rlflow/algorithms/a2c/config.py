@@ -1,4 +1,9 @@
-"""`A2CConfig`: synchronous advantage actor-critic settings."""
+"""`A2CConfig`: synchronous advantage actor-critic settings.
+
+`rlflow.algorithms.pg.config.PGConfig`'s fields (and groups) plus ``microbatch_size``.
+Defaults: PG's, with A2C's own in the class statement below (a critic with GAE, short
+fragments, an entropy bonus, clipped gradients).
+"""
 
 from __future__ import annotations
 
@@ -10,23 +15,22 @@ __all__ = ["A2CConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class A2CConfig(PGConfig):
-    """A2C: policy gradient with a learned critic; optional gradient microbatching."""
+class A2CConfig(
+    PGConfig,
+    defaults={
+        "rollout_fragment_length": 20,
+        "train_batch_size": 500,
+        "grad_clip": 40.0,
+        "use_critic": True,
+        "use_gae": True,
+        "entropy_coeff": 0.01,
+    },
+):
+    """A2C: policy gradient with a learned critic; optional gradient microbatching.
 
-    rollout_fragment_length: int = 20
-    """Env steps per env in one ``sample()`` call of a worker, >= 1."""
-    train_batch_size: int = 500
-    """Env steps per update, >= 1."""
-    lr: float = 1e-3
-    """Learning rate (Adam), > 0."""
-    grad_clip: float | None = 40.0
-    """Clip gradients by this global norm (> 0), or None for no clipping."""
-    use_critic: bool = True
-    """Learn a value baseline (A2C always does; False gives plain PG)."""
-    use_gae: bool = True
-    """Use GAE(``lambda_``) advantages."""
-    entropy_coeff: float = 0.01
-    """Weight of the entropy bonus, >= 0."""
+    ``train_batch_size`` env steps make one update (``use_critic=False`` gives plain PG).
+    """
+
     microbatch_size: int | None = None
     """If set, compute gradients on microbatches of this many env steps and apply their
     average once ``train_batch_size`` steps are covered (>= 1, <= train_batch_size)."""

@@ -1,4 +1,9 @@
-"""`A3CConfig`: asynchronous advantage actor-critic settings."""
+"""`A3CConfig`: asynchronous advantage actor-critic settings.
+
+`rlflow.algorithms.pg.config.PGConfig`'s fields (and groups); no fields of its own. Defaults:
+PG's, with A3C's own in the class statement below (a critic with GAE, short fragments, an
+entropy bonus, clipped gradients).
+"""
 
 from __future__ import annotations
 
@@ -10,19 +15,16 @@ __all__ = ["A3CConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class A3CConfig(PGConfig):
+class A3CConfig(
+    PGConfig,
+    defaults={
+        "rollout_fragment_length": 20,
+        "grad_clip": 40.0,
+        "use_critic": True,
+        "use_gae": True,
+        "entropy_coeff": 0.01,
+    },
+):
     """A3C: each worker computes gradients on its own samples; the learner applies them as
-    they arrive. ``train_batch_size`` is unused: one gradient per worker sample."""
-
-    rollout_fragment_length: int = 20
-    """Env steps per env in one ``sample()`` (one gradient each), >= 1."""
-    lr: float = 1e-3
-    """Learning rate (Adam), > 0."""
-    grad_clip: float | None = 40.0
-    """Clip gradients by this global norm (> 0), or None for no clipping."""
-    use_critic: bool = True
-    """Learn a value baseline."""
-    use_gae: bool = True
-    """Use GAE(``lambda_``) advantages."""
-    entropy_coeff: float = 0.01
-    """Weight of the entropy bonus, >= 0."""
+    they arrive. ``train_batch_size`` is unused: one gradient per worker sample
+    (``rollout_fragment_length`` env steps per env)."""

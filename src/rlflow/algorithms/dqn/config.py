@@ -1,4 +1,10 @@
-"""`DQNConfig`: deep Q-learning settings (RLlib's names and, mostly, defaults)."""
+"""`DQNConfig`: deep Q-learning settings (RLlib's names and, mostly, defaults).
+
+`rlflow.algorithms.q_learning.config.ReplayAlgorithmConfig`'s fields (`AlgorithmConfig`'s
+groups, the target network's, the replay ones) plus DQN's own: the Q network's options and
+exploration. Defaults: the replay family's (DQN's), with DQN's own in the class statement below
+(sampling on the learner, short fragments, small replayed batches).
+"""
 
 from __future__ import annotations
 
@@ -10,28 +16,21 @@ __all__ = ["DQNConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class DQNConfig(ReplayAlgorithmConfig):
+class DQNConfig(
+    ReplayAlgorithmConfig,
+    defaults={
+        "num_workers": 0,
+        "rollout_fragment_length": 4,
+        "train_batch_size": 32,
+        "grad_clip": 40.0,
+        "min_steps_per_iteration": 1000,
+    },
+):
     """DQN: replay buffer, target network, double Q, dueling heads, n-step, prioritized replay.
-
-    The replay fields (``buffer_size``, ``learning_starts``, ``n_step``, ``prioritized_replay*``,
-    ``training_intensity``, ``target_network_update_freq``) and their defaults come from
-    `ReplayAlgorithmConfig`.
 
     Units: "steps" are env steps sampled unless stated otherwise.
     """
 
-    num_workers: int = 0
-    """Remote rollout workers, >= 0; 0 samples on the learner (the usual DQN setup)."""
-    rollout_fragment_length: int = 4
-    """Env steps per env in one ``sample()``, >= 1."""
-    train_batch_size: int = 32
-    """Transitions per replayed train batch, >= 1 and <= buffer_size."""
-    lr: float = 5e-4
-    """Learning rate (Adam), > 0."""
-    grad_clip: float | None = 40.0
-    """Clip gradients by this global norm (> 0), or None."""
-    min_steps_per_iteration: int = 1000
-    """An iteration samples at least this many env steps, >= 0."""
     double_q: bool = True
     """Pick the bootstrap action with the online network (double DQN)."""
     dueling: bool = True
@@ -45,15 +44,16 @@ class DQNConfig(ReplayAlgorithmConfig):
     epsilon_timesteps: int = 10_000
     """Steps over which epsilon falls linearly, >= 0."""
     per_worker_exploration: bool = False
-    """Fixed epsilon per worker instead of the schedule (Ape-X): ``worker_epsilon ** (1 +
-    worker_epsilon_alpha * i / (N - 1))`` for worker i = 0..N-1 of ``num_workers`` N."""
+    """Fixed epsilon per worker instead of the schedule (Ape-X's default): ``worker_epsilon **
+    (1 + worker_epsilon_alpha * i / (N - 1))`` for worker i = 0..N-1 of ``num_workers`` N (the
+    schedule fields are then unused by the workers)."""
     worker_epsilon: float = 0.4
     """Base epsilon of the per-worker exploration, in [0, 1]."""
     worker_epsilon_alpha: float = 7.0
     """Exponent spread of the per-worker exploration, >= 0."""
     worker_side_prioritization: bool = False
     """Workers compute their transitions' |TD error| + ``prioritized_replay_eps`` as initial
-    priorities (Ape-X)."""
+    priorities (Ape-X's default)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -1,12 +1,17 @@
-"""`MAMLConfig`: model-agnostic meta-learning settings (RLlib's names where they match)."""
+"""`MAMLConfig`: model-agnostic meta-learning settings (RLlib's names where they match).
+
+Groups: `AlgorithmConfig`'s and, from `rlflow.config.learning`, `SurrogateConfig` (the outer
+step's clipped ratio and KL penalty) and `AdaptiveKLConfig`; MAML's own fields are the inner
+loop's. Defaults: the groups', with MAML's own in the class statement below (its 2-D point
+navigation env, whose horizon is 100 steps).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from rlflow.config import AlgorithmConfig
+from rlflow.config.learning import AdaptiveKLConfig, SurrogateConfig
 from rlflow.envs import POINT_NAV_ID, make_env_creator
 from rlflow.errors import ConfigError
 
@@ -14,10 +19,21 @@ __all__ = ["MAMLConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class MAMLConfig(AlgorithmConfig):
+class MAMLConfig(
+    AlgorithmConfig,
+    SurrogateConfig,
+    AdaptiveKLConfig,
+    defaults={
+        "env": POINT_NAV_ID,
+        "num_envs_per_worker": 20,
+        "rollout_fragment_length": 100,
+        "lr": 1e-3,
+        "kl_coeff": 0.0005,
+    },
+):
     """MAML: one task per remote worker, inner PG steps there, a clipped meta-update here.
 
-    The meta-batch is ``num_workers`` tasks; each task's samples are one ``sample()`` per
+    The meta-batch is ``num_workers`` (>= 1) tasks; each task's samples are one ``sample()`` per
     adaptation step (``rollout_fragment_length * num_envs_per_worker`` env steps; set
     ``rollout_fragment_length`` to the env's horizon so every sample holds whole episodes).
     ``train_batch_size`` is not used. ``inner_adaptation_steps=0`` turns the plan into plain
@@ -26,28 +42,12 @@ class MAMLConfig(AlgorithmConfig):
     building one.
     """
 
-    env: str | Callable[[], Any] = POINT_NAV_ID
-    """A task-settable env: Gymnasium id or creator (default: MAML's 2-D point navigation)."""
-    num_workers: int = 2
-    """Remote rollout workers, >= 1: each adapts to a task of its own (the meta-batch size)."""
-    num_envs_per_worker: int = 20
-    """Episodes sampled per task and adaptation step (in one vectorized loop), >= 1."""
-    rollout_fragment_length: int = 100
-    """Env steps per env in one sample, >= 1; the point env's horizon is 100."""
-    lr: float = 1e-3
-    """Meta (outer) learning rate (Adam), > 0."""
     inner_lr: float = 0.1
     """Inner SGD step size (MAML's alpha), > 0."""
     inner_adaptation_steps: int = 1
     """Inner PG steps per task, >= 0 (0: no adaptation, i.e. multi-task PPO)."""
     maml_optimizer_steps: int = 5
     """Adam steps of the meta-update on each meta-batch, >= 1."""
-    clip_param: float = 0.3
-    """Clip the outer probability ratio to [1 - clip_param, 1 + clip_param], > 0."""
-    kl_coeff: float = 0.0005
-    """Initial weight of the outer KL penalty, >= 0 (0: none); adapted after each meta-update."""
-    kl_target: float = 0.01
-    """KL the adaptive coefficient steers towards, > 0."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -55,9 +55,6 @@ class MAMLConfig(AlgorithmConfig):
         self._check_positive("inner_lr")
         self._check_int("inner_adaptation_steps", 0)
         self._check_int("maml_optimizer_steps", 1)
-        self._check_positive("clip_param")
-        self._check_range("kl_coeff", 0.0, float("inf"))
-        self._check_positive("kl_target")
         self._check_task_env()
 
     def _check_task_env(self) -> None:

@@ -1,10 +1,18 @@
-"""`PPODQNConfig`: one multi-agent run where some agents learn with PPO and others with DQN."""
+"""`PPODQNConfig`: one multi-agent run where some agents learn with PPO and others with DQN.
+
+`AlgorithmConfig`'s fields (how the run collects experience) plus ``ppo`` and ``dqn``, each
+learner's whole typed config (`PPOConfig`, `DQNConfig`), and ``train_weights``. Defaults:
+`AlgorithmConfig`'s, with the run's own in the class statement below (a two-agent CartPole,
+sampling on the learner); each learner's are its config class's. The run's collection fields
+(`COLLECTION_FIELDS`) are the learners' too.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from rlflow.algorithms.dqn.config import DQNConfig
 from rlflow.algorithms.dqn.policy import DQNPolicy
@@ -13,15 +21,14 @@ from rlflow.algorithms.ppo.policy import PPOPolicy
 from rlflow.config import AlgorithmConfig, PolicySpec
 from rlflow.errors import ConfigError
 
-__all__ = ["DQN_POLICY", "PPODQNConfig", "PPO_POLICY", "ppo_dqn_mapping"]
+__all__ = ["COLLECTION_FIELDS", "DQN_POLICY", "PPODQNConfig", "PPO_POLICY", "ppo_dqn_mapping"]
 
 PPO_POLICY = "ppo_policy"
 """Id of the policy trained with PPO."""
 DQN_POLICY = "dqn_policy"
 """Id of the policy trained with DQN."""
 
-# Fields a sub-config takes from the run's config: how experience is collected and seeded.
-_SHARED = (
+COLLECTION_FIELDS = (
     "env",
     "env_config",
     "num_workers",
@@ -30,6 +37,10 @@ _SHARED = (
     "seed",
     "num_torch_threads",
 )
+"""The fields the learners' configs take from the run's: how experience is collected and
+seeded (one worker set serves both)."""
+
+L = TypeVar("L", bound=AlgorithmConfig)
 
 
 def ppo_dqn_mapping(agent_id: str) -> str:
@@ -48,54 +59,42 @@ def ppo_dqn_mapping(agent_id: str) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
-class PPODQNConfig(AlgorithmConfig):
+class PPODQNConfig(
+    AlgorithmConfig,
+    defaults={
+        "env": "multi_cartpole",
+        "num_workers": 0,
+        "num_envs_per_worker": 4,
+        "rollout_fragment_length": 32,
+        "policy_mapping_fn": ppo_dqn_mapping,
+    },
+):
     """PPO for the agents mapped to ``ppo_policy``, DQN for those mapped to ``dqn_policy``.
 
     The run's fields say how experience is collected (env, workers, fragments, seed); ``ppo``
-    and ``dqn`` hold each learner's own settings as overrides of `PPOConfig` / `DQNConfig`
-    (``lr``, ``train_batch_size``, ``num_sgd_iter``, ``buffer_size``, ``learning_starts``,
-    ``target_network_update_freq``, ``training_intensity``, epsilon schedule, ...), checked
-    like those configs. `policies` is (re)built from them: leave it empty.
+    and ``dqn`` are each learner's own settings (``lr``, ``train_batch_size``,
+    ``num_sgd_iter``, ``buffer_size``, ``learning_starts``, ``target_network_update_freq``,
+    ``training_intensity``, epsilon schedule, ...). The policies are these two
+    (`policy_specs`); ``policies`` stays empty.
     """
 
-    env: Any = "multi_cartpole"
-    """A multi-agent env (default: two independent CartPoles)."""
-    num_workers: int = 0
-    """Remote rollout workers, >= 0 (0: the learner samples)."""
-    num_envs_per_worker: int = 4
-    """Multi-agent envs stepped together in each worker, >= 1."""
-    rollout_fragment_length: int = 32
-    """Env steps per env in one ``sample()``, >= 1."""
-    policy_mapping_fn: Any = ppo_dqn_mapping
-    """Agent id -> ``"ppo_policy"`` or ``"dqn_policy"`` (default: `ppo_dqn_mapping`)."""
-    ppo: dict[str, Any] = field(default_factory=dict)
-    """Overrides of `PPOConfig` for ``ppo_policy``."""
-    dqn: dict[str, Any] = field(default_factory=dict)
-    """Overrides of `DQNConfig` for ``dqn_policy``."""
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """The PPO learner's config, for ``ppo_policy``. Given as a dict (a YAML file's ``ppo:``
+    section, ``Trainer("ppo_dqn", ppo={...})``), it holds overrides of `PPOConfig`'s defaults,
+    checked like that config's keys; a `COLLECTION_FIELDS` key there is an error (set it on the
+    run). Given as a `PPOConfig`, its `COLLECTION_FIELDS` are replaced by the run's."""
+    dqn: DQNConfig = field(default_factory=DQNConfig)
+    """The DQN learner's config, for ``dqn_policy``: as ``ppo``, with `DQNConfig`."""
     train_weights: list[float] | None = None
     """``[ppo, dqn]``: train steps of each per round (``concurrently`` round robin, e.g.
     ``[1, 4]``); None: both branches run asynchronously, each as its input is ready."""
 
     def __post_init__(self) -> None:
-        if self.policies and set(self.policies) != {PPO_POLICY, DQN_POLICY}:
+        if self.policies:
             raise self._bad("policies", "is built from the ppo and dqn fields; leave it empty")
-        for name in ("ppo", "dqn"):
-            if not isinstance(getattr(self, name), dict):
-                raise self._bad(name, "must be a dict of config overrides")
-        shared = {k: getattr(self, k) for k in _SHARED}
-        for name, cls in (("ppo", PPOConfig), ("dqn", DQNConfig)):
-            bad = sorted(set(getattr(self, name)) & set(_SHARED))
-            if bad:
-                raise self._bad(name, f"sets {bad}; set them on the run's config instead")
-            try:
-                cls.from_dict({**shared, **getattr(self, name)})
-            except ConfigError as err:
-                raise ConfigError(f"{type(self).__name__}.{name}: {err}") from None
-        specs = {
-            PPO_POLICY: PolicySpec(policy_class=PPOPolicy, config=self.ppo_config()),
-            DQN_POLICY: PolicySpec(policy_class=DQNPolicy, config=self.dqn_config()),
-        }
-        object.__setattr__(self, "policies", specs)
+        # The learners' configs first: the checks of the run's config below read policy_specs.
+        object.__setattr__(self, "ppo", self._learner_config("ppo", PPOConfig))
+        object.__setattr__(self, "dqn", self._learner_config("dqn", DQNConfig))
         super().__post_init__()
         if self.train_weights is not None:
             weights = list(self.train_weights)
@@ -104,16 +103,53 @@ class PPODQNConfig(AlgorithmConfig):
             ):
                 raise self._bad("train_weights", "must be None or [ppo, dqn], two numbers > 0")
 
-    def ppo_config(self) -> PPOConfig:
-        """The PPO learner's settings (the run's collection fields, then ``ppo``)."""
-        return PPOConfig.from_dict({**{k: getattr(self, k) for k in _SHARED}, **self.ppo})
+    def _learner_config(self, name: str, cls: type[L]) -> L:
+        """Field ``name`` as a ``cls`` with the run's collection fields (from a dict of overrides
+        of ``cls``'s defaults, or from a ``cls`` whose collection fields are replaced)."""
+        value = getattr(self, name)
+        if not isinstance(value, (dict, cls)):
+            raise self._bad(name, f"must be a dict of config overrides or a {cls.__name__}")
+        if isinstance(value, dict) and (bad := sorted(set(value) & set(COLLECTION_FIELDS))):
+            raise self._bad(name, f"sets {bad}; set them on the run's config instead")
+        collection = {k: getattr(self, k) for k in COLLECTION_FIELDS}
+        try:
+            if isinstance(value, dict):
+                return cls.from_dict({**collection, **value})
+            changed = {k: v for k, v in collection.items() if getattr(value, k) != v}
+            return value.replace(**changed) if changed else value
+        except ConfigError as err:
+            raise ConfigError(f"{type(self).__name__}.{name}: {err}") from None
 
-    def dqn_config(self) -> DQNConfig:
-        """The DQN learner's settings (the run's collection fields, then ``dqn``)."""
-        return DQNConfig.from_dict({**{k: getattr(self, k) for k in _SHARED}, **self.dqn})
+    def policy_ids(self) -> list[str]:
+        """``["ppo_policy", "dqn_policy"]``."""
+        return [PPO_POLICY, DQN_POLICY]
+
+    def policy_specs(self) -> dict[str, PolicySpec]:
+        """`PPOPolicy` with ``ppo`` for ``ppo_policy``, `DQNPolicy` with ``dqn`` for
+        ``dqn_policy``."""
+        return {
+            PPO_POLICY: PolicySpec(policy_class=PPOPolicy, config=self.ppo),
+            DQN_POLICY: PolicySpec(policy_class=DQNPolicy, config=self.dqn),
+        }
 
     def to_dict(self) -> dict[str, Any]:
-        """All fields except the derived `policies` (rebuilt from ``ppo`` and ``dqn``)."""
+        """All fields; ``ppo`` and ``dqn`` as dicts of the fields that differ from their config
+        class's defaults, collection fields left out (the shape a YAML file gives them), so
+        `from_dict` rebuilds this config from it."""
         out = super().to_dict()
-        out["policies"] = {}
+        out["ppo"], out["dqn"] = _overrides(self.ppo), _overrides(self.dqn)
         return out
+
+
+def _overrides(config: AlgorithmConfig) -> dict[str, Any]:
+    """The fields of ``config`` that differ from its class's defaults, but the collection
+    fields."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        if f.name in COLLECTION_FIELDS:
+            continue
+        default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+        value = getattr(config, f.name)
+        if value != default:
+            out[f.name] = value
+    return out

@@ -45,7 +45,7 @@ __all__ = ["ppo_dqn_plan"]
 
 def ppo_dqn_plan(workers: WorkerSet, config: PPODQNConfig) -> LocalIterator[dict[str, Any]]:
     """Build the composed plan; each item is one iteration's result dict."""
-    ppo, dqn = config.ppo_config(), config.dqn_config()
+    ppo, dqn = config.ppo, config.dqn
     buffer = make_replay_buffer(dqn, multi_agent=True)
     register_replay_buffer(workers, "dqn_replay_buffer", buffer)  # checkpoint_replay_buffers
     # (1) One sampling round of every worker; (2) both learners see all of it.

@@ -1,7 +1,11 @@
 """`ReplayAlgorithmConfig`: the settings of the replay-based algorithms (DQN, Ape-X, SAC, TD3).
 
-`rlflow.algorithms.q_learning.replay` builds a plan's buffer, beta schedule and sampling/training
-ratio from them; `rlflow.algorithms.twin_q.TwinQConfig` (SAC, TD3) extends it.
+`AlgorithmConfig`'s groups, `rlflow.config.learning.TargetNetworkConfig`, and the replay
+fields declared here: the buffer (uniform or prioritized) of n-step transitions and the ratio
+of replayed to sampled transitions. Defaults: DQN's (RLlib's); the algorithms set theirs in
+their class statements. `rlflow.algorithms.q_learning.replay` builds a plan's buffer, beta
+schedule and sampling/training ratio from them; `rlflow.algorithms.twin_q.TwinQConfig` (SAC,
+TD3) extends it.
 """
 
 from __future__ import annotations
@@ -9,19 +13,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlflow.config import AlgorithmConfig
+from rlflow.config.learning import TargetNetworkConfig
 
 __all__ = ["ReplayAlgorithmConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReplayAlgorithmConfig(AlgorithmConfig):
+class ReplayAlgorithmConfig(AlgorithmConfig, TargetNetworkConfig):
     """A replay buffer (uniform or prioritized) of n-step transitions, and the ratio of
-    replayed to sampled transitions. Defaults are DQN's; "steps" are env steps sampled."""
+    replayed to sampled transitions. "Steps" are env steps sampled; ``train_batch_size`` is
+    the transitions of one replayed batch."""
 
     buffer_size: int = 50_000
-    """Replay capacity in transitions, >= train_batch_size."""
+    """Replay capacity in transitions, >= train_batch_size (Ape-X: over all shards)."""
     learning_starts: int = 1000
-    """Transitions in the buffer before training starts, in [0, buffer_size]."""
+    """Transitions in the buffer before training starts, in [0, buffer_size] (Ape-X: stored
+    over all shards; RLlib's ``num_steps_sampled_before_learning_starts``)."""
     n_step: int = 1
     """Steps of the n-step return, >= 1."""
     prioritized_replay: bool = True
@@ -36,14 +43,19 @@ class ReplayAlgorithmConfig(AlgorithmConfig):
     """Steps over which beta goes linearly from initial to final, >= 0."""
     prioritized_replay_eps: float = 1e-6
     """Added to |TD error| to make a priority, > 0."""
-    target_network_update_freq: int = 500
-    """Update the target network(s) every this many env steps sampled, >= 0 (0: after every
-    train step): DQN copies Q into its target; SAC and TD3 Polyak-average with ``tau``."""
     training_intensity: float | None = None
-    """Replayed transitions per env step sampled, > 0; None: one train batch per sampling
-    round. The plan turns it into round-robin weights
-    (`rlflow.replay.training_intensity_weights`); a whole number of train batches per round
-    keeps the ratio exact, a fraction is drawn at random."""
+    """Replayed transitions per env step sampled, > 0. How a plan keeps it:
+
+    - synchronous plans (DQN, SAC, TD3, ppo_dqn's DQN learner) follow each sampling round with
+      ``training_intensity * round steps / train_batch_size`` train batches, as round-robin
+      weights (`rlflow.algorithms.q_learning.replay.training_intensity_weights`; a whole number
+      keeps the ratio exact, a fraction is drawn at random so the mean is); None: one train
+      batch per sampling round (the "native" ratio, ``train_batch_size`` / round steps);
+    - Ape-X's asynchronous plan holds sampling while the learner is behind and replay while it
+      is ahead (`rlflow.algorithms.apex.intensity.KeepTrainingIntensity`, slack
+      ``intensity_slack``), so a run learns the same per env step on a quiet or a busy
+      machine; None: both run free (the ratio is whatever the machine gives).
+    """
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -55,7 +67,6 @@ class ReplayAlgorithmConfig(AlgorithmConfig):
         self._check_int("learning_starts", 0)
         self._check_le("learning_starts", "buffer_size")
         self._check_int("n_step", 1)
-        self._check_int("target_network_update_freq", 0)
         for name in (
             "prioritized_replay_alpha",
             "prioritized_replay_beta",

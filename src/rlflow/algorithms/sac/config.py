@@ -1,4 +1,8 @@
-"""`SACConfig`: soft actor-critic settings (RLlib's names and, mostly, defaults)."""
+"""`SACConfig`: soft actor-critic settings (RLlib's names and, mostly, defaults).
+
+`rlflow.algorithms.twin_q.config.TwinQConfig`'s fields (and groups: the replay ones included)
+plus SAC's own, the entropy temperature's. Defaults: TwinQ's (SAC changes none).
+"""
 
 from __future__ import annotations
 
@@ -13,9 +17,7 @@ __all__ = ["SACConfig"]
 class SACConfig(TwinQConfig):
     """SAC: tanh-Gaussian actor, twin Q critics, automatic entropy tuning.
 
-    The replay and twin-Q fields (``buffer_size``, ``learning_starts``, ``n_step``,
-    ``prioritized_replay*``, ``training_intensity``, ``tau``, ``twin_q``, ``lr`` for the
-    critics, ``actor_lr``) come from `TwinQConfig`. Units: "steps" are env steps sampled.
+    Units: "steps" are env steps sampled.
     """
 
     initial_alpha: float = 1.0

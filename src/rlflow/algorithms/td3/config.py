@@ -1,4 +1,9 @@
-"""`TD3Config`: twin delayed DDPG settings (RLlib's names where they exist)."""
+"""`TD3Config`: twin delayed DDPG settings (RLlib's names where they exist).
+
+`rlflow.algorithms.twin_q.config.TwinQConfig`'s fields (and groups: the replay ones included)
+plus TD3's own: the actor's delay and the noises. Defaults: TwinQ's, with TD3's own in the
+class statement below (Fujimoto et al.'s learning rates).
+"""
 
 from __future__ import annotations
 
@@ -10,19 +15,13 @@ __all__ = ["TD3Config"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class TD3Config(TwinQConfig):
+class TD3Config(TwinQConfig, defaults={"lr": 1e-3, "actor_lr": 1e-3}):
     """TD3: deterministic actor, twin critics, target policy smoothing, delayed actor updates.
 
-    The replay and twin-Q fields (``buffer_size``, ``learning_starts``, ``n_step``,
-    ``prioritized_replay*``, ``training_intensity``, ``tau``, ``twin_q``, ``lr`` for the
-    critics, ``actor_lr``) come from `TwinQConfig`. Noise scales are in units of the action
-    Box's half-range ``(high - low) / 2`` (Fujimoto et al. write ``0.2 * max_action``).
+    Noise scales are in units of the action Box's half-range ``(high - low) / 2`` (Fujimoto et
+    al. write ``0.2 * max_action``).
     """
 
-    lr: float = 1e-3
-    """Learning rate of the critics (Adam), > 0 (RLlib's ``critic_lr``)."""
-    actor_lr: float = 1e-3
-    """Learning rate of the actor (Adam), > 0."""
     policy_delay: int = 2
     """Update the actor (and Polyak-average the targets) once every this many critic updates,
     >= 1."""

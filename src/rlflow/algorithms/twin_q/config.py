@@ -1,5 +1,9 @@
 """`TwinQConfig`: the settings SAC and TD3 share: continuous actions, an actor and twin Q critics.
 
+`rlflow.algorithms.q_learning.config.ReplayAlgorithmConfig`'s fields (and groups) plus the
+twin-Q ones declared here (``actor_lr``, ``tau``, ``twin_q``). Defaults: the replay family's,
+with SAC's and TD3's shared ones in the class statement below (sampling on the learner, one
+step per fragment, uniform replay, Polyak targets after every train step).
 `rlflow.algorithms.twin_q.TwinQPolicy` reads them.
 """
 
@@ -13,7 +17,19 @@ __all__ = ["TwinQConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class TwinQConfig(ReplayAlgorithmConfig):
+class TwinQConfig(
+    ReplayAlgorithmConfig,
+    defaults={
+        "num_workers": 0,
+        "rollout_fragment_length": 1,
+        "train_batch_size": 256,
+        "lr": 3e-4,
+        "buffer_size": 1_000_000,
+        "learning_starts": 1500,
+        "prioritized_replay": False,
+        "target_network_update_freq": 0,
+    },
+):
     """An actor and (twin) Q critics with Polyak-averaged targets, for Box actions (SAC, TD3).
 
     Three learning rates, as RLlib's ``optimization`` dict has: ``lr`` is the critics'
@@ -22,29 +38,11 @@ class TwinQConfig(ReplayAlgorithmConfig):
     ``model`` options (``hidden``, ``activation``) shape the actor and each critic alike.
     """
 
-    num_workers: int = 0
-    """Remote rollout workers, >= 0; 0 samples on the learner (the usual setup)."""
-    rollout_fragment_length: int = 1
-    """Env steps per env in one ``sample()``, >= 1."""
-    train_batch_size: int = 256
-    """Transitions per replayed train batch, >= 1 and <= buffer_size."""
-    lr: float = 3e-4
-    """Learning rate of the critics (Adam), > 0 (RLlib's ``critic_learning_rate``)."""
     actor_lr: float = 3e-4
     """Learning rate of the actor (Adam), > 0 (RLlib's ``actor_learning_rate``)."""
-    buffer_size: int = 1_000_000
-    """Replay capacity in transitions, >= train_batch_size."""
-    learning_starts: int = 1500
-    """Transitions in the buffer before training starts, in [0, buffer_size] (RLlib's
-    ``num_steps_sampled_before_learning_starts``)."""
-    prioritized_replay: bool = False
-    """Sample by priority |TD error| + eps (else uniformly)."""
     tau: float = 5e-3
     """Polyak coefficient of the target networks, in (0, 1]: ``target <- tau * online + (1 -
     tau) * target`` at every target update (1: a copy)."""
-    target_network_update_freq: int = 0
-    """Polyak-update the targets every this many env steps sampled, >= 0 (0: after every
-    train step)."""
     twin_q: bool = True
     """Two critics; targets and the actor use their minimum (clipped double Q)."""
 
