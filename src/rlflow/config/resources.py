@@ -20,7 +20,13 @@ from rlflow.checks import check_choice, check_number, check_type
 from rlflow.config.group import FieldGroup
 from rlflow.errors import ConfigError
 
-__all__ = ["PLACEMENT_STRATEGIES", "ResourceConfig", "check_gpus", "resolve_device"]
+__all__ = [
+    "PLACEMENT_STRATEGIES",
+    "ResourceConfig",
+    "check_gpus",
+    "check_learner_gpu",
+    "resolve_device",
+]
 
 PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 """Ray's placement-group strategies (``placement_strategy``)."""
@@ -87,37 +93,6 @@ def resolve_device(config: ResourceConfig, worker_index: int) -> Any:
     return torch.device("cuda" if gpus > 0 else "cpu")
 
 
-def check_gpus(config: ResourceConfig, *, cluster_gpus: float | None) -> None:
-    """Raise `ConfigError` when a GPU is asked for that does not exist: ``num_gpus > 0`` with
-    no GPU visible to torch in this process, or ``num_gpus_per_worker > 0`` with fewer GPUs in
-    the cluster (``cluster_gpus``; None on the local backend, where workers live in this
-    process and torch must see one) than the workers ask for in all."""
-    import torch
-
-    name = type(config).__name__
-    visible = torch.cuda.is_available()
-    if config.num_gpus > 0 and not visible:
-        raise ConfigError(
-            f"{name}: num_gpus={config.num_gpus} but no GPU is visible to this process "
-            "(torch.cuda.is_available() is False): set num_gpus=0 to train on CPU, or install "
-            "a CUDA build of torch on a machine with a GPU"
-        )
-    wanted = config.num_gpus_per_worker * getattr(config, "num_workers", 0)
-    if wanted <= 0:
-        return
-    # Local backend: the workers share this process's GPUs; on Ray the cluster must hold them.
-    if cluster_gpus is None:
-        have, enough, where = float(visible), visible, "this process"
-    else:
-        have, enough, where = cluster_gpus, cluster_gpus >= wanted, "the Ray cluster"
-    if not enough:
-        raise ConfigError(
-            f"{name}: num_gpus_per_worker={config.num_gpus_per_worker} x num_workers="
-            f"{getattr(config, 'num_workers', 0)} needs {wanted:g} GPUs but {where} has "
-            f"{have:g}: set num_gpus_per_worker=0 (workers act on CPU) or add GPUs"
-        )
-
-
 def check_learner_gpu(config: ResourceConfig) -> None:
     """Raise `ConfigError` when ``num_gpus > 0`` and no GPU is visible to torch in this process
     (the learner's policies would be built on ``cuda``); the workers' GPUs are `check_gpus`'s,
@@ -129,4 +104,29 @@ def check_learner_gpu(config: ResourceConfig) -> None:
             f"{type(config).__name__}: num_gpus={config.num_gpus} but no GPU is visible to this "
             "process (torch.cuda.is_available() is False): set num_gpus=0 to train on CPU, or "
             "install a CUDA build of torch on a machine with a GPU"
+        )
+
+
+def check_gpus(config: ResourceConfig, *, cluster_gpus: float | None) -> None:
+    """Raise `ConfigError` when a GPU is asked for that does not exist: ``num_gpus > 0`` with
+    no GPU visible to torch in this process (`check_learner_gpu`), or ``num_gpus_per_worker >
+    0`` with fewer GPUs in the cluster (``cluster_gpus``; None on the local backend, where
+    workers live in this process and torch must see one) than the workers ask for in all."""
+    import torch
+
+    check_learner_gpu(config)
+    wanted = config.num_gpus_per_worker * getattr(config, "num_workers", 0)
+    if wanted <= 0:
+        return
+    # Local backend: the workers share this process's GPUs; on Ray the cluster must hold them.
+    visible = torch.cuda.is_available()
+    if cluster_gpus is None:
+        have, enough, where = float(visible), visible, "this process"
+    else:
+        have, enough, where = cluster_gpus, cluster_gpus >= wanted, "the Ray cluster"
+    if not enough:
+        raise ConfigError(
+            f"{type(config).__name__}: num_gpus_per_worker={config.num_gpus_per_worker} x "
+            f"num_workers={getattr(config, 'num_workers', 0)} needs {wanted:g} GPUs but {where} "
+            f"has {have:g}: set num_gpus_per_worker=0 (workers act on CPU) or add GPUs"
         )
