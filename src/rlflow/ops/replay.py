@@ -226,7 +226,8 @@ def replay(
       :func:`~rlflow.ops.concurrently` the other ops run meanwhile; read alone, the reader waits
       with back-off (it never spins). How often to replay per stored batch (training
       intensity) is the round-robin weight of the replay op in
-      :func:`~rlflow.ops.concurrently` (see `rlflow.replay.training_intensity_weights`).
+      :func:`~rlflow.ops.concurrently` (see
+      `rlflow.algorithms.q_learning.replay.training_intensity_weights`).
     - ``actors``: replay shards (``ReplayActor``; batch size and ``learning_starts`` are theirs),
       read with ``gather_async(num_async)``; a shard's None (below its ``learning_starts``)
       becomes ``NOT_READY``, so a concurrent union runs its other ops meanwhile;

@@ -4,8 +4,8 @@ A rollout worker is the unit of parallelism of every plan: remote workers are ac
 reads with ``flow.from_actors(workers).gather_async()`` (their shard generator is "sample
 forever"); the local worker (index 0) is the learner and samples only when there are no remote
 workers. It holds a policy map ``{policy_id: policy}``: one policy,
-:data:`~rlflow.data.DEFAULT_POLICY_ID`, for single-agent envs; those of ``config.policies`` for
-multi-agent envs.
+:data:`~rlflow.config.DEFAULT_POLICY_ID`, for single-agent envs; those of
+``config.policy_specs()`` for multi-agent envs.
 
 Sampling and evaluation go through the worker's `rlflow.workers.sampler.Sampler` (a
 `VectorSampler` for single-agent envs, a `MultiAgentSampler` for multi-agent ones, picked by
@@ -65,7 +65,8 @@ _EPS_ID_STRIDE = 1_000_000_000
 _ENV_SEED_STRIDE = 10_000
 """Sub-env j of worker k is seeded ``seed + k * _ENV_SEED_STRIDE + j``."""
 _POLICY_SEED_STRIDE = 100_003
-"""Policy p (in the order of ``config.policies``) of worker k is seeded ``seed + k + p * this``."""
+"""Policy p (in the order of ``config.policy_specs()``) of worker k is seeded ``seed + k + p *
+this``."""
 
 _CURRENT: contextvars.ContextVar[RolloutWorker | None] = contextvars.ContextVar(
     "rlflow_current_worker", default=None
