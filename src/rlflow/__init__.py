@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from rlflow.export import load_policy
     from rlflow.trainer import Trainer
 
-__version__ = "0.1.0"
+from rlflow.version import __version__
 
 __all__ = ["Trainer", "__version__", "load_policy"]
 

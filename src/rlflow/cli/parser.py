@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
-from rlflow import __version__
+from rlflow.version import __version__
 
 __all__ = ["Parser", "UsageError", "build_parser"]
 

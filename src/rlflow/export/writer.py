@@ -22,13 +22,13 @@ from typing import Any
 
 import torch
 
-from rlflow import __version__
 from rlflow.errors import ConfigError
 from rlflow.export.files import write_export
 from rlflow.export.spaces import space_to_json
 from rlflow.filters import MeanStdFilter, filter_to_json
 from rlflow.models.actors import ActorCriticActor, ActorExport, class_path
 from rlflow.models.nets import ActorCritic
+from rlflow.version import __version__
 
 __all__ = ["actor_export", "env_record", "export_policy"]
 
