@@ -5,7 +5,8 @@ A plan builds its buffers itself, so it names them here, keyed by its worker set
 each registered buffer's ``get_state()`` in the checkpoint (when the config's
 ``checkpoint_replay_buffers`` is on) and ``restore`` gives it back with ``set_state``. A buffer
 is any object with ``get_state`` / ``set_state`` (`ReplayBuffer`, `MultiAgentReplayBuffer`,
-`rlflow.ops.MixInReplay`); replay shards (actors) are wrapped in `ReplayShards`.
+`rlflow.algorithms.actor_learner.MixInReplay`); replay shards (actors) are wrapped in
+`ReplayShards`.
 """
 
 from __future__ import annotations
