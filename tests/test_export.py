@@ -340,3 +340,35 @@ def test_multi_agent_policies_by_id(tmp_path: Path) -> None:
             assert loaded.spec["policy_id"] == pid and loaded.algorithm == "ppo_dqn"
             np.testing.assert_array_equal(loaded.compute_actions(obs), actions)
             assert single == actions[0]
+
+
+@pytest.mark.parametrize("name", ["sac", "td3"])
+def test_an_export_naming_the_actors_former_module_still_loads(name: str, tmp_path: Path) -> None:
+    # SAC's and TD3's TanhActor moved from rlflow.policy.tanh_actor to the twin_q family;
+    # exports written before record the old path, and must load as they did.
+    from rlflow.algorithms import get_algorithm
+    from rlflow.config import AlgorithmConfig
+    from rlflow.export import export_policy
+    from rlflow.export.files import SPEC_FILE
+
+    spec = get_algorithm(name)
+    box = spaces.Box(-1.0, 1.0, (3,), np.float32)
+    actions = spaces.Box(-0.5, 2.0, (2,), np.float32)
+    policy = spec.policy_cls(box, actions, spec.config_cls(model={"hidden": [8]}), seed=1)
+    path = export_policy(
+        policy, tmp_path / name, algorithm=name, policy_id="p", config=AlgorithmConfig()
+    )
+    spec_file = Path(path) / SPEC_FILE
+    written = json.loads(spec_file.read_text())
+    assert written["actor_class"] == "rlflow.algorithms.twin_q.actor.TanhActor"
+    spec_file.write_text(
+        json.dumps({**written, "actor_class": "rlflow.policy.tanh_actor.TanhActor"})
+    )
+    obs = np.random.default_rng(0).uniform(-1, 1, (20, 3)).astype(np.float32)
+    expected, _ = policy.compute_actions(obs, explore=False)
+    np.testing.assert_array_equal(
+        load_policy(path).compute_actions(obs), np.clip(expected, -0.5, 2.0)
+    )
+    with pytest.raises(ConfigError, match="not a known ExportableActor"):
+        spec_file.write_text(json.dumps({**written, "actor_class": "nowhere.TanhActor"}))
+        load_policy(path)
