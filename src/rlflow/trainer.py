@@ -241,21 +241,20 @@ class Trainer:
         self.loggers = LoggerSet(self._config.loggers, logdir)
         """Where each result goes (`rlflow.loggers.LoggerSet`); ``.add(logger)`` adds yours."""
         learner = _build_learner(setup)
+        self._owns_backend = False
         try:
             self._owns_backend = acquire_backend(backend, address)
-        except BaseException:
-            learner.stop()
-            raise
-        try:
             self.workers: Any = _make_workers(self._config, self._spec.policy_cls, learner)
             """The run's WorkerSet: ``local_worker()`` (the learner) and ``remote_workers()``."""
-            try:
-                self._plan = self._build_plan()
-            except BaseException:
-                self.workers.stop()
-                raise
         except BaseException:
-            learner.stop()
+            learner.stop()  # no WorkerSet owns it yet
+            if self._owns_backend:
+                release_backend()
+            raise
+        try:
+            self._plan = self._build_plan()
+        except BaseException:
+            self.workers.stop()  # the learner with the remote workers
             if self._owns_backend:
                 release_backend()
             raise

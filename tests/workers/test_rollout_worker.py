@@ -184,6 +184,31 @@ def test_worker_set_sync_and_foreach() -> None:
     assert workers.remote_workers() == []
 
 
+def test_worker_set_takes_a_learner_built_before_it_and_only_as_index_0() -> None:
+    config = counting_config(num_workers=1)
+    learner = RolloutWorker(config, PGPolicy, worker_index=0)
+    workers = WorkerSet(config, PGPolicy, local_worker=learner)
+    assert workers.local_worker() is learner
+    assert workers.foreach_worker(lambda w: w.worker_index) == [0, 1]
+    workers.stop()
+    stray = RolloutWorker(config, PGPolicy, worker_index=2)
+    with pytest.raises(ConfigError, match=r"local_worker=RolloutWorker\(index=2\).*index 0"):
+        WorkerSet(config, PGPolicy, local_worker=stray)
+
+
+def test_a_policy_that_cannot_take_the_envs_spaces_is_named_with_the_algorithm() -> None:
+    from rlflow.algorithms import DQNConfig
+    from rlflow.algorithms.dqn.policy import DQNPolicy
+
+    with pytest.raises(ConfigError) as info:
+        RolloutWorker(DQNConfig(env="Pendulum-v1"), DQNPolicy, worker_index=0, algorithm="dqn")
+    assert "algorithm 'dqn' cannot use env 'Pendulum-v1': its action space is Box(" in str(
+        info.value
+    )
+    with pytest.raises(ConfigError, match="algorithm 'DQNConfig' cannot use env"):
+        RolloutWorker(DQNConfig(env="Pendulum-v1"), DQNPolicy, worker_index=0)
+
+
 def test_dead_worker_is_named_by_index() -> None:
     workers = WorkerSet(counting_config(num_workers=2), PGPolicy)
     flow.kill(workers.remote_workers()[1])
