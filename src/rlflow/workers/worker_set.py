@@ -75,8 +75,10 @@ class WorkerSet:
                 f"WorkerSet(local_worker={local_worker!r}): the local worker is the learner, "
                 "worker index 0"
             )
-        # Before the local worker builds a policy on cuda; without a backend yet (the error for
-        # that comes when remote workers start) the GPUs are checked as in-process ones.
+        # Before the local worker builds a policy on cuda (a given one was checked by its
+        # builder, `check_learner_gpu`), and the workers' GPUs against the cluster; without a
+        # backend yet (the error for that comes when remote workers start) the GPUs are
+        # checked as in-process ones.
         resources = flow.cluster_resources() if flow.is_initialized() else None
         check_gpus(config, cluster_gpus=None if resources is None else resources.get("GPU", 0.0))
         self._local = local_worker or RolloutWorker(config, policy_cls, worker_index=0)
