@@ -6,10 +6,11 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 from rlflow.errors import ConfigError
 from rlflow.returns import discounted_returns
-from rlflow.vtrace import vtrace
+from rlflow.vtrace import vtrace, vtrace_torch
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -183,3 +184,45 @@ def test_bad_inputs_raise(kwargs: dict[str, object], match: str) -> None:
     args.update(kwargs)
     with pytest.raises(ConfigError, match=match):
         vtrace(**args)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------ vtrace_torch
+@pytest.mark.parametrize(
+    ("thresholds", "dtype"),
+    [
+        ((1.0, 1.0, 1.0), torch.float64),
+        ((0.5, 2.0, 0.9), torch.float32),
+        ((math.inf,) * 3, torch.float32),
+    ],
+)
+def test_vtrace_torch_matches_the_numpy_reference(
+    thresholds: tuple[float, float, float], dtype: torch.dtype
+) -> None:
+    rng = np.random.default_rng(7)
+    t, b = 6, 4
+    behaviour = rng.normal(-0.7, 0.4, (t, b))
+    target = behaviour + rng.normal(0.0, 0.6, (t, b))
+    rewards = rng.uniform(-1, 1, (t, b))
+    values = rng.normal(0.0, 1.0, (t, b))
+    bootstrap = rng.normal(0.0, 1.0, b)
+    discounts = 0.95 * (rng.uniform(size=(t, b)) > 0.2)  # some terminal steps
+    rho, pg_rho, c = thresholds
+    kw = {"clip_rho_threshold": rho, "clip_pg_rho_threshold": pg_rho, "clip_c_threshold": c}
+    want = vtrace(behaviour, target, rewards, values, bootstrap, discounts, **kw)
+    args = [torch.tensor(x, dtype=dtype) for x in (behaviour, target, rewards, values)]
+    boot, disc = torch.tensor(bootstrap, dtype=dtype), torch.tensor(discounts, dtype=dtype)
+    vs, adv, rhos = vtrace_torch(*args, boot, disc, **kw)
+    assert vs.dtype == dtype and vs.shape == (t, b) and not vs.requires_grad
+    tol = 1e-12 if dtype == torch.float64 else 1e-5
+    np.testing.assert_allclose(vs.numpy(), want.vs, rtol=tol, atol=tol)
+    np.testing.assert_allclose(adv.numpy(), want.pg_advantages, rtol=tol, atol=tol)
+    np.testing.assert_allclose(rhos.numpy(), want.rhos, rtol=tol, atol=tol)
+
+
+def test_vtrace_torch_takes_no_gradient_and_checks_thresholds() -> None:
+    values = torch.zeros(3, requires_grad=True)
+    zeros = torch.zeros(3)
+    vs, _, _ = vtrace_torch(zeros, zeros, torch.ones(3), values, torch.tensor(0.0), zeros + 1)
+    assert vs.tolist() == [3.0, 2.0, 1.0] and not vs.requires_grad
+    with pytest.raises(ConfigError, match="clip_c_threshold"):
+        vtrace_torch(zeros, zeros, zeros, zeros, torch.tensor(0.0), zeros, clip_c_threshold=0.0)

@@ -3,10 +3,15 @@
 Reference: Espeholt et al., "IMPALA: Scalable Distributed Deep-RL with Importance Weighted
 Actor-Learner Architectures" (ICML 2018), section 4.1, equation (1) and the remarks below it.
 
-A pure numpy function over one time-major batch of trajectory fragments: arrays are ``[T]``
-(one fragment) or ``[T, B]`` (B fragments side by side). Episode ends inside a fragment are
-carried by ``discounts``: pass ``gamma * (1 - terminated_t)``, so that nothing is bootstrapped
-across a terminal step. The recursion runs in float64 whatever the input dtype.
+Two functions over one time-major batch of trajectory fragments: arrays are ``[T]`` (one
+fragment) or ``[T, B]`` (B fragments side by side). Episode ends inside a fragment are carried by
+``discounts``: pass ``gamma * (1 - terminated_t)``, so that nothing is bootstrapped across a
+terminal step.
+
+- :func:`vtrace`: numpy, the recursion in float64 whatever the input dtype: the reference;
+- :func:`vtrace_torch`: the same on torch tensors, on their device and in their dtype, without
+  gradients: what the learners run (`rlflow.algorithms.actor_learner`), tested against
+  :func:`vtrace`.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+import torch
 
 from rlflow.checks import check_number
 from rlflow.errors import ConfigError
@@ -176,3 +182,54 @@ def _vtrace_recursion(
     next_vs = np.concatenate([vs[1:], bootstrap[np.newaxis]], axis=0)
     pg_advantages = np.minimum(pg_rho_bar, rhos) * (rewards + discounts * next_vs - values)
     return vs, pg_advantages
+
+
+def vtrace_torch(
+    behaviour_logp: torch.Tensor,
+    target_logp: torch.Tensor,
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    bootstrap_value: torch.Tensor,
+    discounts: torch.Tensor,
+    *,
+    clip_rho_threshold: float = 1.0,
+    clip_pg_rho_threshold: float = 1.0,
+    clip_c_threshold: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`vtrace` on tensors: ``(vs, pg_advantages, rhos)``, no gradients, nothing copied
+    to the host.
+
+    Same arguments and equations as :func:`vtrace` (time-major ``[T]`` or ``[T, B]`` tensors,
+    ``bootstrap_value`` a scalar or ``[B]``), computed on the inputs' device in ``values``'
+    dtype; the inputs are detached. Thresholds are checked as in :func:`vtrace`; shapes are
+    the caller's to get right (a mismatch raises torch's broadcasting error or gives wrong
+    numbers, so the learners build them from one `rlflow.data.sequences.SequenceLayout`).
+
+    >>> vs, adv, rhos = vtrace_torch(*(torch.tensor(x) for x in
+    ...     ([0.0, 0.0], [0.0, 0.0], [1.0, 1.0], [0.0, 0.0], 0.0, [1.0, 1.0])))
+    >>> vs.tolist(), adv.tolist()
+    ([2.0, 1.0], [2.0, 1.0])
+    """
+    rho_bar = _check_threshold("clip_rho_threshold", clip_rho_threshold)
+    pg_rho_bar = _check_threshold("clip_pg_rho_threshold", clip_pg_rho_threshold)
+    c_bar = _check_threshold("clip_c_threshold", clip_c_threshold)
+    with torch.no_grad():
+        dtype = values.dtype
+        values = values.detach()
+        rewards, discounts = rewards.detach().to(dtype), discounts.detach().to(dtype)
+        bootstrap = bootstrap_value.detach().to(dtype)
+        rhos = torch.exp(target_logp.detach().to(dtype) - behaviour_logp.detach().to(dtype))
+        # clamp(max=inf) is the identity, so an infinite threshold needs no special case.
+        clipped_rhos = rhos.clamp(max=rho_bar)
+        discounted_cs = discounts * rhos.clamp(max=c_bar)
+        next_values = torch.cat([values[1:], bootstrap.unsqueeze(0)], dim=0)
+        deltas = clipped_rhos * (rewards + discounts * next_values - values)
+        vs_minus_v = torch.empty_like(values)
+        acc = torch.zeros_like(bootstrap)
+        for t in range(values.shape[0] - 1, -1, -1):
+            acc = deltas[t] + discounted_cs[t] * acc
+            vs_minus_v[t] = acc
+        vs = vs_minus_v + values
+        next_vs = torch.cat([vs[1:], bootstrap.unsqueeze(0)], dim=0)
+        pg_advantages = rhos.clamp(max=pg_rho_bar) * (rewards + discounts * next_vs - values)
+    return vs, pg_advantages, rhos

@@ -13,7 +13,7 @@ from gymnasium import spaces
 from rlflow.algorithms import IMPALAConfig, tuned_config
 from rlflow.algorithms.impala.policy import VTracePolicy
 from rlflow.config.files import tuned_config_path
-from rlflow.data.sample_batch import NEXT_OBS, OBS
+from rlflow.data.sample_batch import BOOTSTRAP, NEXT_OBS, OBS
 from rlflow.envs import make_env_creator
 from rlflow.envs.atari import (
     ClipRewardEnv,
@@ -284,8 +284,10 @@ def test_impala_worker_samples_uint8_pong_frames() -> None:
         _, batch = workers.foreach_worker(lambda w: w.sample() if w.worker_index else None)
     finally:
         workers.stop()
-    assert batch[OBS].dtype == np.uint8 and batch[OBS].shape == (20, 84, 84, 4)
-    assert batch[NEXT_OBS].dtype == np.uint8
+    # One sequence of 20 steps and its bootstrap row: one frame stack more, not a NEXT_OBS each.
+    assert batch[OBS].dtype == np.uint8 and batch[OBS].shape == (21, 84, 84, 4)
+    assert batch.env_steps() == 20 and batch[BOOTSTRAP].tolist() == [False] * 20 + [True]
+    assert NEXT_OBS not in batch
 
 
 def test_a_pickled_vector_env_of_atari_games_continues_exactly() -> None:

@@ -106,3 +106,35 @@ def test_a_gpu_learner_trains_and_sends_cpu_weights(
     restored = RolloutWorker(config, spec.policy_cls, worker_index=0).get_policy()
     restored.set_state(policy.get_state())
     assert restored.num_grad_updates == policy.num_grad_updates
+
+
+@needs_cuda
+@pytest.mark.parametrize("algo", ["impala", "appo", "ppo"])
+def test_a_gpu_learner_learns_as_the_cpu_one_through_staging_and_prefetch(algo: str) -> None:
+    from rlflow.ops import dequeue
+    from rlflow.ops.learner_thread import LearnerThread
+
+    spec = get_algorithm(algo)
+    extra = {"num_workers": 1} if algo != "ppo" else {"train_batch_size": 16}
+    config_cls = spec.config_cls
+    cpu_config = config_cls(**{**COUNTING, **extra, "num_envs_per_worker": 2})
+    gpu_config = config_cls(**{**COUNTING, **extra, "num_envs_per_worker": 2}, num_gpus=1)
+    sampler = RolloutWorker(cpu_config, spec.policy_cls, worker_index=1)
+    batches = [sampler.sample() for _ in range(3)]
+    cpu = RolloutWorker(cpu_config, spec.policy_cls, worker_index=0)
+    gpu = RolloutWorker(gpu_config, spec.policy_cls, worker_index=0)
+    assert gpu.get_policy().staging is not None and gpu.get_policy().staging.pin
+    learner = LearnerThread(gpu)
+    assert learner.prefetch  # on by default for an accelerator
+    learner.start()
+    try:
+        for batch in batches:
+            learner.inqueue.put(batch)
+        out = dequeue(learner.outqueue, check=learner.check)
+        got = [next(out).stats[DEFAULT_POLICY_ID] for _ in batches]
+    finally:
+        learner.stop()
+    want = [cpu.learn_on_batch(b)[DEFAULT_POLICY_ID] for b in batches]
+    for g, w in zip(got, want, strict=True):
+        for key in ("total_loss", "grad_gnorm"):
+            assert g[key] == pytest.approx(w[key], rel=1e-3, abs=1e-5), key

@@ -19,14 +19,16 @@ from rlflow.data import (
     ACTIONS,
     EPS_ID,
     LOGP,
-    NEXT_OBS,
     OBS,
     REWARDS,
     TERMINATEDS,
     TRUNCATEDS,
+    SampleBatch,
 )
+from rlflow.data.sequences import add_bootstrap_row
 from rlflow.envs.flatten import flatten_observation
 from rlflow.envs.targets import DictTargetEnv, MultiDiscreteTargetEnv
+from rlflow.policy.policy import stats_to_host
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -41,7 +43,7 @@ SMALL = {
 }
 
 
-def _batch(policy: VTracePolicy, *, first_component_only: bool) -> dict[str, np.ndarray]:
+def _batch(policy: VTracePolicy, *, first_component_only: bool) -> SampleBatch:
     rng = np.random.default_rng(0)
     obs = rng.random((7, 7), dtype=np.float32)
     actions = np.stack([rng.integers(0, n, 6) for n in NVEC], axis=-1)
@@ -53,26 +55,29 @@ def _batch(policy: VTracePolicy, *, first_component_only: bool) -> dict[str, np.
         for i, p in enumerate(parts)
     ]
     logp = per_component[0] if first_component_only else sum(per_component)
-    return {
-        OBS: obs[:6],
-        NEXT_OBS: obs[1:],
-        ACTIONS: actions,
-        REWARDS: rng.random(6, dtype=np.float32),
-        TERMINATEDS: np.array([0, 0, 0, 0, 0, 1], bool),
-        TRUNCATEDS: np.zeros(6, bool),
-        EPS_ID: np.ones(6, np.int64),
-        LOGP: logp.numpy(),  # the behaviour policy mu: here the learner's own pi
-    }
+    steps = SampleBatch(
+        {
+            OBS: obs[:6],
+            ACTIONS: actions,
+            REWARDS: rng.random(6, dtype=np.float32),
+            TERMINATEDS: np.array([0, 0, 0, 0, 0, 1], bool),
+            TRUNCATEDS: np.zeros(6, bool),
+            EPS_ID: np.ones(6, np.int64),
+            LOGP: logp.numpy(),  # the behaviour policy mu: here the learner's own pi
+        }
+    )
+    return add_bootstrap_row(steps, obs[6])  # one sequence
 
 
 def test_vtrace_ratios_are_those_of_the_joint_action() -> None:
     policy = VTracePolicy(OBS_SPACE, gym.spaces.MultiDiscrete(list(NVEC)), IMPALAConfig(), seed=0)
     _, stats = policy.loss(policy.batch_to_tensors(_batch(policy, first_component_only=False)))
+    stats = stats_to_host(stats)
     assert stats["mean_rho"] == pytest.approx(1.0, abs=1e-5)  # mu = pi: every rho is 1
     # A behaviour logp of the first component alone makes rho = pi(a_2|x) < 1: so the loss
     # sums both components, as the test above needs.
     _, wrong = policy.loss(policy.batch_to_tensors(_batch(policy, first_component_only=True)))
-    assert wrong["mean_rho"] < 0.5
+    assert stats_to_host(wrong)["mean_rho"] < 0.5
 
 
 def test_sampled_batches_hold_one_row_of_components_per_step(local_backend: None) -> None:

@@ -27,6 +27,7 @@ from rlflow.data.sample_batch import (
 from rlflow.errors import ConfigError
 from rlflow.models import Categorical, NatureCNN
 from rlflow.policy import TorchPolicy
+from rlflow.policy.policy import stats_to_host
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -282,7 +283,7 @@ def test_ppo_loss_at_ratio_one_and_clipped() -> None:
     policy = PPOPolicy(OBS_SPACE, ACT_SPACE, ppo({**SMALL, "use_critic": False}), seed=0)
     batch = _rollout(policy)
     adv = batch[ADVANTAGES]
-    _, stats = policy.loss(policy.batch_to_tensors(batch))
+    stats = stats_to_host(policy.loss(policy.batch_to_tensors(batch))[1])
     assert stats["kl"] == pytest.approx(0.0, abs=1e-6)
     assert stats["policy_loss"] == pytest.approx(-adv.mean(), abs=1e-5)
     assert stats["clip_frac"] == 0.0
@@ -290,6 +291,7 @@ def test_ppo_loss_at_ratio_one_and_clipped() -> None:
     batch[ADVANTAGES] = np.abs(adv)
     batch[LOGP] = batch[LOGP] - np.log(2.0)
     loss, stats = policy.loss(policy.batch_to_tensors(batch))
+    stats = stats_to_host(stats)
     assert stats["policy_loss"] == pytest.approx(-1.2 * np.abs(adv).mean(), rel=1e-5)
     assert stats["clip_frac"] == 1.0
     policy.model.zero_grad()
@@ -306,10 +308,10 @@ def test_ppo_value_clipping_hand_values() -> None:
     values = batch[VF_PREDS]
     batch[VF_PREDS] = values - 5.0  # old prediction; clipped new value is values - 4
     batch[VALUE_TARGETS] = values + 10.0  # errors: 10^2 unclipped, 14^2 clipped
-    _, stats = policy.loss(policy.batch_to_tensors(batch))
+    stats = stats_to_host(policy.loss(policy.batch_to_tensors(batch))[1])
     assert stats["vf_loss"] == pytest.approx(196.0, rel=1e-5)
     unclipped = PPOPolicy(OBS_SPACE, ACT_SPACE, ppo({**config, "vf_clip_param": None}), seed=0)
-    _, stats = unclipped.loss(unclipped.batch_to_tensors(batch))
+    stats = stats_to_host(unclipped.loss(unclipped.batch_to_tensors(batch))[1])
     assert stats["vf_loss"] == pytest.approx(100.0, rel=1e-5)
 
 

@@ -19,6 +19,7 @@ from rlflow.data import (
     ACTION_DIST_INPUTS,
     ACTIONS,
     AGENT_INDEX,
+    BOOTSTRAP,
     EPS_ID,
     LOGP,
     NEXT_OBS,
@@ -127,13 +128,25 @@ class ValueIsObsPolicy(PGPolicy):
         return np.asarray(obs, dtype=np.float32)[:, 0]
 
 
+class SequencePolicy(ValueIsObsPolicy):
+    """Asks for sequence batches, as V-trace policies do; postprocessing leaves them be."""
+
+    requires_bootstrap_rows = True
+
+    def postprocess_trajectory(self, batch: SampleBatch, *, last_value: float) -> SampleBatch:
+        return batch
+
+
 def by_agent(agent: str) -> str:
     """c shares a's policy; b has its own."""
     return "p1" if agent == "b" else "p0"
 
 
 def scripted_worker(
-    length: int, mapping: Callable[[str], str] = by_agent, **kw: Any
+    length: int,
+    mapping: Callable[[str], str] = by_agent,
+    policy_cls: type[PGPolicy] = ValueIsObsPolicy,
+    **kw: Any,
 ) -> RolloutWorker:
     config = PGConfig(
         env=ScriptedEnv,
@@ -147,7 +160,7 @@ def scripted_worker(
         policy_mapping_fn=mapping,
         **kw,
     )
-    return RolloutWorker(config, ValueIsObsPolicy, worker_index=0)
+    return RolloutWorker(config, policy_cls, worker_index=0)
 
 
 def rows_of(batch: MultiAgentBatch, agent: str) -> SampleBatch:
@@ -205,6 +218,21 @@ def test_rows_of_an_agent_are_contiguous_in_time_order_with_next_obs() -> None:
     assert c[OBS][:, 0].tolist() == [21, 23, 24]
     assert c[NEXT_OBS][:, 0].tolist()[1:] == [24, 25]
     assert a[TRUNCATEDS].tolist() == [False] * 4 + [True] and not a[TERMINATEDS].any()
+
+
+def test_sequence_policies_get_each_agent_life_closed_by_a_bootstrap_row() -> None:
+    batch = scripted_worker(5, policy_cls=SequencePolicy).sample()
+    assert batch.env_steps() == 5 and batch.agent_steps() == 11  # bootstrap rows are no steps
+    a, b, c = (rows_of(batch, x) for x in AGENTS)
+    assert NEXT_OBS not in a
+    # Each life's rows, then the observation after its last step (b's final 12 and 15).
+    assert a[OBS][:, 0].tolist() == [0, 1, 2, 3, 4, 5]
+    assert a[BOOTSTRAP].tolist() == [False] * 5 + [True]
+    assert b[OBS][:, 0].tolist() == [10, 11, 12, 14, 15]
+    assert b[BOOTSTRAP].tolist() == [False, False, True, False, True]
+    assert b[TERMINATEDS].tolist() == [False, True, False, False, False]
+    assert c[OBS][:, 0].tolist() == [21, 23, 24, 25]
+    assert c[BOOTSTRAP].tolist() == [False, False, False, True]
 
 
 def test_rewards_late_reward_goes_to_the_last_row() -> None:

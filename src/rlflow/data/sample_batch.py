@@ -58,6 +58,10 @@ ACTION_DIST_INPUTS = "action_dist_inputs"
 
 AGENT_INDEX = "agent_index"
 """Index of the agent (in the env's ``possible_agents``) that produced the row (multi-agent)."""
+BOOTSTRAP = "bootstrap"
+"""True on the one row that closes each sequence of a sequence batch (V-trace policies, see
+`rlflow.data.sequences`): its OBS is the observation after the sequence's last step, its other
+columns are zeros, and it is not an env step (`SampleBatch.env_steps` leaves it out)."""
 NUM_GRAD_UPDATES = "num_grad_updates"
 """The acting policy's ``num_grad_updates`` (learner updates in the weights it sampled with),
 int64; the learner's count when it trains on the row minus this is the row's policy lag."""
@@ -145,12 +149,14 @@ class SampleBatch(dict[str, Array]):
         return 0
 
     def env_steps(self) -> int:
-        """Number of environment steps in the batch (equal to `count`)."""
-        return self.count
+        """Number of environment steps in the batch: `count` less the `BOOTSTRAP` rows of a
+        sequence batch (which are no steps)."""
+        flags = self.get(BOOTSTRAP)
+        return self.count if flags is None else self.count - int(np.count_nonzero(flags))
 
     def agent_steps(self) -> int:
-        """Number of agent steps in the batch (equal to `count`)."""
-        return self.count
+        """Number of agent steps in the batch (equal to `env_steps`)."""
+        return self.env_steps()
 
     def size_bytes(self) -> int:
         """Total size of the column data in bytes."""
@@ -233,7 +239,7 @@ class SampleBatch(dict[str, Array]):
 
     def as_multi_agent(self) -> MultiAgentBatch:
         """Wrap as a `MultiAgentBatch` with this batch as `DEFAULT_POLICY_ID`'s experience."""
-        return MultiAgentBatch({DEFAULT_POLICY_ID: self}, self.count)
+        return MultiAgentBatch({DEFAULT_POLICY_ID: self}, self.env_steps())
 
 
 def _iter_minibatches(batch: SampleBatch, size: int) -> Iterator[SampleBatch]:
@@ -301,8 +307,8 @@ class MultiAgentBatch:
         return self.env_steps_count
 
     def agent_steps(self) -> int:
-        """Number of rows summed over all policies."""
-        return sum(b.count for b in self.policy_batches.values())
+        """Number of agent steps summed over all policies (their rows, less bootstrap rows)."""
+        return sum(b.agent_steps() for b in self.policy_batches.values())
 
     def size_bytes(self) -> int:
         """Total size of the column data of all policies in bytes."""

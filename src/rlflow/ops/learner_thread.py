@@ -93,6 +93,10 @@ class LearnerThread(threading.Thread):
         num_sgd_iter: passes over each batch, >= 1 (passed to ``learn_on_batch``).
         sgd_minibatch_size: rows per SGD step, >= 0 (0: the whole batch per step).
         policies: ids of the policies to train (None: all of the local worker's).
+        prefetch: stage the next batch on the learner's device while the current one trains
+            (a loader thread takes batches from :attr:`inqueue` and sends them with
+            ``TorchPolicy.stage``, one at a time); None (default): when a trained policy is on
+            an accelerator. Without it the learner converts each batch itself.
 
     Input (``inqueue``): a ``SampleBatch`` / ``MultiAgentBatch``, or an ``ActorItem(actor,
     batch)`` (from ``zip_with_source_actor``: e.g. the replay shard the batch came from).
@@ -119,6 +123,7 @@ class LearnerThread(threading.Thread):
         num_sgd_iter: int = 1,
         sgd_minibatch_size: int = 0,
         policies: Sequence[str] | None = None,
+        prefetch: bool | None = None,
     ) -> None:
         """Create the queues; the thread starts with :meth:`start`."""
         super().__init__(name="rlflow-learner", daemon=True)
@@ -156,6 +161,16 @@ class LearnerThread(threading.Thread):
         """Batches learned so far."""
         self._inqueue_sizes: collections.deque[int] = collections.deque(maxlen=100)
         self._stopping = threading.Event()
+        if prefetch is None:
+            pids = self.policies or list(getattr(local_worker, "policy_map", ()))
+            devices = {getattr(local_worker.get_policy(p), "device", None) for p in pids}
+            prefetch = any(d is not None and d.type != "cpu" for d in devices)
+        self.prefetch = bool(prefetch)
+        """Whether a loader thread stages the next batch while one trains (see Args)."""
+        self._staged: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self._loader = threading.Thread(
+            target=self._load_loop, name="rlflow-learner-loader", daemon=True
+        )
 
     def run(self) -> None:
         """The thread's loop: :meth:`step` until stopped or until ``learn_on_batch`` raises."""
@@ -170,33 +185,66 @@ class LearnerThread(threading.Thread):
             self.error = err
             logger.debug("learner thread crashed", exc_info=True)
 
+    def _take(self) -> tuple[Any, SampleBatch | MultiAgentBatch] | None:
+        """``(actor or None, batch)`` from :attr:`inqueue` if one arrives within the poll time."""
+        try:
+            item = self.inqueue.get(timeout=_QUEUE_POLL_S)
+        except queue.Empty:
+            return None
+        self._inqueue_sizes.append(self.inqueue.qsize())
+        actor, batch = (item.actor, item.item) if isinstance(item, ActorItem) else (None, item)
+        if not isinstance(batch, SampleBatch | MultiAgentBatch):
+            raise PlanError(f"LearnerThread takes SampleBatch or MultiAgentBatch, got {batch!r}")
+        return actor, batch
+
+    def _load_loop(self) -> None:
+        """The loader thread (with ``prefetch``): stage each batch, hand it to the learner."""
+        try:
+            while not self._stopping.is_set():
+                taken = self._take()
+                if taken is None:
+                    continue
+                actor, batch = taken
+                staged = self.local_worker.stage_batch(batch, self.policies)
+                self._put(self._staged, (actor, staged))
+        except BaseException as err:  # noqa: BLE001 (kept; check() re-raises it)
+            err.add_note(f"rlflow: raised in {self._loader.name} while staging a batch")
+            self.error = err
+            self._stopping.set()
+
+    def _put(self, target: queue.Queue[Any], item: Any) -> None:
+        """Put ``item`` into ``target``, waiting while it is full, until stopped."""
+        while not self._stopping.is_set():
+            try:
+                target.put(item, timeout=_QUEUE_POLL_S)
+                return
+            except queue.Full:
+                continue
+
     def step(self) -> bool:
-        """Learn on one batch from :attr:`inqueue` if one arrives soon; return whether one did.
+        """Learn on one batch from :attr:`inqueue` (or, with ``prefetch``, the one the loader
+        staged) if one arrives soon; return whether one did.
 
         Blocks at most about 0.1 s for a batch, and while :attr:`outqueue` is full.
         """
         start = time.perf_counter()
-        try:
-            item = self.inqueue.get(timeout=_QUEUE_POLL_S)
-        except queue.Empty:
-            return False
-        self._inqueue_sizes.append(self.inqueue.qsize())
+        if self.prefetch:
+            try:
+                taken = self._staged.get(timeout=_QUEUE_POLL_S)
+            except queue.Empty:
+                return False
+        else:
+            taken = self._take()
+            if taken is None:
+                return False
         self.queue_wait_timer.push(time.perf_counter() - start)
-        actor, batch = (item.actor, item.item) if isinstance(item, ActorItem) else (None, item)
-        if not isinstance(batch, SampleBatch | MultiAgentBatch):
-            raise PlanError(f"LearnerThread takes SampleBatch or MultiAgentBatch, got {batch!r}")
-        with self.learn_timer.timing(units=batch.count), self.lock:
+        actor, batch = taken
+        with self.learn_timer.timing(units=batch.env_steps()), self.lock:
             stats = self._learn(batch)
             self.weights_updated = True
         self.num_batches += 1
-        result = TrainResult(batch.count, stats)
-        out = result if actor is None else ActorItem(actor, result)
-        while not self._stopping.is_set():
-            try:
-                self.outqueue.put(out, timeout=_QUEUE_POLL_S)
-                break
-            except queue.Full:
-                continue
+        result = TrainResult(batch.env_steps(), stats)
+        self._put(self.outqueue, result if actor is None else ActorItem(actor, result))
         return True
 
     def _learn(self, batch: SampleBatch | MultiAgentBatch) -> Any:
@@ -222,6 +270,8 @@ class LearnerThread(threading.Thread):
         """Start the thread; it is stopped at interpreter exit if nobody stopped it before
         (a daemon thread killed inside torch would abort the process)."""
         super().start()
+        if self.prefetch:
+            self._loader.start()
         _LIVE_LEARNERS.add(self)
 
     def stop(self, timeout_s: float = 5.0) -> None:
@@ -229,6 +279,8 @@ class LearnerThread(threading.Thread):
         self._stopping.set()
         if self.is_alive():
             self.join(timeout_s)
+        if self._loader.is_alive():
+            self._loader.join(timeout_s)
 
     def stats(self) -> dict[str, float]:
         """Queue and timing statistics: ``inqueue_size_mean``, ``outqueue_size``,

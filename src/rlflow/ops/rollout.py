@@ -244,19 +244,19 @@ class ConcatBatches:
     def __call__(self, batch: Batch) -> list[Batch]:
         _check_batch(batch, "ConcatBatches")
         self._buffer.append(batch)
-        self._count += batch.count
+        self._count += batch.env_steps()
         if self._count < self.min_batch_size:
             return []
         out = SampleBatch.concat_samples(self._buffer)
         if self._start is not None:
             timer = flow.current_metrics().timers[keys.SAMPLE_TIMER]
-            timer.push(time.perf_counter() - self._start, units=out.count)
-        if out.count > 2 * self.min_batch_size:
+            timer.push(time.perf_counter() - self._start, units=self._count)
+        if self._count > 2 * self.min_batch_size:
             logger.info(
                 "ConcatBatches: a train batch of %d steps was asked for, %d were collected; "
                 "lower rollout_fragment_length * num_envs_per_worker * num_workers",
                 self.min_batch_size,
-                out.count,
+                self._count,
             )
         self._buffer, self._count, self._start = [], 0, None
         return [out]

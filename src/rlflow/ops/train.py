@@ -98,7 +98,7 @@ class TrainOneStep:
     def __call__(self, batch: Batch) -> TrainResult:
         _check_batch(batch, "TrainOneStep")
         ctx = flow.current_metrics()
-        with ctx.timers[keys.LEARN_TIMER].timing(units=batch.count):
+        with ctx.timers[keys.LEARN_TIMER].timing(units=batch.env_steps()):
             stats = self.workers.local_worker().learn_on_batch(
                 batch,
                 num_sgd_iter=self.num_sgd_iter,
@@ -114,7 +114,7 @@ class TrainOneStep:
             for pid in stats:
                 ctx.counters[f"{keys.NUM_TRAIN_STEPS}/{pid}"] += 1
         _push_weights(self.workers, self.policies)
-        return TrainResult(batch.count, stats)
+        return TrainResult(batch.env_steps(), stats)
 
 
 class ComputeGradients:
@@ -132,7 +132,7 @@ class ComputeGradients:
     def __call__(self, batch: Batch) -> Gradients:
         _check_batch(batch, "ComputeGradients")
         ctx = flow.current_metrics()
-        with ctx.timers[keys.COMPUTE_GRADS_TIMER].timing(units=batch.count):
+        with ctx.timers[keys.COMPUTE_GRADS_TIMER].timing(units=batch.env_steps()):
             grads = self.workers.local_worker().compute_gradients(batch)
         ctx.info[keys.LEARNER_INFO] = grads.stats
         return grads

@@ -65,10 +65,11 @@ from rlflow.models.actors import ActorExport
 from rlflow.models.custom import build_policy_model, export_policy_model
 from rlflow.policy.adam import Adam
 from rlflow.policy.spaces import check_custom_model_support, check_policy_spaces
+from rlflow.policy.staging import HostStaging, StagedBatch
 from rlflow.returns import compute_advantages
 from rlflow.schedules import PiecewiseSchedule
 
-__all__ = ["POLICY_LAG", "ActorCriticPolicy", "TorchPolicy", "adaptive_kl_coeff"]
+__all__ = ["POLICY_LAG", "ActorCriticPolicy", "TorchPolicy", "adaptive_kl_coeff", "stats_to_host"]
 
 logger = logging.getLogger(__name__)
 
@@ -160,6 +161,13 @@ class TorchPolicy(abc.ABC):
         self.device: torch.device = resolve_device(config, self.worker_index)
         """Where the model runs and learns: ``cuda`` for the learner with ``num_gpus > 0`` (a
         worker with ``num_gpus_per_worker > 0``), else ``cpu``."""
+        self.staging: HostStaging | None = (
+            HostStaging(self.device) if self.device.type == "cuda" else None
+        )
+        """How :meth:`batch_to_tensors` sends a batch to an accelerator: one pinned, reused
+        host buffer and one copy (`rlflow.policy.staging`); None on CPU, where columns become
+        tensors without a copy."""
+        self._copy_stream: Any = None  # the CUDA stream of stage(), made on first use
         self.model: nn.Module = self._build_model(config, seed).to(self.device)
         """The network: ``forward(obs) -> (dist_inputs, value)`` and ``value(obs)`` (an
         `ActorCritic`, or the ``model.custom_model``)."""
@@ -268,25 +276,57 @@ class TorchPolicy(abc.ABC):
     # -- learning ---------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
-        """Return the scalar loss to minimise on a batch, and float stats to report."""
+    def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Return the scalar loss to minimise on a batch, and stats to report: floats, or
+        tensors on the device (detached there; :func:`stats_to_host` copies them all to the
+        host at once)."""
 
-    def batch_to_tensors(self, batch: Mapping[str, Array]) -> dict[str, torch.Tensor]:
-        """Convert the numeric columns of ``batch`` to tensors (float64 becomes float32);
-        ``NUM_GRAD_UPDATES`` (bookkeeping, never in a loss) is left out."""
-        out: dict[str, torch.Tensor] = {}
+    def tensor_columns(self, batch: Mapping[str, Array]) -> dict[str, Array]:
+        """The host arrays :meth:`batch_to_tensors` sends: the numeric columns of ``batch``
+        (float64 as float32), but ``NUM_GRAD_UPDATES`` (bookkeeping, never in a loss).
+        Subclasses add what their loss needs computed on the host (V-trace: the sequences)."""
+        columns: dict[str, Array] = {}
         for name, column in batch.items():
             array = np.asarray(column)
             if array.dtype.kind not in "biuf" or name == NUM_GRAD_UPDATES:
                 continue
-            if array.dtype == np.float64:
-                array = array.astype(np.float32)
+            columns[name] = array.astype(np.float32) if array.dtype == np.float64 else array
+        return columns
+
+    def batch_to_tensors(self, batch: Mapping[str, Array]) -> dict[str, torch.Tensor]:
+        """:meth:`tensor_columns` of ``batch`` as tensors on the policy's device (uint8
+        observations stay uint8 until they are there). To an accelerator they travel together,
+        in one copy through :attr:`staging`; a batch this policy staged ahead (:meth:`stage`)
+        gives its tensors at once."""
+        if isinstance(batch, StagedBatch):
+            staged = batch.tensors_for(self, self.device)
+            if staged is not None:
+                return staged
+        columns = self.tensor_columns(batch)
+        if self.staging is not None:
+            return self.staging.to_device(columns)
+        out: dict[str, torch.Tensor] = {}
+        for name, array in columns.items():
             array = np.ascontiguousarray(array)
             if not array.flags.writeable:
                 # Ray hands out read-only zero-copy arrays; torch needs memory it may write.
                 array = array.copy()
             out[name] = self._to_device(torch.from_numpy(array))
         return out
+
+    def stage(self, batch: SampleBatch) -> StagedBatch:
+        """``batch`` with its tensors already on their way to the device (on a side CUDA
+        stream, so the copy overlaps the training of the batch before it): what the learner
+        thread prefetches. On CPU the conversion is just done ahead."""
+        if self.device.type != "cuda":
+            return StagedBatch(batch, self.batch_to_tensors(batch), owner=self)
+        if self._copy_stream is None:
+            self._copy_stream = torch.cuda.Stream(self.device)  # type: ignore[no-untyped-call]
+        with torch.cuda.stream(self._copy_stream):
+            tensors = self.batch_to_tensors(batch)
+            ready = torch.cuda.Event()  # type: ignore[no-untyped-call]
+            ready.record(self._copy_stream)
+        return StagedBatch(batch, tensors, owner=self, ready=ready)
 
     def _backward(self, batch: Mapping[str, Array]) -> dict[str, float]:
         """Fill every parameter's ``.grad`` (clipped) from the loss on ``batch``; return stats."""
@@ -305,7 +345,7 @@ class TorchPolicy(abc.ABC):
                 p.grad = torch.zeros_like(p)
         max_norm = float("inf") if self.grad_clip is None else self.grad_clip
         norm = torch.nn.utils.clip_grad_norm_(self._params, max_norm)
-        return {**stats, "total_loss": float(loss.detach()), "grad_gnorm": float(norm)}
+        return stats_to_host({**stats, "total_loss": loss, "grad_gnorm": norm})
 
     def compute_gradients(self, batch: Mapping[str, Array]) -> tuple[list[Array], dict[str, float]]:
         """Return the clipped gradients of the loss on ``batch`` as numpy arrays, and stats.
@@ -502,6 +542,28 @@ class ActorCriticPolicy(TorchPolicy):
             use_gae=self.use_gae and self.use_critic,
             use_critic=self.use_critic,
         )
+
+
+def stats_to_host(stats: Mapping[str, Any]) -> dict[str, Any]:
+    """``stats`` with every tensor copied to the host in one transfer (one synchronisation with
+    the device, however many stats): a 0-d tensor becomes a float, any other a float32 numpy
+    array of its shape (e.g. per-row TD errors); other values are kept.
+
+    >>> stats_to_host({"loss": torch.tensor(0.5), "td": torch.tensor([1.0, -2.0]), "n": 3})
+    {'loss': 0.5, 'td': array([ 1., -2.], dtype=float32), 'n': 3}
+    """
+    tensors = {k: v for k, v in stats.items() if isinstance(v, torch.Tensor)}
+    if not tensors:
+        return dict(stats)
+    flat = torch.cat([v.detach().reshape(-1).to(torch.float32) for v in tensors.values()])
+    host = flat.cpu().numpy()
+    out = dict(stats)
+    offset = 0
+    for key, value in tensors.items():
+        part = host[offset : offset + value.numel()]
+        offset += value.numel()
+        out[key] = float(part[0]) if value.dim() == 0 else part.reshape(value.shape).copy()
+    return out
 
 
 def _to_cpu(value: Any) -> Any:

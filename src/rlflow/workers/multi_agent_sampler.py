@@ -49,11 +49,13 @@ from rlflow.data.sample_batch import (
     ACTION_DIST_INPUTS,
     ACTIONS,
     LOGP,
+    NEXT_OBS,
     OBS,
     VF_PREDS,
     MultiAgentBatch,
     SampleBatch,
 )
+from rlflow.data.sequences import add_bootstrap_row
 from rlflow.envs.multi_agent import ALL_AGENTS, MultiAgentStep
 from rlflow.envs.validation import (
     MAX_RESTART_ATTEMPTS,
@@ -91,7 +93,9 @@ class MultiAgentSampler(Sampler):
         filters: ``{policy id: observation filter}`` (see the module docstring); updated here
             unless frozen.
 
-    Every row has `NEXT_OBS` (replay and V-trace learners read it) and `AGENT_INDEX`.
+    Every row has `AGENT_INDEX`, and `NEXT_OBS` (replay learners read it), but for policies
+    with a true ``requires_bootstrap_rows`` (V-trace): their trajectories are sequences closed
+    by a bootstrap row (`rlflow.data.sequences`).
     """
 
     def __init__(
@@ -340,6 +344,10 @@ class MultiAgentSampler(Sampler):
         if not terminated and policy.use_critic:
             last_value = float(policy.value(np.asarray(traj.last_next_obs)[None])[0])
         batch = traj.take()
+        if getattr(policy, "requires_bootstrap_rows", False):
+            # A sequence: its bootstrap row instead of a NEXT_OBS per row.
+            del batch[NEXT_OBS]
+            batch = add_bootstrap_row(batch, traj.last_next_obs)
         self._out[traj.policy_id].append(
             policy.postprocess_trajectory(batch, last_value=last_value)
         )

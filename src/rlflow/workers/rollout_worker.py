@@ -367,7 +367,9 @@ class RolloutWorker(ParallelIteratorWorker):
         stats: dict[PolicyID, dict[str, float]] = {}
         for pid, b in self._policy_batches(batch, None).items():
             grads[pid], stats[pid] = self.get_policy(pid).compute_gradients(b)
-        return Gradients(grads, batch.count, stats, self.num_grad_updates_per_policy(list(grads)))
+        return Gradients(
+            grads, batch.env_steps(), stats, self.num_grad_updates_per_policy(list(grads))
+        )
 
     def apply_gradients(self, grads: Mapping[PolicyID, Sequence[Array]]) -> None:
         """One optimizer step per policy with gradients from :meth:`compute_gradients`."""
@@ -375,6 +377,20 @@ class RolloutWorker(ParallelIteratorWorker):
             # Arrays from Ray's object store are read-only; torch warns on those.
             arrays = [a if a.flags.writeable else a.copy() for a in map(np.asarray, g)]
             self.get_policy(pid).apply_gradients(arrays)
+
+    def stage_batch(
+        self, batch: SampleBatch | MultiAgentBatch, policies: Sequence[PolicyID] | None = None
+    ) -> SampleBatch | MultiAgentBatch:
+        """``batch`` with each trained policy's part (all, or ``policies``) sent ahead to that
+        policy's device (`TorchPolicy.stage`); :meth:`learn_on_batch` then uses those tensors.
+        The learner thread's prefetch."""
+        staged = {
+            pid: self.get_policy(pid).stage(b)
+            for pid, b in self._policy_batches(batch, policies).items()
+        }
+        if isinstance(batch, SampleBatch):
+            return next(iter(staged.values()), batch)
+        return MultiAgentBatch({**batch.policy_batches, **staged}, batch.env_steps())
 
     def learn_on_batch(
         self,

@@ -40,6 +40,7 @@ from rlflow.data.sample_batch import (
     VF_PREDS,
     SampleBatch,
 )
+from rlflow.data.sequences import add_bootstrap_row
 from rlflow.envs.gym_vector import GymVectorEnv, make_vector_env
 from rlflow.envs.records import VectorStep
 from rlflow.envs.vector import EpisodeStat, VectorEnv
@@ -102,6 +103,25 @@ class _Buffers:
         return batch
 
 
+class _BootstrapObs:
+    """The observation after row ``t`` of sub-env ``i`` where a sequence ends there: the
+    truncated episode's last one, the terminated episode's placeholder (its last row's own
+    observation: a terminal step bootstraps from nothing), or the one to act on next at the
+    fragment's end."""
+
+    def __init__(self, buf: _Buffers, last_obs: Array, truncated: list[tuple[int, int, Array]]):
+        self.buf = buf
+        self.last_obs = last_obs
+        self.truncated = {(t, i): ob for t, i, ob in truncated}
+
+    def __call__(self, t: int, i: int) -> Array:
+        ob = self.truncated.get((t, i))
+        if ob is not None:
+            return ob
+        source = self.buf.obs[t] if self.buf.terminateds[t, i] else self.last_obs
+        return np.asarray(source[i])
+
+
 class VectorSampler(Sampler):
     """Steps ``num_envs`` copies of a single-agent env with ``policy``.
 
@@ -116,9 +136,11 @@ class VectorSampler(Sampler):
 
     The envs are built on the first `sample` (or `run_episodes`). Fragment rows are ordered by
     sub-env, then time; columns: OBS, ACTIONS, REWARDS, TERMINATEDS, TRUNCATEDS, LOGP,
-    VF_PREDS, ACTION_DIST_INPUTS, EPS_ID, what the policy's postprocessing adds, and NEXT_OBS
+    VF_PREDS, ACTION_DIST_INPUTS, EPS_ID, what the policy's postprocessing adds, NEXT_OBS
     (the true next observation, the episode's last one where it ended) when the policy has a
-    true ``requires_next_obs`` attribute (replay-based policies).
+    true ``requires_next_obs`` attribute (replay-based policies), and a bootstrap row closing
+    each episode fragment when it has a true ``requires_bootstrap_rows`` (V-trace policies,
+    `rlflow.data.sequences`).
     """
 
     def __init__(
@@ -279,7 +301,10 @@ class VectorSampler(Sampler):
         self._obs = obs = self._obs.copy()
         truncated, self._truncated = self._truncated, []
         self._fill_bootstrap_values(self._buffers, obs, truncated)
-        return self._postprocess(self._buffers)
+        bootstrap_obs = None
+        if getattr(self.policy, "requires_bootstrap_rows", False):
+            bootstrap_obs = _BootstrapObs(self._buffers, obs, truncated)
+        return self._postprocess(self._buffers, bootstrap_obs)
 
     def _fill_bootstrap_values(
         self, buf: _Buffers, last_obs: Array, truncated: list[tuple[int, int, Array]]
@@ -298,8 +323,9 @@ class VectorSampler(Sampler):
             for (t, i, _), v in zip(truncated, values, strict=True):
                 buf.boot_values[t, i] = v
 
-    def _postprocess(self, buf: _Buffers) -> SampleBatch:
-        """Split each sub-env's rows into episode fragments and postprocess each."""
+    def _postprocess(self, buf: _Buffers, bootstrap_obs: _BootstrapObs | None) -> SampleBatch:
+        """Split each sub-env's rows into episode fragments and postprocess each (each closed
+        by its bootstrap row first, `rlflow.data.sequences`, when ``bootstrap_obs`` is given)."""
         policy = self.policy
         length, num_envs = buf.rewards.shape
         pieces: list[SampleBatch] = []
@@ -316,6 +342,8 @@ class VectorSampler(Sampler):
                 if not policy.use_critic:
                     last_value = 0.0
                 fragment = buf.fragment(start, end + 1, i)
+                if bootstrap_obs is not None:
+                    fragment = add_bootstrap_row(fragment, bootstrap_obs(end, i))
                 pieces.append(policy.postprocess_trajectory(fragment, last_value=last_value))
                 start = end + 1
         buf.dropped[:] = False

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-from rlflow.algorithms.actor_learner.policy import sequence_ends
 from rlflow.algorithms.appo import APPOConfig
 from rlflow.algorithms.appo.policy import APPOPolicy
 from rlflow.algorithms.impala import IMPALAConfig
@@ -18,6 +17,7 @@ from rlflow.algorithms.impala.policy import VTracePolicy
 from rlflow.data.sample_batch import (
     ACTION_DIST_INPUTS,
     ACTIONS,
+    BOOTSTRAP,
     EPS_ID,
     LOGP,
     NEXT_OBS,
@@ -27,7 +27,9 @@ from rlflow.data.sample_batch import (
     TRUNCATEDS,
     SampleBatch,
 )
+from rlflow.data.sequences import add_bootstrap_row
 from rlflow.errors import ConfigError
+from rlflow.policy.policy import stats_to_host
 from rlflow.testing.envs import CountingEnv
 from rlflow.vtrace import vtrace
 from rlflow.workers import RolloutWorker
@@ -41,29 +43,29 @@ GAMMA = 0.9
 CONFIG: dict[str, Any] = {"gamma": GAMMA, "lr": 0.01, "model": {"hidden": (8,)}, "grad_clip": None}
 
 # Three sequences, as a worker with 2 sub-envs writes them: env A's 4 steps of episode 1 (cut
-# by the fragment's end), then env B's episode 2 ending after 2 steps and episode 3's first step.
+# by the fragment's end), then env B's episode 2 ending after 2 steps and episode 3's first
+# step; each closed by its bootstrap row (so the rows are 4 + 1, 2 + 1, 1 + 1).
 EPS = [1, 1, 1, 1, 2, 2, 3]
 TERMINATED = [0, 0, 0, 0, 0, 1, 0]
-SEGMENTS = [(0, 4), (4, 6), (6, 7)]
+SEGMENTS = [(0, 4), (4, 6), (6, 7)]  # step indexes, bootstrap rows left out
+ROWS = [(0, 5), (5, 8), (8, 10)]  # the same sequences' rows in the batch
 
 
 def _batch(policy: VTracePolicy, *, on_policy: bool, seed: int = 0) -> SampleBatch:
-    """The tiny batch above; behaviour log-probs are the policy's own when ``on_policy``."""
+    """The tiny sequence batch above; behaviour log-probs are the policy's own when
+    ``on_policy``."""
     rng = np.random.default_rng(seed)
     n = len(EPS)
     obs = rng.uniform(-1, 1, (n, 3)).astype(np.float32)
-    next_obs = rng.uniform(-1, 1, (n, 3)).astype(np.float32)
-    for a, b in SEGMENTS:
-        next_obs[a : b - 1] = obs[a + 1 : b]
+    bootstrap_obs = rng.uniform(-1, 1, (len(SEGMENTS), 3)).astype(np.float32)
     actions = rng.integers(0, 2, n)
     with torch.no_grad():
         dist_inputs, _ = policy.model(torch.from_numpy(obs))
         own_logp = policy.dist_class(dist_inputs).logp(torch.from_numpy(actions)).numpy()
     logp = own_logp if on_policy else own_logp + rng.normal(0.0, 0.5, n).astype(np.float32)
-    return SampleBatch(
+    steps = SampleBatch(
         {
             OBS: obs,
-            NEXT_OBS: next_obs,
             ACTIONS: actions,
             REWARDS: rng.uniform(0, 1, n).astype(np.float32),
             TERMINATEDS: np.array(TERMINATED, dtype=bool),
@@ -73,41 +75,30 @@ def _batch(policy: VTracePolicy, *, on_policy: bool, seed: int = 0) -> SampleBat
             ACTION_DIST_INPUTS: dist_inputs.numpy(),
         }
     )
+    return SampleBatch.concat_samples(
+        [add_bootstrap_row(steps.slice(a, b), ob) for (a, b), ob in zip(SEGMENTS, bootstrap_obs)]
+    )
 
 
 def _learner_view(policy: VTracePolicy, batch: SampleBatch) -> tuple[np.ndarray, ...]:
-    """The learner's log pi(a|x), V(x) per row and V(next_obs) per row, by hand."""
+    """The learner's log pi(a|x) and V(x) per row (bootstrap rows included), by hand."""
     with torch.no_grad():
         dist_inputs, values = policy.model(torch.from_numpy(batch[OBS]))
         logp = policy.dist_class(dist_inputs).logp(torch.from_numpy(batch[ACTIONS]))
-        next_values = policy.model.value(torch.from_numpy(batch[NEXT_OBS]))
-    return logp.numpy(), values.numpy(), next_values.numpy()
+    return logp.numpy(), values.numpy()
+
+
+def _per_step(policy: VTracePolicy, batch: SampleBatch, on: str = "vs") -> list[np.ndarray]:
+    """compute_vtrace's targets ``on`` per sequence, in time order (padding dropped)."""
+    logp, values = _learner_view(policy, batch)
+    tensors = policy.batch_to_tensors(batch)
+    vt = policy.compute_vtrace(tensors, torch.from_numpy(logp), torch.from_numpy(values))
+    grid, mask = getattr(vt, on).numpy(), vt.mask.numpy().astype(bool)
+    return [grid[:, b][mask[:, b]] for b in range(grid.shape[1])]
 
 
 # ------------------------------------------------------------------------------ sequences
-def test_sequence_ends_cut_at_episode_ends_env_changes_and_gaps() -> None:
-    obs = np.array([[0], [1], [2], [7], [8], [3]], dtype=np.float32)
-    next_obs = np.array([[1], [2], [3], [8], [9], [4]], dtype=np.float32)
-    eps = [1, 1, 1, 2, 2, 1]
-    term = [0, 0, 0, 0, 0, 0]
-    trunc = [0, 1, 0, 0, 0, 0]
-    # Row 1 truncated; row 2 -> 3 changes episode; row 4 -> 5 changes episode although row 5
-    # continues episode 1 in time (it came from a later fragment); the last row always ends.
-    assert sequence_ends(obs, next_obs, eps, term, trunc).tolist() == [
-        False,
-        True,
-        True,
-        False,
-        True,
-        True,
-    ]
-    # Same episode id but next_obs does not match: not consecutive in time.
-    assert sequence_ends([[0], [5]], [[1], [6]], [1, 1], [0, 0], [0, 0]).tolist() == [True, True]
-    # Adjacent fragments of one episode (e.g. two samples of a 1-env worker) are joined.
-    assert sequence_ends([[0], [1]], [[1], [2]], [1, 1], [0, 0], [0, 0]).tolist() == [False, True]
-
-
-def test_worker_batches_carry_next_obs_and_cut_into_sub_env_fragments() -> None:
+def test_worker_batches_are_sequences_closed_by_bootstrap_rows() -> None:
     config = IMPALAConfig(
         env=CountingEnv,
         env_config={"episode_len": 3},
@@ -116,44 +107,63 @@ def test_worker_batches_carry_next_obs_and_cut_into_sub_env_fragments() -> None:
         model={"hidden": (8,)},
     )
     batch = RolloutWorker(config, VTracePolicy, worker_index=1).sample()
-    assert NEXT_OBS in batch
-    ends = sequence_ends(
-        batch[OBS], batch[NEXT_OBS], batch[EPS_ID], batch[TERMINATEDS], batch[TRUNCATEDS]
+    assert NEXT_OBS not in batch
+    # Per sub-env: steps 1-3 (terminated; its bootstrap row repeats the last observation, a
+    # placeholder), then step 1 of the next episode, bootstrapped from the observation after it.
+    assert batch[OBS].ravel().tolist() == [0.0, 1.0, 2.0, 2.0, 0.0, 1.0] * 2
+    assert batch[BOOTSTRAP].tolist() == [False, False, False, True, False, True] * 2
+    assert batch[TERMINATEDS].tolist() == [False, False, True, False, False, False] * 2
+    assert batch.env_steps() == 8 and batch.count == 12
+
+
+def test_a_truncated_sequence_bootstraps_from_the_episode_s_last_observation() -> None:
+    config = IMPALAConfig(
+        env=CountingEnv,
+        env_config={"episode_len": 2, "truncate": True},
+        rollout_fragment_length=3,
+        model={"hidden": (8,)},
     )
-    # Per sub-env: steps 1-3 (terminated), then step 1 of the next episode (fragment end).
-    assert ends.tolist() == [False, False, True, True] * 2
+    batch = RolloutWorker(config, VTracePolicy, worker_index=1).sample()
+    # Steps 1-2 truncated: bootstrapped from observation 2 (not the reset's 0); then step 1.
+    assert batch[OBS].ravel().tolist() == [0.0, 1.0, 2.0, 0.0, 1.0]
+    assert batch[BOOTSTRAP].tolist() == [False, False, True, False, True]
 
 
 # ------------------------------------------------------------------------------ V-trace loss
 def test_vtrace_targets_match_rlflow_vtrace_per_sequence() -> None:
     policy = VTracePolicy(OBS_SPACE, ACT_SPACE, IMPALAConfig(**CONFIG), seed=0)
     batch = _batch(policy, on_policy=False)
-    logp, values, next_values = _learner_view(policy, batch)
-    got = policy.compute_vtrace(batch, logp, values)
-    discounts = GAMMA * (1.0 - batch[TERMINATEDS].astype(np.float64))
-    for a, b in SEGMENTS:
-        bootstrap = 0.0 if batch[TERMINATEDS][b - 1] else next_values[b - 1]
+    logp, values = _learner_view(policy, batch)
+    vs, adv = _per_step(policy, batch, "vs"), _per_step(policy, batch, "pg_advantages")
+    for k, (a, b) in enumerate(ROWS):
+        last = b - 2  # the sequence's last step; b - 1 is its bootstrap row
+        bootstrap = 0.0 if batch[TERMINATEDS][last] else values[b - 1]
+        steps = slice(a, b - 1)
         want = vtrace(
-            batch[LOGP][a:b].astype(np.float64),
-            logp[a:b],
-            batch[REWARDS][a:b],
-            values[a:b],
+            batch[LOGP][steps].astype(np.float64),
+            logp[steps],
+            batch[REWARDS][steps],
+            values[steps],
             bootstrap,
-            discounts[a:b],
+            GAMMA * (1.0 - batch[TERMINATEDS][steps].astype(np.float64)),
         )
-        np.testing.assert_allclose(got.vs[a:b], want.vs, rtol=1e-5)
-        np.testing.assert_allclose(got.pg_advantages[a:b], want.pg_advantages, rtol=1e-5)
-    assert not np.allclose(got.rhos, 1.0)  # the batch is really off-policy
+        np.testing.assert_allclose(vs[k], want.vs, rtol=1e-5)
+        np.testing.assert_allclose(adv[k], want.pg_advantages, rtol=1e-5)
+    rhos = np.concatenate(_per_step(policy, batch, "rhos"))
+    assert not np.allclose(rhos, 1.0)  # the batch is really off-policy
 
 
 def test_loss_is_policy_gradient_plus_value_regression_minus_entropy() -> None:
     policy = VTracePolicy(OBS_SPACE, ACT_SPACE, IMPALAConfig(**CONFIG, entropy_coeff=0.1), seed=0)
     batch = _batch(policy, on_policy=False)
-    logp, values, _ = _learner_view(policy, batch)
-    vt = policy.compute_vtrace(batch, logp, values)
+    logp, values = _learner_view(policy, batch)
+    steps = ~batch[BOOTSTRAP]  # per-row values in row order, bootstrap rows dropped
+    vs = np.concatenate(_per_step(policy, batch, "vs"))
+    adv = np.concatenate(_per_step(policy, batch, "pg_advantages"))
     total, stats = policy.loss(policy.batch_to_tensors(batch))
-    policy_loss = -np.mean(logp * vt.pg_advantages)
-    vf_loss = 0.5 * np.mean((values - vt.vs) ** 2)
+    stats = stats_to_host(stats)
+    policy_loss = -np.mean(logp[steps] * adv)
+    vf_loss = 0.5 * np.mean((values[steps] - vs) ** 2)
     assert stats["policy_loss"] == pytest.approx(policy_loss, rel=1e-5)
     assert stats["vf_loss"] == pytest.approx(vf_loss, rel=1e-5)
     want = policy_loss + 0.5 * vf_loss - 0.1 * stats["entropy"]
@@ -164,30 +174,42 @@ def test_loss_is_policy_gradient_plus_value_regression_minus_entropy() -> None:
     assert all(p.grad is not None for p in policy.model.parameters())
 
 
+def test_learn_on_batch_returns_host_floats_once_per_call() -> None:
+    policy = VTracePolicy(OBS_SPACE, ACT_SPACE, IMPALAConfig(**CONFIG), seed=0)
+    stats = policy.learn_on_batch(_batch(policy, on_policy=True))
+    want = {"policy_loss", "vf_loss", "entropy", "mean_rho", "mean_vs", "total_loss", "grad_gnorm"}
+    assert want <= set(stats) and all(type(stats[k]) is float for k in want)
+    assert stats["mean_rho"] == pytest.approx(1.0, rel=1e-6)
+
+
 def test_on_policy_value_targets_are_n_step_bootstrapped_returns() -> None:
     policy = VTracePolicy(OBS_SPACE, ACT_SPACE, IMPALAConfig(**CONFIG), seed=1)
     batch = _batch(policy, on_policy=True, seed=1)
-    logp, values, next_values = _learner_view(policy, batch)
-    got = policy.compute_vtrace(batch, logp, values)
-    np.testing.assert_allclose(got.rhos, 1.0, rtol=1e-6)
+    _, values = _learner_view(policy, batch)
+    vs = _per_step(policy, batch, "vs")
+    np.testing.assert_allclose(np.concatenate(_per_step(policy, batch, "rhos")), 1.0, rtol=1e-6)
     rewards = batch[REWARDS].astype(np.float64)
-    for a, b in SEGMENTS:
-        bootstrap = 0.0 if batch[TERMINATEDS][b - 1] else float(next_values[b - 1])
-        for t in range(a, b):
-            ret = sum(GAMMA ** (k - t) * rewards[k] for k in range(t, b))
-            ret += GAMMA ** (b - t) * bootstrap
-            assert got.vs[t] == pytest.approx(ret, rel=1e-5), (t, a, b)
+    for k, (a, b) in enumerate(ROWS):
+        end = b - 1  # the bootstrap row
+        bootstrap = 0.0 if batch[TERMINATEDS][end - 1] else float(values[end])
+        for t in range(a, end):
+            ret = sum(GAMMA ** (j - t) * rewards[j] for j in range(t, end))
+            ret += GAMMA ** (end - t) * bootstrap
+            assert vs[k][t - a] == pytest.approx(ret, rel=1e-5), (t, a, b)
 
 
-def test_missing_next_obs_is_a_config_error() -> None:
+def test_a_batch_without_bootstrap_rows_is_a_config_error() -> None:
     policy = VTracePolicy(OBS_SPACE, ACT_SPACE, IMPALAConfig(**CONFIG), seed=0)
     batch = _batch(policy, on_policy=True)
-    del batch[NEXT_OBS]
-    with pytest.raises(ConfigError, match="next_obs"):
-        policy.loss(policy.batch_to_tensors(batch))
+    del batch[BOOTSTRAP]
+    with pytest.raises(ConfigError, match=r"'bootstrap' column.*requires_bootstrap_rows"):
+        policy.learn_on_batch(batch)
+    # A cut inside a sequence (its last row is a step) is refused too.
+    with pytest.raises(ConfigError, match="last row is not a bootstrap row"):
+        policy.learn_on_batch(_batch(policy, on_policy=True).slice(0, 3))
 
 
-def test_minibatches_are_contiguous_slices_in_shuffled_order(
+def test_minibatches_are_whole_sequences_in_shuffled_order(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     policy = VTracePolicy(OBS_SPACE, ACT_SPACE, IMPALAConfig(**CONFIG), seed=0)
@@ -202,9 +224,10 @@ def test_minibatches_are_contiguous_slices_in_shuffled_order(
     stats = policy.learn_on_minibatches(
         batch, num_sgd_iter=2, sgd_minibatch_size=3, rng=np.random.default_rng(0)
     )
-    assert stats == {"x": 1.0, "num_steps": 6.0}
-    slices = [EPS[0:3], EPS[3:6], EPS[6:7]]
-    assert sorted(seen[:3]) == sorted(slices) and sorted(seen[3:]) == sorted(slices)
+    # At least 3 steps each: the first sequence (4 steps), then the other two (2 + 1).
+    assert stats == {"x": 1.0, "num_steps": 4.0}
+    slices = [[1] * 5, [2, 2, 2, 3, 3]]
+    assert sorted(seen[:2]) == sorted(slices) and sorted(seen[2:]) == sorted(slices)
 
 
 # ------------------------------------------------------------------------------ APPO
@@ -212,7 +235,7 @@ def test_appo_target_network_and_surrogate() -> None:
     policy = APPOPolicy(OBS_SPACE, ACT_SPACE, APPOConfig(**CONFIG, use_kl_loss=True), seed=0)
     batch = _batch(policy, on_policy=True)
     # pi == pi_target == mu: the ratio is 1, nothing is clipped, the KL is 0.
-    _, stats = policy.loss(policy.batch_to_tensors(batch))
+    stats = stats_to_host(policy.loss(policy.batch_to_tensors(batch))[1])
     assert stats["clip_frac"] == 0.0
     assert stats["kl"] == pytest.approx(0.0, abs=1e-6)
 

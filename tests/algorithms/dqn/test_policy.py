@@ -25,6 +25,7 @@ from rlflow.data import (
 from rlflow.errors import ConfigError
 from rlflow.ops import keys
 from rlflow.ops.keys import TD_ERROR
+from rlflow.policy.policy import stats_to_host
 from rlflow.replay import BATCH_INDEXES, DISCOUNTS, WEIGHTS
 
 pytestmark = pytest.mark.timeout(60)
@@ -95,7 +96,9 @@ def test_loss_is_the_mean_huber_of_the_td_errors() -> None:
     policy = linear_policy()
     loss, stats = policy.loss(transitions())
     assert loss.item() == pytest.approx((1.3 + 0.0) / 2)
+    stats = stats_to_host(stats)
     assert stats["mean_td_error"] == pytest.approx(0.9)
+    assert stats[TD_ERROR].tolist() == pytest.approx([1.8, 0.0])
 
 
 def test_importance_weights_scale_each_row() -> None:

@@ -1,7 +1,7 @@
 """The actor-learner family: what IMPALA and APPO share.
 
 - `rlflow.algorithms.actor_learner.policy`: :class:`VTracePolicyBase` (sequences and V-trace
-  targets on the learner) and :func:`sequence_ends`;
+  targets on the learner's device) and :class:`VTraceTargets`;
 - `rlflow.algorithms.actor_learner.ops`: the learner-side operators of their dataflow,
   :class:`MixInReplay` and :class:`BroadcastUpdateLearnerWeights`.
 
@@ -10,6 +10,6 @@ APPO runs too.
 """
 
 from rlflow.algorithms.actor_learner.ops import BroadcastUpdateLearnerWeights, MixInReplay
-from rlflow.algorithms.actor_learner.policy import VTracePolicyBase, sequence_ends
+from rlflow.algorithms.actor_learner.policy import VTracePolicyBase, VTraceTargets
 
-__all__ = ["BroadcastUpdateLearnerWeights", "MixInReplay", "VTracePolicyBase", "sequence_ends"]
+__all__ = ["BroadcastUpdateLearnerWeights", "MixInReplay", "VTracePolicyBase", "VTraceTargets"]

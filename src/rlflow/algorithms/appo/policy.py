@@ -70,9 +70,9 @@ class APPOPolicy(EntropyCoeffSchedule, VTracePolicyBase):
         """Copy the model's weights into the target network."""
         self.target_model.load_state_dict(self.model.state_dict())
 
-    def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
-        """Return the APPO loss on a (mini)batch and its parts as stats."""
-        self._check_columns(batch_tensors)
+    def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Return the APPO loss on a (mini)batch of sequences and its parts as stats (tensors:
+        `TorchPolicy` copies them to the host once per step)."""
         obs, actions = batch_tensors[OBS], batch_tensors[ACTIONS]
         dist_inputs, values = self.model(obs)
         dist = self.dist_class(dist_inputs)
@@ -81,29 +81,28 @@ class APPOPolicy(EntropyCoeffSchedule, VTracePolicyBase):
             target_inputs, _ = self.target_model(obs)
             target_logp = self.dist_class(target_inputs).logp(actions)
         vt = self.compute_vtrace(batch_tensors, target_logp, values)
-        adv = torch.as_tensor(vt.pg_advantages, dtype=logp.dtype, device=logp.device)
         behaviour_logp = batch_tensors[LOGP]
         # pi / pi_target, computed through mu as RLlib does, with mu / pi_target clipped.
         is_ratio = torch.exp(behaviour_logp - target_logp).clamp(0.0, 2.0)
-        ratio = is_ratio * torch.exp(logp - behaviour_logp)
+        ratio = vt.time_major(is_ratio * torch.exp(logp - behaviour_logp))
         clipped = ratio.clamp(1.0 - self.clip_param, 1.0 + self.clip_param)
-        policy_loss = -torch.min(ratio * adv, clipped * adv).mean()
-        vs = torch.as_tensor(vt.vs, dtype=values.dtype, device=values.device)
-        vf_loss = 0.5 * (values - vs).pow(2).mean()
-        entropy = dist.entropy().mean()
+        adv = vt.pg_advantages
+        policy_loss = -vt.mean(torch.min(ratio * adv, clipped * adv))
+        vf_loss = 0.5 * vt.mean((vt.time_major(values) - vt.vs).pow(2))
+        entropy = vt.mean(vt.time_major(dist.entropy()))
         total = policy_loss + self.vf_loss_coeff * vf_loss - self.entropy_coeff * entropy
         kl = torch.zeros((), device=self.device)
         if self.use_kl_loss:
-            kl = self.dist_class(batch_tensors[ACTION_DIST_INPUTS]).kl(dist).mean()
+            kl = vt.mean(vt.time_major(self.dist_class(batch_tensors[ACTION_DIST_INPUTS]).kl(dist)))
             total = total + self.kl_coeff * kl
         stats = {
-            "policy_loss": float(policy_loss.detach()),
-            "vf_loss": float(vf_loss.detach()),
-            "entropy": float(entropy.detach()),
-            "mean_rho": float(vt.rhos.mean()),
-            "mean_vs": float(vt.vs.mean()),
-            "kl": float(kl.detach()),
-            "clip_frac": float(((ratio.detach() - 1.0).abs() > self.clip_param).float().mean()),
+            "policy_loss": policy_loss,
+            "vf_loss": vf_loss,
+            "entropy": entropy,
+            "mean_rho": vt.mean(vt.rhos),
+            "mean_vs": vt.mean(vt.vs),
+            "kl": kl,
+            "clip_frac": vt.mean(((ratio.detach() - 1.0).abs() > self.clip_param).float()),
         }
         return total, stats
 

@@ -127,7 +127,6 @@ class DQNPolicy(TorchPolicy):
         self.global_timestep = 0
         """Last timestep pushed with the weights (env steps sampled by all workers)."""
         self._acted_since_push = 0
-        self._last_td_error: Array | None = None
 
     def _build_q_network(self, config: DQNConfig, seed: int | None) -> QNetwork:
         model_cfg = {"hidden": (64, 64), "activation": "relu", **config.model}
@@ -259,7 +258,7 @@ class DQNPolicy(TorchPolicy):
         td: torch.Tensor = q_taken - target
         return td
 
-    def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
         """Return the importance-weighted Huber TD loss and its stats (see module docstring)."""
         td = self._td_error(batch_tensors, target_net=self.target_model)
         weights = batch_tensors.get(WEIGHTS)
@@ -267,9 +266,7 @@ class DQNPolicy(TorchPolicy):
         if weights is not None:
             per_row = per_row * weights.float()
         total = per_row.mean()
-        self._last_td_error = td.detach().cpu().numpy().copy()
-        stats = {"mean_td_error": float(td.detach().abs().mean())}
-        return total, stats
+        return total, {"mean_td_error": td.abs().mean(), TD_ERROR: td}
 
     def learn_on_batch(self, batch: Mapping[str, Array]) -> dict[str, Any]:
         """One step on the batch; stats plus `TD_ERROR` and the batch's `BATCH_INDEXES` (if any).
@@ -277,7 +274,6 @@ class DQNPolicy(TorchPolicy):
         The two arrays are for :class:`~rlflow.ops.UpdateReplayPriorities`, which removes them.
         """
         stats: dict[str, Any] = super().learn_on_batch(batch)
-        stats[TD_ERROR] = self._last_td_error
         if BATCH_INDEXES in batch:
             stats[BATCH_INDEXES] = np.asarray(batch[BATCH_INDEXES])
         return stats

@@ -32,8 +32,8 @@ __all__ = ["VTracePolicy"]
 class VTracePolicy(EntropyCoeffSchedule, VTracePolicyBase):
     """IMPALA's policy: policy gradient on V-trace advantages, value regression to ``vs``.
 
-    Reads the batch columns `OBS`, `NEXT_OBS`, `ACTIONS`, `REWARDS`, `TERMINATEDS`,
-    `TRUNCATEDS`, `EPS_ID` and `LOGP` (the behaviour policy's log-probabilities). Stats:
+    Reads sequence batches (`rlflow.data.sequences`): the columns `OBS`, `ACTIONS`, `REWARDS`,
+    `TERMINATEDS`, `LOGP` (the behaviour policy's log-probabilities) and `BOOTSTRAP`. Stats:
     ``policy_loss``, ``vf_loss``, ``entropy``, ``mean_rho``, ``mean_vs``.
     """
 
@@ -57,24 +57,22 @@ class VTracePolicy(EntropyCoeffSchedule, VTracePolicyBase):
         self.vf_loss_coeff = config.vf_loss_coeff
         self.init_entropy_coeff(config)
 
-    def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
-        """Return the IMPALA loss on a (mini)batch and its parts as stats."""
-        self._check_columns(batch_tensors)
+    def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Return the IMPALA loss on a (mini)batch of sequences and its parts as stats (tensors:
+        `TorchPolicy` copies them to the host once per step)."""
         dist_inputs, values = self.model(batch_tensors[OBS])
         dist = self.dist_class(dist_inputs)
         logp = dist.logp(batch_tensors[ACTIONS])
         vt = self.compute_vtrace(batch_tensors, logp, values)
-        pg_adv = torch.as_tensor(vt.pg_advantages, dtype=logp.dtype, device=logp.device)
-        vs = torch.as_tensor(vt.vs, dtype=values.dtype, device=values.device)
-        policy_loss = -(logp * pg_adv).mean()
-        vf_loss = 0.5 * (values - vs).pow(2).mean()
-        entropy = dist.entropy().mean()
+        policy_loss = -vt.mean(vt.time_major(logp) * vt.pg_advantages)
+        vf_loss = 0.5 * vt.mean((vt.time_major(values) - vt.vs).pow(2))
+        entropy = vt.mean(vt.time_major(dist.entropy()))
         total = policy_loss + self.vf_loss_coeff * vf_loss - self.entropy_coeff * entropy
         stats = {
-            "policy_loss": float(policy_loss.detach()),
-            "vf_loss": float(vf_loss.detach()),
-            "entropy": float(entropy.detach()),
-            "mean_rho": float(vt.rhos.mean()),
-            "mean_vs": float(vt.vs.mean()),
+            "policy_loss": policy_loss,
+            "vf_loss": vf_loss,
+            "entropy": entropy,
+            "mean_rho": vt.mean(vt.rhos),
+            "mean_vs": vt.mean(vt.vs),
         }
         return total, stats

@@ -264,7 +264,7 @@ class MAMLPolicy(TorchPolicy):
 
     def meta_loss(
         self, tasks: Sequence[Sequence[Mapping[str, torch.Tensor]]]
-    ) -> tuple[torch.Tensor, dict[str, float]]:
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
         """``L_meta`` (module docstring) over ``tasks``: per task the batches ``D^0 .. D^K``
         as tensors; the inner steps are recomputed with ``create_graph=True``."""
         if not tasks or any(len(t) == 0 for t in tasks):
@@ -319,7 +319,7 @@ class MAMLPolicy(TorchPolicy):
             "num_steps": float(num_steps),
         }
 
-    def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
         """The clipped surrogate (plus ``kl_coeff * KL``) at the current parameters."""
         total, parts = self.surrogate(self.meta_parameters(), batch_tensors)
         stats = {key: float(value.detach()) for key, value in parts.items()}

@@ -53,7 +53,7 @@ class PGPolicy(EntropyCoeffSchedule, ActorCriticPolicy):
         self.vf_loss_coeff = config.vf_loss_coeff
         self.init_entropy_coeff(config)
 
-    def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
         """Return the policy-gradient loss on a batch and its parts as stats."""
         dist_inputs, values = self.model(batch_tensors[OBS])
         dist = self.dist_class(dist_inputs)
@@ -66,8 +66,8 @@ class PGPolicy(EntropyCoeffSchedule, ActorCriticPolicy):
             vf_loss = (values - batch_tensors[VALUE_TARGETS]).pow(2).mean()
             total = total + self.vf_loss_coeff * vf_loss
         stats = {
-            "policy_loss": float(policy_loss.detach()),
-            "vf_loss": float(vf_loss.detach()),
-            "entropy": float(entropy.detach()),
+            "policy_loss": policy_loss,
+            "vf_loss": vf_loss,
+            "entropy": entropy,
         }
         return total, stats

@@ -89,7 +89,7 @@ class PPOPolicy(EntropyCoeffSchedule, ActorCriticPolicy):
             err = torch.max(err, (clipped - targets).pow(2))
         return err.mean()
 
-    def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
         """Return the PPO loss on a (mini)batch and its parts as stats."""
         dist_inputs, values = self.model(batch_tensors[OBS])
         dist = self.dist_class(dist_inputs)
@@ -109,12 +109,12 @@ class PPOPolicy(EntropyCoeffSchedule, ActorCriticPolicy):
             total = total + self.vf_loss_coeff * vf_loss
         clip_frac = ((ratio - 1.0).abs() > self.clip_param).float().mean()
         stats = {
-            "policy_loss": float(policy_loss.detach()),
-            "vf_loss": float(vf_loss.detach()),
-            "entropy": float(entropy.detach()),
-            "kl": float(kl.detach()),
+            "policy_loss": policy_loss,
+            "vf_loss": vf_loss,
+            "entropy": entropy,
+            "kl": kl,
             "kl_coeff": self.kl_coeff,
-            "clip_frac": float(clip_frac),
+            "clip_frac": clip_frac,
         }
         return total, stats
 

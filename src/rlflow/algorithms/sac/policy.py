@@ -146,16 +146,16 @@ class SACPolicy(TwinQPolicy):
         q_next = self.q_values(self.target_model, next_obs, unit).min(dim=0).values
         return q_next - self.alpha * logp
 
-    def actor_loss(self, obs: torch.Tensor) -> tuple[torch.Tensor | None, dict[str, float]]:
+    def actor_loss(self, obs: torch.Tensor) -> tuple[torch.Tensor | None, dict[str, Any]]:
         """The actor's loss plus the alpha loss (module docstring)."""
         unit, logp, _ = self.sample(obs)
         alpha = self.log_alpha.exp()
         actor = (alpha.detach() * logp - self.q_detached(obs, unit)).mean()
         alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
         stats = {
-            "actor_loss": float(actor.detach()),
-            "alpha_loss": float(alpha_loss.detach()),
-            "alpha": float(alpha.detach()),
-            "entropy": float(-logp.detach().mean()),
+            "actor_loss": actor,
+            "alpha_loss": alpha_loss,
+            "alpha": alpha,
+            "entropy": -logp.mean(),
         }
         return actor + alpha_loss, stats

@@ -105,12 +105,12 @@ class TD3Policy(TwinQPolicy):
         first)."""
         return self.num_grad_updates % self.policy_delay == 0
 
-    def actor_loss(self, obs: torch.Tensor) -> tuple[torch.Tensor | None, dict[str, float]]:
+    def actor_loss(self, obs: torch.Tensor) -> tuple[torch.Tensor | None, dict[str, Any]]:
         """``-mean(Q_1(s, mu(s)))`` on an actor update, else None (the actor is left alone)."""
         if not self.updates_actor():
             return None, {}
         loss = -self.critic_detached(0, obs, self.mu(self.net.actor, obs)).mean()
-        return loss, {"actor_loss": float(loss.detach())}
+        return loss, {"actor_loss": loss}
 
     def update_target(self) -> None:
         """Polyak-average the targets, only after an update that trained the actor."""

@@ -54,7 +54,7 @@ from rlflow.data.sample_batch import (
 from rlflow.errors import ConfigError
 from rlflow.models import MLP
 from rlflow.policy.adam import Adam
-from rlflow.policy.policy import TorchPolicy
+from rlflow.policy.policy import TorchPolicy, stats_to_host
 from rlflow.policy.spaces import check_policy_spaces
 
 __all__ = ["TwinQModel", "TwinQPolicy", "polyak_update"]
@@ -171,7 +171,6 @@ class TwinQPolicy(TorchPolicy):
         """Polyak-averaged copy of :attr:`net`, moved by :meth:`update_target`."""
         self.optimizer = Adam(self._param_groups(config))
         self._params = [p for p in self.model.parameters() if p.requires_grad]
-        self._last_td_error: Array | None = None
 
     @property
     def net(self) -> TwinQModel:
@@ -257,11 +256,11 @@ class TwinQPolicy(TorchPolicy):
         """The bootstrap value ``[B]`` at flat next observations (called without gradients)."""
 
     @abc.abstractmethod
-    def actor_loss(self, obs: torch.Tensor) -> tuple[torch.Tensor | None, dict[str, float]]:
+    def actor_loss(self, obs: torch.Tensor) -> tuple[torch.Tensor | None, dict[str, Any]]:
         """The actor's loss (and extras, e.g. SAC's alpha loss) on flat observations, or None
         in a step that leaves the actor alone; and its stats."""
 
-    def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
         """Critic loss plus the actor's (module docstring); records the TD errors."""
         t = batch_tensors
         obs, next_obs = self.flat_obs(t[OBS]), self.flat_obs(t[NEXT_OBS])
@@ -275,11 +274,11 @@ class TwinQPolicy(TorchPolicy):
         critic_loss = (per_row if weights is None else per_row * weights.float()).mean()
         actor_loss, stats = self.actor_loss(obs)
         total = critic_loss if actor_loss is None else critic_loss + actor_loss
-        self._last_td_error = td.detach().abs().mean(dim=0).cpu().numpy().copy()
         stats = {
             **stats,
-            "critic_loss": float(critic_loss.detach()),
-            "mean_q": float(q.detach().mean()),
+            "critic_loss": critic_loss,
+            "mean_q": q.mean(),
+            TD_ERROR: td.abs().mean(dim=0),
         }
         return total, stats
 
@@ -293,13 +292,12 @@ class TwinQPolicy(TorchPolicy):
         params = [p for p in self._params if p.grad is not None]
         max_norm = float("inf") if self.grad_clip is None else self.grad_clip
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-        return {**stats, "total_loss": float(loss.detach()), "grad_gnorm": float(norm)}
+        return stats_to_host({**stats, "total_loss": loss, "grad_gnorm": norm})
 
     def learn_on_batch(self, batch: Mapping[str, Array]) -> dict[str, Any]:
         """One Adam step on the batch; stats plus `TD_ERROR` and `BATCH_INDEXES` (if any), for
         :class:`~rlflow.ops.UpdateReplayPriorities`, which removes them."""
         stats: dict[str, Any] = super().learn_on_batch(batch)
-        stats[TD_ERROR] = self._last_td_error
         if BATCH_INDEXES in batch:
             stats[BATCH_INDEXES] = np.asarray(batch[BATCH_INDEXES])
         return stats

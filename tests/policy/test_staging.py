@@ -1,0 +1,144 @@
+"""Tests for rlflow.policy.staging and the learner's prefetch: one packed copy per batch, the
+same numbers as column-by-column conversion, batches staged ahead by a loader thread. The CUDA
+paths run here with device = cpu (packing without pinning); `tests/policy/test_devices.py` runs
+them on a GPU."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from rlflow.algorithms import IMPALAConfig, PPOConfig, get_algorithm
+from rlflow.config import DEFAULT_POLICY_ID
+from rlflow.data.sample_batch import SampleBatch
+from rlflow.errors import ConfigError
+from rlflow.ops import dequeue
+from rlflow.ops.learner_thread import LearnerThread
+from rlflow.policy.staging import HostStaging, StagedBatch
+from rlflow.testing.workers import COUNTING_DEFAULTS
+from rlflow.workers import RolloutWorker
+
+pytestmark = pytest.mark.timeout(120)
+
+CPU = torch.device("cpu")
+
+
+def _columns(rng: np.random.Generator, n: int) -> dict[str, np.ndarray]:
+    obs = rng.integers(0, 255, (n, 3, 4), dtype=np.uint8)
+    frozen = rng.normal(size=n).astype(np.float32)
+    frozen.flags.writeable = False  # as Ray hands out arrays
+    return {
+        "obs": obs,
+        "r": rng.normal(size=n).astype(np.float32),
+        "frozen": frozen,
+        "a": rng.integers(0, 5, n).astype(np.int64),
+        "done": rng.uniform(size=n) > 0.5,
+        "strided": rng.normal(size=(n, 4)).astype(np.float32)[:, ::2],
+        "odd": rng.integers(0, 9, (n, 3)).astype(np.int16),
+    }
+
+
+def test_one_buffer_holds_every_column_and_keeps_dtypes_and_shapes() -> None:
+    staging = HostStaging(CPU)
+    assert not staging.pin  # pinned only for CUDA
+    rng = np.random.default_rng(0)
+    first = _columns(rng, 7)
+    out = staging.to_device(first)
+    for name, array in first.items():
+        assert out[name].dtype == torch.from_numpy(array.copy()).dtype, name
+        np.testing.assert_array_equal(out[name].numpy(), array, err_msg=name)
+    capacity = staging.capacity_bytes
+    # The buffers are reused (two in turn), and earlier outputs are never overwritten.
+    for _ in range(4):
+        again = _columns(rng, 7)
+        out2 = staging.to_device(again)
+        np.testing.assert_array_equal(out2["obs"].numpy(), again["obs"])
+    np.testing.assert_array_equal(out["obs"].numpy(), first["obs"])
+    assert staging.capacity_bytes == capacity * 2 or staging.capacity_bytes == capacity
+    bigger = staging.to_device(_columns(rng, 300))
+    assert bigger["obs"].shape == (300, 3, 4) and staging.capacity_bytes > capacity
+    assert staging.to_device({"empty": np.zeros((0, 2), np.float32)})["empty"].shape == (0, 2)
+
+
+def _policy_pair(algo: str, config: Any) -> tuple[Any, Any, SampleBatch]:
+    spec = get_algorithm(algo)
+    batch = RolloutWorker(config, spec.policy_cls, worker_index=1).sample()
+    plain = RolloutWorker(config, spec.policy_cls, worker_index=0).get_policy()
+    staged = RolloutWorker(config, spec.policy_cls, worker_index=0).get_policy()
+    staged.staging = HostStaging(CPU)  # the accelerator path, on CPU
+    return plain, staged, batch
+
+
+@pytest.mark.parametrize(
+    ("algo", "config"),
+    [
+        ("impala", IMPALAConfig(**{**COUNTING_DEFAULTS, "num_envs_per_worker": 2})),
+        ("ppo", PPOConfig(**COUNTING_DEFAULTS, train_batch_size=16, sgd_minibatch_size=8)),
+    ],
+)
+def test_staged_conversion_learns_exactly_as_column_by_column(algo: str, config: Any) -> None:
+    plain, staged, batch = _policy_pair(algo, config)
+    for _ in range(2):
+        want, got = plain.learn_on_batch(batch), staged.learn_on_batch(batch)
+        assert got == want
+    for name, value in plain.get_weights().items():
+        np.testing.assert_array_equal(staged.get_weights()[name], value)
+
+
+def test_a_staged_batch_serves_its_policy_only() -> None:
+    config = IMPALAConfig(**COUNTING_DEFAULTS)
+    plain, other, batch = _policy_pair("impala", config)
+    staged = plain.stage(batch)
+    assert isinstance(staged, StagedBatch) and staged.count == batch.count
+    assert plain.batch_to_tensors(staged) is staged.tensors
+    assert other.batch_to_tensors(staged) is not staged.tensors  # converts for itself
+    assert type(staged.slice(0, staged.count)) is SampleBatch
+    assert plain.learn_on_batch(staged) == other.learn_on_batch(batch)
+
+
+def test_prefetching_learner_trains_every_batch_in_order_with_the_same_numbers() -> None:
+    config = IMPALAConfig(**{**COUNTING_DEFAULTS, "num_envs_per_worker": 2})
+    spec = get_algorithm("impala")
+    sampler = RolloutWorker(config, spec.policy_cls, worker_index=1)
+    batches = [sampler.sample() for _ in range(4)]
+    results = {}
+    for prefetch in (False, True):
+        local = RolloutWorker(config, spec.policy_cls, worker_index=0)
+        learner = LearnerThread(local, prefetch=prefetch)
+        assert learner.prefetch is prefetch
+        learner.start()
+        try:
+            for batch in batches:
+                learner.inqueue.put(batch)
+            out = dequeue(learner.outqueue, check=learner.check)
+            results[prefetch] = [next(out) for _ in batches]
+        finally:
+            learner.stop()
+        assert not learner._loader.is_alive()
+    assert results[True] == results[False]
+    assert [r.env_steps for r in results[True]] == [b.env_steps() for b in batches]
+    # A CPU learner does not prefetch unless asked.
+    assert not LearnerThread(RolloutWorker(config, spec.policy_cls, worker_index=0)).prefetch
+
+
+def test_a_loader_crash_surfaces_in_the_plan() -> None:
+    local = RolloutWorker(
+        IMPALAConfig(**COUNTING_DEFAULTS), get_algorithm("impala").policy_cls, worker_index=0
+    )
+    learner = LearnerThread(local, prefetch=True)
+    learner.start()
+    try:
+        learner.inqueue.put(SampleBatch({"x": [1.0]}))  # no sequences: staging it fails
+        deadline = time.monotonic() + 30
+        with pytest.raises(ConfigError, match="'bootstrap' column") as info:
+            while time.monotonic() < deadline:  # check() raises once the loader has failed
+                learner.check()
+                time.sleep(0.01)
+        assert "rlflow-learner-loader" in "".join(getattr(info.value, "__notes__", []))
+    finally:
+        learner.stop()
+    assert DEFAULT_POLICY_ID in local.policy_map
