@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import pytest
+import torch
 
 from rlflow import flow
 from rlflow.algorithms.apex.plan import UpdateWorkerWeights
@@ -184,6 +185,9 @@ class FakeLearner:
     def get_weights(self) -> dict[str, int]:
         return {"default_policy": self.version}
 
+    def weights_snapshot(self) -> dict[str, dict[str, torch.Tensor]]:
+        return {"default_policy": {"v": torch.tensor(self.version)}}
+
     def num_grad_updates_per_policy(self) -> dict[str, int]:
         return {"default_policy": self.version}
 
@@ -303,8 +307,9 @@ def test_update_worker_weights_sends_cached_weights_until_the_learner_updates() 
     flow.from_iterable([ActorItem(b, batch)]).for_each(op).take(1)
     got_a = [w for w, _ in flow.get(a.get_received.remote())]
     got_b = [w for w, _ in flow.get(b.get_received.remote())]
-    assert got_a == [{"default_policy": 0}, {"default_policy": 0}]
-    assert got_b == [{"default_policy": 0}, {"default_policy": 1}]
+    # Read under the learner's lock as a snapshot (weights_snapshot), then sent as numpy.
+    assert [int(w["default_policy"]["v"]) for w in got_a] == [0, 0]
+    assert [int(w["default_policy"]["v"]) for w in got_b] == [0, 1]
     assert out.metrics.counters[keys.NUM_WEIGHT_SYNCS] == 3
     assert not learner.weights_updated
 

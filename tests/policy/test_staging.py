@@ -18,6 +18,7 @@ from rlflow.data.sample_batch import SampleBatch
 from rlflow.errors import ConfigError
 from rlflow.ops import dequeue
 from rlflow.ops.learner_thread import LearnerThread
+from rlflow.policy.policy import weights_to_host
 from rlflow.policy.staging import HostStaging, StagedBatch
 from rlflow.testing.workers import COUNTING_DEFAULTS
 from rlflow.workers import RolloutWorker
@@ -142,3 +143,20 @@ def test_a_loader_crash_surfaces_in_the_plan() -> None:
     finally:
         learner.stop()
     assert DEFAULT_POLICY_ID in local.policy_map
+
+
+@pytest.mark.parametrize("algo", ["impala", "sac"])
+def test_a_weights_snapshot_is_a_copy_the_learner_can_keep_training_past(algo: str) -> None:
+    spec = get_algorithm(algo)
+    env = {"env": "Pendulum-v1"} if algo == "sac" else {"env": COUNTING_DEFAULTS["env"]}
+    policy = RolloutWorker(spec.config_cls(**env), spec.policy_cls, worker_index=0).get_policy()
+    snapshot = policy.weights_snapshot()
+    before = policy.get_weights()
+    assert sorted(snapshot) == sorted(before)  # SAC: the actor's weights only
+    with torch.no_grad():
+        for p in policy.weights_module.parameters():
+            p.add_(1.0)  # an update after the snapshot
+    host = weights_to_host(snapshot)
+    for name, value in before.items():
+        np.testing.assert_array_equal(host[name], value)
+    assert any(not np.array_equal(policy.get_weights()[k], before[k]) for k in before)

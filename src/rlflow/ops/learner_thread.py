@@ -32,6 +32,7 @@ from rlflow.flow import ActorItem, TimerStat
 from rlflow.ops import keys
 from rlflow.ops.learner_info import record_learner_info
 from rlflow.ops.train import TrainResult
+from rlflow.policy.policy import weights_to_host
 from rlflow.workers import RolloutWorker, WorkerSet
 
 __all__ = [
@@ -341,10 +342,12 @@ class LearnerWeights:
     """The learner's weights stored once (``flow.put``) with their versions, for pushing to
     one worker at a time (IMPALA's and Ape-X's weight operators).
 
-    :meth:`refresh` stores them again: with a ``learner`` thread, ``get_weights`` and the
-    versions are read under its lock and its ``weights_updated`` flag is cleared. :meth:`send`
-    pushes the stored weights to one worker (fire-and-forget ``set_weights``) with ``{"timestep":
-    env steps sampled, "num_grad_updates_per_policy": the stored weights' versions}``.
+    :meth:`refresh` stores them again: with a ``learner`` thread, a snapshot on the learner's
+    device (``weights_snapshot``) and the versions are taken under its lock and its
+    ``weights_updated`` flag is cleared; the snapshot goes to the host after the lock is let
+    go. :meth:`send` pushes the stored weights to one worker (fire-and-forget ``set_weights``)
+    with ``{"timestep": env steps sampled, "num_grad_updates_per_policy": the stored weights'
+    versions}``.
     """
 
     def __init__(self, workers: WorkerSet, learner: LearnerThread | None = None) -> None:
@@ -368,9 +371,12 @@ class LearnerWeights:
         if self.learner is None:
             weights, self.versions = local.get_weights(), local.num_grad_updates_per_policy()
         else:
+            # Under the lock only a copy on the learner's device; to the host outside it.
             with self.learner.lock:
-                weights, self.versions = local.get_weights(), local.num_grad_updates_per_policy()
+                snapshot = local.weights_snapshot()
+                self.versions = local.num_grad_updates_per_policy()
                 self.learner.weights_updated = False
+            weights = {pid: weights_to_host(w) for pid, w in snapshot.items()}
         self.ref = flow.put(weights)
 
     def send(self, actor: Any) -> None:

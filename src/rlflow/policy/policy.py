@@ -69,7 +69,14 @@ from rlflow.policy.staging import HostStaging, StagedBatch
 from rlflow.returns import compute_advantages
 from rlflow.schedules import PiecewiseSchedule
 
-__all__ = ["POLICY_LAG", "ActorCriticPolicy", "TorchPolicy", "adaptive_kl_coeff", "stats_to_host"]
+__all__ = [
+    "POLICY_LAG",
+    "ActorCriticPolicy",
+    "TorchPolicy",
+    "adaptive_kl_coeff",
+    "stats_to_host",
+    "weights_to_host",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -451,9 +458,20 @@ class TorchPolicy(abc.ABC):
 
     # -- state ------------------------------------------------------------------------------
 
+    @property
+    def weights_module(self) -> nn.Module:
+        """The network whose state is :meth:`get_weights` (the model; what workers act with)."""
+        return self.model
+
+    def weights_snapshot(self) -> dict[str, torch.Tensor]:
+        """A copy of :meth:`get_weights`' tensors made on the policy's device (queued there on
+        an accelerator, nothing waits): taken under the learner's lock, then brought to the
+        host outside it (`weights_to_host`), so a weight broadcast stalls no update."""
+        return {k: v.detach().clone() for k, v in self.weights_module.state_dict().items()}
+
     def get_weights(self) -> dict[str, Array]:
-        """Return the model's state as ``{name: numpy array}`` copies (no torch objects)."""
-        return {k: v.detach().cpu().numpy().copy() for k, v in self.model.state_dict().items()}
+        """Return the weights as ``{name: numpy array}`` copies (no torch objects)."""
+        return weights_to_host(self.weights_snapshot())
 
     def set_weights(self, weights: Mapping[str, npt.ArrayLike]) -> None:
         """Load weights from :meth:`get_weights` (of a policy with the same model shape)."""
@@ -542,6 +560,12 @@ class ActorCriticPolicy(TorchPolicy):
             use_gae=self.use_gae and self.use_critic,
             use_critic=self.use_critic,
         )
+
+
+def weights_to_host(snapshot: Mapping[str, torch.Tensor]) -> dict[str, Array]:
+    """A :meth:`TorchPolicy.weights_snapshot` as ``{name: numpy array}`` on the host (the
+    snapshot's own memory on CPU: it is already a copy)."""
+    return {k: v.cpu().numpy() for k, v in snapshot.items()}
 
 
 def stats_to_host(stats: Mapping[str, Any]) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import torch
 
 from rlflow.checks import check_bool, check_int
 from rlflow.config import DEFAULT_POLICY_ID, AlgorithmConfig, resolve_policies
@@ -478,6 +479,14 @@ class RolloutWorker(ParallelIteratorWorker):
         """``{policy_id: weights}`` of all policies (or ``policies``), as plain numpy."""
         ids = list(self.policy_map) if policies is None else list(policies)
         return {pid: self.get_policy(pid).get_weights() for pid in ids}
+
+    def weights_snapshot(
+        self, policies: Sequence[PolicyID] | None = None
+    ) -> dict[PolicyID, dict[str, torch.Tensor]]:
+        """``{policy_id: TorchPolicy.weights_snapshot()}`` of all policies (or ``policies``):
+        copies on their devices, for :meth:`get_weights` outside a learner's lock."""
+        ids = list(self.policy_map) if policies is None else list(policies)
+        return {pid: self.get_policy(pid).weights_snapshot() for pid in ids}
 
     def set_weights(
         self, weights: Mapping[PolicyID, Any], global_vars: Mapping[str, Any] | None = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import torch
 
 from rlflow import flow
 from rlflow.algorithms import ALGORITHMS, APPOConfig, IMPALAConfig, get_algorithm, tuned_config
@@ -77,6 +78,9 @@ class _FakeWorker:
     def get_weights(self) -> dict[str, int]:
         return {"version": self.version}
 
+    def weights_snapshot(self) -> dict[str, dict[str, torch.Tensor]]:
+        return {"p": {"version": torch.tensor(self.version)}}
+
     def num_grad_updates_per_policy(self) -> dict[str, int]:
         return {"p": self.version}
 
@@ -112,7 +116,7 @@ def test_broadcast_puts_again_only_when_updated_and_due(local_backend: None) -> 
         step(i)
     # Item 0: first put (v0). Item 1: updated but only 1 item since the put. Item 2: due and
     # updated -> v2. Items 3-5: flag cleared by the put at item 2 (item 4 sets it False).
-    assert [w["version"] for w in actor.received] == [0, 0, 2, 2, 2, 2]
+    assert [int(w["p"]["version"]) for w in actor.received] == [0, 0, 2, 2, 2, 2]
     assert actor.versions == [0, 0, 2, 2, 2, 2]  # each sent with the version read with it
     assert stream.metrics.counters[keys.NUM_WEIGHT_SYNCS] == 2
     assert learner.weights_updated is False

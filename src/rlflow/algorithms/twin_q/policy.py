@@ -308,9 +308,10 @@ class TwinQPolicy(TorchPolicy):
 
     # -- state ------------------------------------------------------------------------------
 
-    def get_weights(self) -> dict[str, Array]:
-        """The actor's weights (all a rollout worker needs), as numpy copies on CPU."""
-        return {k: v.detach().cpu().numpy().copy() for k, v in self.net.actor.state_dict().items()}
+    @property
+    def weights_module(self) -> nn.Module:
+        """The actor: its weights are all a rollout worker needs (`get_weights`)."""
+        return self.net.actor
 
     def set_weights(self, weights: Mapping[str, npt.ArrayLike]) -> None:
         """Load actor weights from :meth:`get_weights`."""
