@@ -160,3 +160,28 @@ def test_a_weights_snapshot_is_a_copy_the_learner_can_keep_training_past(algo: s
     for name, value in before.items():
         np.testing.assert_array_equal(host[name], value)
     assert any(not np.array_equal(policy.get_weights()[k], before[k]) for k in before)
+
+
+def test_the_loader_stages_one_batch_ahead_of_the_learner() -> None:
+    config = IMPALAConfig(**COUNTING_DEFAULTS)
+    spec = get_algorithm("impala")
+    batch = RolloutWorker(config, spec.policy_cls, worker_index=1).sample()
+    learner = LearnerThread(RolloutWorker(config, spec.policy_cls, worker_index=0), prefetch=True)
+    learner.lock.acquire()  # the learner blocks in its first update
+    learner.start()
+    try:
+        for _ in range(4):
+            learner.inqueue.put(batch)
+        deadline = time.monotonic() + 30
+        while learner._staged.qsize() < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.3)  # a loader that staged more would have taken another by now
+        # One batch in training, one staged, the other two still in the queue.
+        assert learner._staged.qsize() == 1 and learner.inqueue.qsize() == 2
+    finally:
+        learner.lock.release()
+    try:
+        out = dequeue(learner.outqueue, check=learner.check)
+        assert [next(out).env_steps for _ in range(4)] == [batch.env_steps()] * 4
+    finally:
+        learner.stop()

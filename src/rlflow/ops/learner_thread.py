@@ -95,9 +95,10 @@ class LearnerThread(threading.Thread):
         sgd_minibatch_size: rows per SGD step, >= 0 (0: the whole batch per step).
         policies: ids of the policies to train (None: all of the local worker's).
         prefetch: stage the next batch on the learner's device while the current one trains
-            (a loader thread takes batches from :attr:`inqueue` and sends them with
-            ``TorchPolicy.stage``, one at a time); None (default): when a trained policy is on
-            an accelerator. Without it the learner converts each batch itself.
+            (a loader thread takes a batch from :attr:`inqueue` as soon as the learner took the
+            last staged one and sends it with ``TorchPolicy.stage``: one batch waits staged,
+            besides the queue's); None (default): when a trained policy is on an accelerator.
+            Without it the learner converts each batch itself.
 
     Input (``inqueue``): a ``SampleBatch`` / ``MultiAgentBatch``, or an ``ActorItem(actor,
     batch)`` (from ``zip_with_source_actor``: e.g. the replay shard the batch came from).
@@ -169,6 +170,7 @@ class LearnerThread(threading.Thread):
         self.prefetch = bool(prefetch)
         """Whether a loader thread stages the next batch while one trains (see Args)."""
         self._staged: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self._staging_slot = threading.Semaphore(1)  # free once the staged batch was taken
         self._loader = threading.Thread(
             target=self._load_loop, name="rlflow-learner-loader", daemon=True
         )
@@ -202,8 +204,11 @@ class LearnerThread(threading.Thread):
         """The loader thread (with ``prefetch``): stage each batch, hand it to the learner."""
         try:
             while not self._stopping.is_set():
+                if not self._staging_slot.acquire(timeout=_QUEUE_POLL_S):
+                    continue
                 taken = self._take()
                 if taken is None:
+                    self._staging_slot.release()
                     continue
                 actor, batch = taken
                 staged = self.local_worker.stage_batch(batch, self.policies)
@@ -234,6 +239,7 @@ class LearnerThread(threading.Thread):
                 taken = self._staged.get(timeout=_QUEUE_POLL_S)
             except queue.Empty:
                 return False
+            self._staging_slot.release()  # the loader may take and stage the next one
         else:
             taken = self._take()
             if taken is None:
