@@ -185,3 +185,28 @@ def test_the_loader_stages_one_batch_ahead_of_the_learner() -> None:
         assert [next(out).env_steps for _ in range(4)] == [batch.env_steps()] * 4
     finally:
         learner.stop()
+
+
+@pytest.mark.parametrize("algo", ["ppo", "impala"])
+def test_minibatch_sgd_brings_its_stats_to_the_host_once(
+    algo: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rlflow.policy.policy as policy_module
+
+    spec = get_algorithm(algo)
+    config = spec.config_cls(**{**COUNTING_DEFAULTS, "num_envs_per_worker": 4})
+    batch = RolloutWorker(config, spec.policy_cls, worker_index=1).sample()
+    policy = RolloutWorker(config, spec.policy_cls, worker_index=0).get_policy()
+    calls: list[int] = []
+    real = policy_module.stats_to_host
+
+    def counting(stats: Any) -> Any:
+        calls.append(len(stats))
+        return real(stats)
+
+    monkeypatch.setattr(policy_module, "stats_to_host", counting)
+    stats = policy.learn_on_minibatches(
+        batch, num_sgd_iter=3, sgd_minibatch_size=4, rng=np.random.default_rng(0)
+    )
+    assert stats["num_steps"] >= 6 and len(calls) == 1
+    assert all(type(v) is float for k, v in stats.items())

@@ -335,11 +335,12 @@ class TorchPolicy(abc.ABC):
             ready.record(self._copy_stream)
         return StagedBatch(batch, tensors, owner=self, ready=ready)
 
-    def _backward(self, batch: Mapping[str, Array]) -> dict[str, float]:
-        """Fill every parameter's ``.grad`` (clipped) from the loss on ``batch``; return stats."""
+    def _backward(self, batch: Mapping[str, Array]) -> dict[str, Any]:
+        """Fill every parameter's ``.grad`` (clipped) from the loss on ``batch``; return stats
+        (tensors left on the device: `stats_to_host` brings them back)."""
         return self._backward_tensors(self.batch_to_tensors(batch))
 
-    def _backward_tensors(self, tensors: dict[str, torch.Tensor]) -> dict[str, float]:
+    def _backward_tensors(self, tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
         """`_backward` on a batch already converted by `batch_to_tensors`."""
         for p in self._params:
             p.grad = None
@@ -352,7 +353,14 @@ class TorchPolicy(abc.ABC):
                 p.grad = torch.zeros_like(p)
         max_norm = float("inf") if self.grad_clip is None else self.grad_clip
         norm = torch.nn.utils.clip_grad_norm_(self._params, max_norm)
-        return stats_to_host({**stats, "total_loss": loss, "grad_gnorm": norm})
+        return {**stats, "total_loss": loss.detach(), "grad_gnorm": norm}
+
+    def _step(self, batch: Mapping[str, Array]) -> dict[str, Any]:
+        """One optimizer step on ``batch``; its stats, still on the device."""
+        stats = self._backward(batch)
+        self.optimizer.step()
+        self.num_grad_updates += 1
+        return stats
 
     def compute_gradients(self, batch: Mapping[str, Array]) -> tuple[list[Array], dict[str, float]]:
         """Return the clipped gradients of the loss on ``batch`` as numpy arrays, and stats.
@@ -360,7 +368,7 @@ class TorchPolicy(abc.ABC):
         One array per trainable parameter, in ``model.parameters()`` order. The weights and
         the optimizer are not changed.
         """
-        stats = self._backward(batch)
+        stats = stats_to_host(self._backward(batch))
         grads = [p.grad.detach().cpu().numpy().copy() for p in self._params if p.grad is not None]
         return grads, stats
 
@@ -386,10 +394,7 @@ class TorchPolicy(abc.ABC):
         """Take one optimizer step on the whole batch; return the loss stats (with the policy
         lag, see :meth:`lag_stats`)."""
         lag = self.lag_stats(batch)
-        stats = self._backward(batch)
-        self.optimizer.step()
-        self.num_grad_updates += 1
-        return {**stats, **lag}
+        return {**stats_to_host(self._step(batch)), **lag}
 
     def lag_stats(self, batch: Mapping[str, Array]) -> dict[str, float]:
         """``{POLICY_LAG: this policy's num_grad_updates minus the mean of the batch's
@@ -411,24 +416,26 @@ class TorchPolicy(abc.ABC):
 
         Each epoch reshuffles with ``rng`` and uses ``batch.minibatches(sgd_minibatch_size, rng)``
         (full minibatches only; the whole batch when it is smaller). Returns every stat
-        averaged over all steps, plus ``"num_steps"``.
+        averaged over all steps, plus ``"num_steps"``: summed on the device and brought to the
+        host once, after the last step.
         """
         check_int(num_sgd_iter, f"{type(self).__name__}.learn_on_minibatches: num_sgd_iter", low=1)
         lag = self.lag_stats(batch)  # before the first step: later minibatches add the epochs
-        totals: dict[str, float] = {}
+        totals: dict[str, Any] = {}
         steps = 0
         for minibatch_stats in self._minibatch_steps(batch, num_sgd_iter, sgd_minibatch_size, rng):
             for key, val in minibatch_stats.items():
                 totals[key] = totals.get(key, 0.0) + val
             steps += 1
-        stats = {key: total / max(steps, 1) for key, total in totals.items()}
+        stats = stats_to_host({key: total / max(steps, 1) for key, total in totals.items()})
         stats["num_steps"] = float(steps)
         return {**stats, **lag}
 
     def _minibatch_steps(
         self, batch: SampleBatch, num_sgd_iter: int, size: int, rng: np.random.Generator
-    ) -> Iterator[dict[str, float]]:
-        """One optimizer step per shuffled minibatch, epoch after epoch; yields each one's stats.
+    ) -> Iterator[dict[str, Any]]:
+        """One optimizer step per shuffled minibatch, epoch after epoch; yields each one's stats
+        (on the device where they can stay there).
 
         When `learn_on_batch` and `_backward` are this class's own, the batch is converted to
         tensors once and each minibatch is indexed from them (the same rows, permutation and

@@ -220,7 +220,7 @@ def test_minibatches_are_whole_sequences_in_shuffled_order(
         seen.append(minibatch[EPS_ID].tolist())
         return {"x": 1.0}
 
-    monkeypatch.setattr(policy, "learn_on_batch", record)
+    monkeypatch.setattr(policy, "_step", record)
     stats = policy.learn_on_minibatches(
         batch, num_sgd_iter=2, sgd_minibatch_size=3, rng=np.random.default_rng(0)
     )

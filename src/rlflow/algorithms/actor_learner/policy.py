@@ -143,9 +143,9 @@ class VTracePolicyBase(TorchPolicy):
 
     def _minibatch_steps(
         self, batch: SampleBatch, num_sgd_iter: int, size: int, rng: np.random.Generator
-    ) -> Iterator[dict[str, float]]:
+    ) -> Iterator[dict[str, Any]]:
         """One optimizer step per minibatch of whole sequences (`learn_on_minibatches`
-        averages them).
+        averages them; the stats stay on the device until then).
 
         Unlike the base class the rows are not shuffled (V-trace needs sequences): the batch
         is cut into consecutive runs of whole sequences of at least ``sgd_minibatch_size`` steps
@@ -155,4 +155,4 @@ class VTracePolicyBase(TorchPolicy):
         slices = sequence_slices(batch, max(1, size))
         for _ in range(num_sgd_iter):
             for k in rng.permutation(len(slices)).tolist():
-                yield self.learn_on_batch(batch.slice(*slices[k]))
+                yield self._step(batch.slice(*slices[k]))

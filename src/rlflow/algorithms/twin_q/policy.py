@@ -54,7 +54,7 @@ from rlflow.data.sample_batch import (
 from rlflow.errors import ConfigError
 from rlflow.models import MLP
 from rlflow.policy.adam import Adam
-from rlflow.policy.policy import TorchPolicy, stats_to_host
+from rlflow.policy.policy import TorchPolicy
 from rlflow.policy.spaces import check_policy_spaces
 
 __all__ = ["TwinQModel", "TwinQPolicy", "polyak_update"]
@@ -282,7 +282,7 @@ class TwinQPolicy(TorchPolicy):
         }
         return total, stats
 
-    def _backward(self, batch: Mapping[str, Array]) -> dict[str, float]:
+    def _backward(self, batch: Mapping[str, Array]) -> dict[str, Any]:
         """Fill ``.grad`` of the parameters the loss reaches (the others stay None, so Adam
         skips them), clipped by ``grad_clip``; return the stats."""
         for p in self._params:
@@ -292,7 +292,7 @@ class TwinQPolicy(TorchPolicy):
         params = [p for p in self._params if p.grad is not None]
         max_norm = float("inf") if self.grad_clip is None else self.grad_clip
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-        return stats_to_host({**stats, "total_loss": loss, "grad_gnorm": norm})
+        return {**stats, "total_loss": loss.detach(), "grad_gnorm": norm}
 
     def learn_on_batch(self, batch: Mapping[str, Array]) -> dict[str, Any]:
         """One Adam step on the batch; stats plus `TD_ERROR` and `BATCH_INDEXES` (if any), for
