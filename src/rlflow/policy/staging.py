@@ -20,6 +20,7 @@ trains.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -68,13 +69,14 @@ class HostStaging:
         """Whether the host buffers are pinned."""
         self._buffers = (_Buffer(), _Buffer())
         self._turn = 0
+        self._lock = threading.Lock()
 
     @property
     def capacity_bytes(self) -> int:
         """Bytes held by the host buffers."""
         return sum(0 if b.host is None else b.host.numel() for b in self._buffers)
 
-    def _buffer(self, nbytes: int) -> torch.Tensor:
+    def _buffer(self, nbytes: int) -> _Buffer:
         """The next buffer in turn, at least ``nbytes`` long, once no copy reads it."""
         buf = self._buffers[self._turn]
         self._turn = 1 - self._turn
@@ -84,7 +86,7 @@ class HostStaging:
         if buf.host is None or buf.host.numel() < nbytes:
             size = 1 << max(nbytes - 1, 1).bit_length()
             buf.host = torch.empty(size, dtype=torch.uint8, pin_memory=self.pin)
-        return buf.host
+        return buf
 
     def to_device(self, columns: Mapping[str, npt.NDArray[Any]]) -> dict[str, torch.Tensor]:
         """The columns as tensors on the device, their dtypes and shapes kept (bool, ints,
@@ -95,24 +97,28 @@ class HostStaging:
         for name, array in arrays.items():
             offsets[name] = end
             end += -(-array.nbytes // _ALIGN) * _ALIGN
-        host = self._buffer(end)
-        host_bytes = host.numpy()
-        for name, array in arrays.items():
-            start = offsets[name]
-            host_bytes[start : start + array.nbytes] = array.reshape(-1).view(np.uint8)
-        sent = host[:end].to(self.device, non_blocking=self.pin)
-        if self.pin and self.device.type == "cuda":
-            event = torch.cuda.Event()  # type: ignore[no-untyped-call]
-            event.record(torch.cuda.current_stream(self.device))
-            self._buffers[1 - self._turn].ready = event
-        elif sent.data_ptr() == host.data_ptr():
-            sent = sent.clone()  # on CPU ``to`` returns the buffer itself, which is reused
+        with self._lock:  # the learner and its loader thread may both stage
+            buffer = self._buffer(end)
+            host = buffer.host
+            assert host is not None
+            for name, array in arrays.items():
+                start = offsets[name]
+                raw = array.reshape(-1).view(np.uint8)
+                if not raw.flags.writeable:  # torch takes only writable memory; numpy copies
+                    raw = raw.copy()
+                # torch's copy lets go of the GIL (and may use several threads) for big columns
+                host[start : start + array.nbytes].copy_(torch.from_numpy(raw))
+            sent = host[:end].to(self.device, non_blocking=self.pin)
+            if self.pin and self.device.type == "cuda":
+                buffer.ready = torch.cuda.Event()  # type: ignore[no-untyped-call]
+                buffer.ready.record(torch.cuda.current_stream(self.device))
+            elif sent.data_ptr() == host.data_ptr():
+                sent = sent.clone()  # on CPU ``to`` returns the buffer itself, which is reused
         out: dict[str, torch.Tensor] = {}
         for name, array in arrays.items():
             start = offsets[name]
-            raw = sent[start : start + array.nbytes]
             dtype = torch.from_numpy(np.empty(0, dtype=array.dtype)).dtype
-            out[name] = raw.view(dtype).reshape(array.shape)
+            out[name] = sent[start : start + array.nbytes].view(dtype).reshape(array.shape)
         return out
 
 
