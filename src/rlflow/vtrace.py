@@ -224,11 +224,15 @@ def vtrace_torch(
         discounted_cs = discounts * rhos.clamp(max=c_bar)
         next_values = torch.cat([values[1:], bootstrap.unsqueeze(0)], dim=0)
         deltas = clipped_rhos * (rewards + discounts * next_values - values)
-        vs_minus_v = torch.empty_like(values)
+        # One fused op per step (few kernel launches on a GPU, few calls on a CPU).
         acc = torch.zeros_like(bootstrap)
-        for t in range(values.shape[0] - 1, -1, -1):
-            acc = deltas[t] + discounted_cs[t] * acc
-            vs_minus_v[t] = acc
+        backwards: list[torch.Tensor] = []
+        for delta, discounted_c in zip(
+            reversed(deltas.unbind(0)), reversed(discounted_cs.unbind(0)), strict=True
+        ):
+            acc = torch.addcmul(delta, discounted_c, acc)
+            backwards.append(acc)
+        vs_minus_v = torch.stack(backwards[::-1]) if backwards else torch.zeros_like(values)
         vs = vs_minus_v + values
         next_vs = torch.cat([vs[1:], bootstrap.unsqueeze(0)], dim=0)
         pg_advantages = rhos.clamp(max=pg_rho_bar) * (rewards + discounts * next_vs - values)
