@@ -217,6 +217,7 @@ DQN = {
     "train_batch_size": 16,
     "learning_starts": 32,
     "min_steps_per_iteration": 64,
+    "min_time_s_per_iteration": 0.0,  # iterations by steps alone, not DQN's 1 s floor
     "buffer_size": 1000,
     "model": {"hidden": (16,)},
 }

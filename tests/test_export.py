@@ -25,7 +25,8 @@ from rlflow.ops.learner_thread import stop_learner_threads
 
 pytestmark = pytest.mark.timeout(300)
 
-SMALL = {"backend": "local", "seed": 0, "model": {"hidden": (16,)}}
+# Iterations by steps alone, not by the replay and async algorithms' 1 s floor.
+SMALL = {"backend": "local", "seed": 0, "model": {"hidden": (16,)}, "min_time_s_per_iteration": 0.0}
 RUNS: dict[str, dict[str, Any]] = {
     "ppo": {"num_workers": 0, "train_batch_size": 128, "sgd_minibatch_size": 64},
     "dqn": {"num_workers": 0, "learning_starts": 32, "train_batch_size": 32, "dueling": True},

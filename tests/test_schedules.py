@@ -61,7 +61,7 @@ def test_the_learner_follows_lr_schedule(algo: str) -> None:
     if algo == "ppo":
         fields.update(sgd_minibatch_size=50, num_sgd_iter=2)
     if algo == "impala":
-        fields["min_steps_per_iteration"] = 400
+        fields.update(min_steps_per_iteration=400, min_time_s_per_iteration=0.0)
     seen = []
     with Trainer(algo, backend="local", **fields) as trainer:
         policy = trainer.workers.local_worker().get_policy()

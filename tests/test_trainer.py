@@ -313,6 +313,9 @@ def _restore_run(algo: str, tmp_path: Path) -> tuple[list[dict[str, Any]], list[
     if algo in ("sac", "td3"):  # Box actions; train from the first round on
         fields.update(env="Pendulum-v1", env_config={"max_episode_steps": 16})
         fields.update(learning_starts=32, model={"hidden": (16,)}, checkpoint_replay_buffers=True)
+        # Iterations end by steps alone: with a time floor their lengths would follow the
+        # clock, and the restored run must repeat the original's.
+        fields.update(min_time_s_per_iteration=0.0)
     with Trainer(algo, backend="local", **fields) as trainer:
         trainer.train()
         trainer.train()

@@ -32,6 +32,9 @@ TINY: dict[str, Any] = {
     "num_envs_per_worker": 1,
     "rollout_fragment_length": 5,
     "model": {"hidden": (8,)},
+    # Iterations end by steps alone: the 1 s floor of the replay and async algorithms' defaults
+    # would make these plan checks wait on the clock.
+    "min_time_s_per_iteration": 0.0,
 }
 
 

@@ -29,10 +29,9 @@ def _fields(algo: str) -> dict[str, Any]:
     }
     if algo == "ppo":
         fields.update(sgd_minibatch_size=50, num_sgd_iter=2)
-    if algo in ("impala", "appo"):
-        fields["min_steps_per_iteration"] = 100
-    if algo == "a3c":
-        fields["min_steps_per_iteration"] = 100
+    if algo in ("a2c", "a3c", "impala", "appo"):
+        # Iterations of 100 steps, not of their defaults' 1 s: the test checks each one.
+        fields.update(min_steps_per_iteration=100, min_time_s_per_iteration=0.0)
     return fields
 
 

@@ -35,11 +35,22 @@ SMALL: dict[str, dict[str, Any]] = {
         "train_batch_size": 16,
         "learning_starts": 20,
         "min_steps_per_iteration": 50,
+        "min_time_s_per_iteration": 0.0,
         "buffer_size": 500,
         "target_network_update_freq": 20,
     },
-    "impala": {"num_workers": 1, "rollout_fragment_length": 25, "train_batch_size": 50},
-    "a2c": {"num_workers": 1, "rollout_fragment_length": 25, "train_batch_size": 50},
+    "impala": {
+        "num_workers": 1,
+        "rollout_fragment_length": 25,
+        "train_batch_size": 50,
+        "min_time_s_per_iteration": 0.0,
+    },
+    "a2c": {
+        "num_workers": 1,
+        "rollout_fragment_length": 25,
+        "train_batch_size": 50,
+        "min_time_s_per_iteration": 0.0,
+    },
 }
 
 

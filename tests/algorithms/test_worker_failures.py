@@ -22,10 +22,14 @@ pytestmark = [pytest.mark.ray, pytest.mark.timeout(400)]
 
 SMALL: dict[str, dict[str, Any]] = {
     "ppo": {"train_batch_size": 200, "sgd_minibatch_size": 100, "num_sgd_iter": 2},
-    "a3c": {"min_steps_per_iteration": 200},
-    "impala": {"train_batch_size": 100, "min_steps_per_iteration": 200},
+    "a3c": {"min_steps_per_iteration": 200, "min_time_s_per_iteration": 0.0},
+    "impala": {
+        "train_batch_size": 100,
+        "min_steps_per_iteration": 200,
+        "min_time_s_per_iteration": 0.0,
+    },
 }
-"""Small iterations: a few hundred env steps each."""
+"""Small iterations: a few hundred env steps each (not the async defaults' 1 s)."""
 
 
 RESTARTS = "num_worker_restarts"

@@ -70,7 +70,7 @@ def test_minibatch_passes_report_the_lag_before_their_first_step() -> None:
 
 def test_a_sync_plan_trains_with_zero_lag_and_reports_it() -> None:
     workers = make_workers()
-    config = A2CConfig(num_workers=2)
+    config = A2CConfig(num_workers=2, min_time_s_per_iteration=0.0)  # a result per item
     plan = standard_metrics_reporting(
         parallel_rollouts(workers).for_each(TrainOneStep(workers)), workers, config
     )

@@ -120,6 +120,7 @@ def test_the_other_policy_gradient_algorithms_train_on_multi_discrete(
     local_backend: None, algo: str
 ) -> None:
     fields = {k: v for k, v in SMALL.items() if k in ("num_workers", "rollout_fragment_length")}
+    fields["min_time_s_per_iteration"] = 0.0  # iterations of a batch, not a2c/a3c/appo's 1 s
     with Trainer(
         algo, env=MultiDiscreteTargetEnv, backend="local", train_batch_size=64, **fields
     ) as trainer:

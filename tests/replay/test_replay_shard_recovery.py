@@ -155,6 +155,7 @@ def test_apex_goes_on_after_a_replay_shard_dies() -> None:
         "num_replay_buffer_shards": 2,
         "max_weight_sync_delay": 16,
         "target_network_update_freq": 64,
+        "min_time_s_per_iteration": 0.0,  # 1,000-step iterations (DQN's), not 1 s ones
     }
     with Trainer("apex", backend="local", seed=0, **fields) as trainer:
         before = [trainer.train() for _ in range(2)][-1]

@@ -446,6 +446,7 @@ TINY: dict[str, Any] = {
     "num_envs_per_worker": 1,
     "rollout_fragment_length": 5,
     "model": {"hidden": (8,)},
+    "min_time_s_per_iteration": 0.0,  # iterations by steps alone, not by a 1 s default floor
     **MSF,
 }
 
@@ -531,7 +532,9 @@ def test_a_restored_run_continues_identically(algo: str, tmp_path: Path) -> None
     if algo == "ppo":
         fields.update(sgd_minibatch_size=16, num_sgd_iter=2)
     if algo == "dqn":
+        # Iterations by steps alone: with DQN's 1 s floor their lengths would follow the clock.
         fields.update(learning_starts=32, checkpoint_replay_buffers=True)
+        fields.update(min_time_s_per_iteration=0.0)
     with Trainer(algo, **fields) as trainer:
         trainer.train()
         trainer.train()

@@ -35,10 +35,16 @@ class ReportingConfig(FieldGroup):
     or one comma-separated string (``"csv,tensorboard"``). Empty: none. Without a ``logdir``
     nothing is written. Loggers of your own: ``trainer.loggers.add(logger)``."""
     min_time_s_per_iteration: float = 0.0
-    """An iteration (one ``train()`` result) lasts at least this long, in seconds, >= 0."""
+    """An iteration (one ``train()`` result: a progress line, a row of each logger) lasts at
+    least this long, in seconds, >= 0 (RLlib's name). An iteration ends at the first train
+    item at which both this and ``min_steps_per_iteration`` are met; both 0: one result per
+    train item. 0 here, so PG, PPO and MAML report once per train batch (their unit of work);
+    the algorithms whose train item is small set 1.0, so they report at most about once a
+    second: A2C, A3C, DQN, Ape-X, IMPALA, APPO, SAC, TD3 and ppo_dqn."""
     min_steps_per_iteration: int = 0
     """An iteration samples at least this many env steps, >= 0 (RLlib's
-    ``timesteps_per_iteration``; DQN's default is RLlib's, 1000)."""
+    ``min_sample_timesteps_per_iteration``, formerly ``timesteps_per_iteration``). 0 here;
+    RLlib's defaults where it sets one: DQN and Ape-X 1000, SAC and TD3 100."""
     metrics_num_episodes_for_smoothing: int = 100
     """Episode return/length means are over at most this many recent episodes, >= 1."""
     evaluation_interval: int = 0

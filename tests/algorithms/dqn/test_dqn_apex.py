@@ -78,6 +78,7 @@ SMALL: dict[str, Any] = {
     "learning_starts": 16,
     "model": {"hidden": (8,)},
     "min_steps_per_iteration": 64,
+    "min_time_s_per_iteration": 0.0,  # iterations by steps alone, not DQN's 1 s floor
 }
 
 

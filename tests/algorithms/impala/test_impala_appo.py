@@ -168,6 +168,7 @@ SMALL: dict[str, Any] = {
     "sgd_minibatch_size": 8,
     "model": {"hidden": (8,)},
     "min_steps_per_iteration": 64,
+    "min_time_s_per_iteration": 0.0,  # iterations by steps alone, not IMPALA's 1 s floor
 }
 
 

@@ -41,6 +41,7 @@ SMALL: dict[str, Any] = {
         "target_network_update_freq": 0,
     },
     "model": {"hidden": (8,)},
+    "min_time_s_per_iteration": 0.0,  # one result per train item, not per second
 }
 
 

@@ -4,6 +4,7 @@ and target smoothing, SAC's alpha tuning, weights and state, config and space er
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import gymnasium as gym
@@ -30,6 +31,7 @@ from rlflow.envs.multi_agent import ALL_AGENTS, MultiAgentEnv, MultiAgentStep
 from rlflow.errors import ConfigError
 from rlflow.ops.keys import TD_ERROR
 from rlflow.replay import DISCOUNTS
+from rlflow.testing.envs import CountingEnv
 from rlflow.workers import WorkerSet
 
 pytestmark = pytest.mark.timeout(120)
@@ -286,6 +288,7 @@ def test_sac_and_td3_policies_train_side_by_side_in_one_multi_agent_plan(
         train_batch_size=16,
         rollout_fragment_length=8,
         min_steps_per_iteration=32,
+        min_time_s_per_iteration=0.0,
         model={"hidden": (8,)},
         policies={"sac": PolicySpec(), "td3": PolicySpec(policy_class=TD3Policy)},
         policy_mapping_fn=lambda agent: "sac" if agent == "a" else "td3",
@@ -298,3 +301,30 @@ def test_sac_and_td3_policies_train_side_by_side_in_one_multi_agent_plan(
     sac_steps, td3_steps = (learner.get_policy(p).num_grad_updates for p in ("sac", "td3"))
     assert sac_steps == td3_steps > 0  # one train step per round, for each policy
     assert set(second["info"]["learner"]) == {"sac", "td3"}
+
+
+# --------------------------------------------------------------------------- iterations
+def test_a_default_sac_iteration_is_at_least_100_steps_and_one_second(local_backend: None) -> None:
+    """SAC's train item is one env step and one gradient step: with one result per item, the
+    progress line and the loggers' rows paced the run (34 env steps/s on InvertedPendulum-v5).
+    Its defaults (RLlib SAC's) make an iteration at least 100 env steps and 1 s."""
+    config = SACConfig(
+        env=CountingEnv,
+        env_config={"episode_len": 3, "continuous": True},
+        learning_starts=20,
+        model={"hidden": (8,)},
+    )
+    workers = WorkerSet(config, SACPolicy)
+    try:
+        plan = sac_plan(workers, config)
+        start = time.monotonic()
+        first = next(plan)
+        # The first iteration's clock starts at its first train item, after `start`.
+        assert time.monotonic() - start >= 1.0
+        second = next(plan)
+        assert time.monotonic() - start >= 2.0
+    finally:
+        workers.stop()
+    for result in (first, second):
+        assert result["num_env_steps_sampled_this_iter"] >= 100
+    assert second["num_env_steps_trained"] > 0

@@ -2,7 +2,8 @@
 
 `rlflow.algorithms.pg.config.PGConfig`'s fields (and groups) plus ``microbatch_size``.
 Defaults: PG's, with A2C's own in the class statement below (a critic with GAE, short
-fragments, an entropy bonus, clipped gradients).
+fragments, an entropy bonus, clipped gradients, iterations of at least 1 s: a train batch of
+500 steps takes about a tenth of that on CartPole).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class A2CConfig(
         "use_critic": True,
         "use_gae": True,
         "entropy_coeff": 0.01,
+        "min_time_s_per_iteration": 1.0,
     },
 ):
     """A2C: policy gradient with a learned critic; optional gradient microbatching.

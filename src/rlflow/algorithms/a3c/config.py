@@ -2,7 +2,7 @@
 
 `rlflow.algorithms.pg.config.PGConfig`'s fields (and groups); no fields of its own. Defaults:
 PG's, with A3C's own in the class statement below (a critic with GAE, short fragments, an
-entropy bonus, clipped gradients).
+entropy bonus, clipped gradients, iterations of at least 1 s: a train item is one gradient).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ class A3CConfig(
         "use_critic": True,
         "use_gae": True,
         "entropy_coeff": 0.01,
+        "min_time_s_per_iteration": 1.0,
     },
 ):
     """A3C: each worker computes gradients on its own samples; the learner applies them as

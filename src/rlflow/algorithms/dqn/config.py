@@ -3,7 +3,8 @@
 `rlflow.algorithms.q_learning.config.ReplayAlgorithmConfig`'s fields (`AlgorithmConfig`'s
 groups, the target network's, the replay ones) plus DQN's own: the Q network's options and
 exploration. Defaults: the replay family's (DQN's), with DQN's own in the class statement below
-(sampling on the learner, short fragments, small replayed batches).
+(sampling on the learner, short fragments, small replayed batches, iterations of at least
+1000 env steps, RLlib's, and 1 s).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class DQNConfig(
         "train_batch_size": 32,
         "grad_clip": 40.0,
         "min_steps_per_iteration": 1000,
+        "min_time_s_per_iteration": 1.0,
     },
 ):
     """DQN: replay buffer, target network, double Q, dueling heads, n-step, prioritized replay.

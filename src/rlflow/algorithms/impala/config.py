@@ -3,8 +3,8 @@
 Groups: `AlgorithmConfig`'s and, from `rlflow.config.learning`, `LossWeightsConfig`,
 `SGDConfig` and `LearnerQueueConfig`; IMPALA's own fields are V-trace's clip thresholds, the
 sampling and broadcast settings and the mix-in replay. Defaults: the groups', with IMPALA's own
-in the class statement below. ``num_workers`` must be >= 1 here: the local worker is the
-learner and never samples.
+in the class statement below (iterations of at least 1 s: a train item is one batch).
+``num_workers`` must be >= 1 here: the local worker is the learner and never samples.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ class IMPALAConfig(
         "train_batch_size": 500,
         "grad_clip": 40.0,
         "entropy_coeff": 0.01,
+        "min_time_s_per_iteration": 1.0,
     },
 ):
     """IMPALA: workers sample asynchronously, a learner thread trains on V-trace targets.

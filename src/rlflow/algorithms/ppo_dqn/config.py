@@ -3,8 +3,9 @@
 `AlgorithmConfig`'s fields (how the run collects experience) plus ``ppo`` and ``dqn``, each
 learner's whole typed config (`PPOConfig`, `DQNConfig`), and ``train_weights``. Defaults:
 `AlgorithmConfig`'s, with the run's own in the class statement below (a two-agent CartPole,
-sampling on the learner); each learner's are its config class's. The run's collection fields
-(`COLLECTION_FIELDS`) are the learners' too.
+sampling on the learner, iterations of at least 1 s: a train item is one learner's step);
+each learner's are its config class's (their reporting fields are unused: the run's report).
+The run's collection fields (`COLLECTION_FIELDS`) are the learners' too.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class PPODQNConfig(
         "num_envs_per_worker": 4,
         "rollout_fragment_length": 32,
         "policy_mapping_fn": ppo_dqn_mapping,
+        "min_time_s_per_iteration": 1.0,
     },
 ):
     """PPO for the agents mapped to ``ppo_policy``, DQN for those mapped to ``dqn_policy``.

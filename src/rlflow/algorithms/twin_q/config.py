@@ -3,7 +3,8 @@
 `rlflow.algorithms.q_learning.config.ReplayAlgorithmConfig`'s fields (and groups) plus the
 twin-Q ones declared here (``actor_lr``, ``tau``, ``twin_q``). Defaults: the replay family's,
 with SAC's and TD3's shared ones in the class statement below (sampling on the learner, one
-step per fragment, uniform replay, Polyak targets after every train step).
+step per fragment, uniform replay, Polyak targets after every train step; RLlib SAC's
+iterations of at least 100 env steps and 1 s, so reporting never paces a one-step round).
 `rlflow.algorithms.twin_q.TwinQPolicy` reads them.
 """
 
@@ -28,6 +29,8 @@ class TwinQConfig(
         "learning_starts": 1500,
         "prioritized_replay": False,
         "target_network_update_freq": 0,
+        "min_steps_per_iteration": 100,
+        "min_time_s_per_iteration": 1.0,
     },
 ):
     """An actor and (twin) Q critics with Polyak-averaged targets, for Box actions (SAC, TD3).
