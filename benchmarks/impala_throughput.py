@@ -4,10 +4,10 @@ Two measurements, one after the other, on the same machine:
 
 1. raw: random actions stepping the same vector env (``--env``, ``--envs`` per process) in
    ``--workers`` plain processes (``sampling.py``), nothing else;
-2. impala: the whole IMPALA plan from the tuned config of ``--env`` with ``--workers`` Ray
-   rollout workers (Ray gets ``--workers`` CPUs) and the learner thread in the driver: env steps
-   sampled/s, trained/s, and the learner's input queue occupancy (mean batches waiting when the
-   learner takes one; the queue holds ``learner_queue_size``).
+2. impala: the whole IMPALA plan from the tuned config of ``--env`` run by `rlflow.Trainer` with
+   ``--workers`` Ray rollout workers (Ray gets ``--workers`` CPUs) and the learner thread in the
+   driver: env steps sampled/s, trained/s, and the learner's input queue occupancy (mean batches
+   waiting when the learner takes one; the queue holds ``learner_queue_size``).
 
 Prints each rate, the ratio impala sampled / raw, and the queue occupancy. For ``ALE/...`` ids
 (DeepMind-wrapped, 4 frames per env step) frames/s are printed too. Run::
@@ -20,37 +20,46 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
-from rlflow import flow
+from rlflow import Trainer, flow
 from rlflow.algorithms import IMPALAConfig, tuned_config
-from rlflow.algorithms.impala import impala_plan
-from rlflow.algorithms.impala.policy import VTracePolicy
-from rlflow.workers import WorkerSet
 from sampling import raw_steps_per_s
 
 
-def impala_rates(config: IMPALAConfig, seconds: float) -> dict[str, float]:
-    """Sampled and trained env steps/s of the IMPALA plan, and its learner queue occupancy."""
-    workers = WorkerSet(config, VTracePolicy)
-    plan = impala_plan(workers, config)
-    first = next(plan)  # actors started, envs built, the learner has trained
-    start = time.perf_counter()
-    last: dict[str, Any] = first
-    occupancy: list[float] = []
-    while time.perf_counter() - start < seconds:
-        last = next(plan)
-        occupancy.append(last["info"]["learner_thread"]["inqueue_size_mean"])
-    elapsed = time.perf_counter() - start
-    workers.stop()
+class PlanRates(NamedTuple):
+    """What an actor-learner plan (IMPALA, APPO) did in one timed window."""
+
+    sampled: float
+    """Env steps sampled per second."""
+    trained: float
+    """Env steps trained per second (by the learner thread)."""
+    queue: float
+    """Mean batches waiting in the learner's input queue when it took one."""
+    learn_ms: float
+    """Mean milliseconds per ``learn_on_batch`` (the last result's)."""
+
+
+def actor_learner_rates(algo: str, config: IMPALAConfig, seconds: float) -> PlanRates:
+    """Rates of ``algo``'s plan ("impala" or "appo") run by `rlflow.Trainer` on the running flow
+    backend for ``seconds`` after its first result (actors started, envs built, the learner has
+    trained); stops the trainer."""
+    with Trainer(algo, config=config) as trainer:
+        first = last = trainer.train()
+        start = time.perf_counter()
+        occupancy: list[float] = []
+        while time.perf_counter() - start < seconds:
+            last = trainer.train()
+            occupancy.append(last["info"]["learner_thread"]["inqueue_size_mean"])
+        elapsed = time.perf_counter() - start
     sampled = last["num_env_steps_sampled"] - first["num_env_steps_sampled"]
     trained = last["num_env_steps_trained"] - first["num_env_steps_trained"]
-    return {
-        "sampled": sampled / elapsed,
-        "trained": trained / elapsed,
-        "queue": sum(occupancy) / max(len(occupancy), 1),
-        "learn_ms": float(last["info"]["learner_thread"]["learn_ms"]),
-    }
+    return PlanRates(
+        sampled=sampled / elapsed,
+        trained=trained / elapsed,
+        queue=sum(occupancy) / max(len(occupancy), 1),
+        learn_ms=float(last["info"]["learner_thread"]["learn_ms"]),
+    )
 
 
 def main() -> None:
@@ -70,7 +79,7 @@ def main() -> None:
     raw = raw_steps_per_s(envs, args.seconds, processes=args.workers, env_id=args.env)
     flow.init(backend="ray", num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
     try:
-        impala = impala_rates(config, args.seconds)
+        impala = actor_learner_rates("impala", config, args.seconds)
     finally:
         flow.shutdown()
     n = args.workers
@@ -79,16 +88,16 @@ def main() -> None:
     print(f"{'what':<40} {'env steps/s':>12} {'frames/s':>10}")
     rows = [
         (f"raw env stepping ({n} processes)", raw),
-        (f"impala sampled ({n} workers)", impala["sampled"]),
-        ("impala trained (learner thread)", impala["trained"]),
+        (f"impala sampled ({n} workers)", impala.sampled),
+        ("impala trained (learner thread)", impala.trained),
     ]
     for what, rate in rows:
         print(f"{what:<40} {rate:>12,.0f} {rate * skip:>10,.0f}")
-    print(f"impala sampled / raw env stepping: {impala['sampled'] / raw:.2f}")
-    print(f"impala trained / sampled: {impala['trained'] / impala['sampled']:.2f}")
+    print(f"impala sampled / raw env stepping: {impala.sampled / raw:.2f}")
+    print(f"impala trained / sampled: {impala.trained / impala.sampled:.2f}")
     print(
-        f"learner queue occupancy: {impala['queue']:.2f} of {config.learner_queue_size} "
-        f"batches waiting; {impala['learn_ms']:.0f} ms per learn_on_batch "
+        f"learner queue occupancy: {impala.queue:.2f} of {config.learner_queue_size} "
+        f"batches waiting; {impala.learn_ms:.0f} ms per learn_on_batch "
         f"({config.num_sgd_iter} passes over {config.train_batch_size} steps)"
     )
 

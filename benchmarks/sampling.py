@@ -33,9 +33,9 @@ from rlflow.ops import keys, parallel_rollouts
 from rlflow.workers import WorkerSet
 
 
-def _raw_stepper(args: tuple[int, int, float, str, str]) -> int:
-    """Step a vector env of engine ``vector_env`` with random actions for ``seconds``; return
-    the env steps taken."""
+def _raw_stepper(args: tuple[int, int, float, str, str]) -> float:
+    """Step a vector env of engine ``vector_env`` with random actions for ``seconds`` (whole
+    blocks of 100 steps, so a little longer); return its env steps/s over the time it took."""
     num_envs, seed, seconds, env_id, vector_env = args
     if vector_env == ALE_VECTOR:
         venv: Any = _ale_vector_env(env_id, num_envs, seed)
@@ -45,13 +45,14 @@ def _raw_stepper(args: tuple[int, int, float, str, str]) -> int:
     num_actions = int(venv.action_space.n)
     rng = np.random.default_rng(seed)
     steps = 0
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
         for _ in range(100):
             venv.step(rng.integers(0, num_actions, size=num_envs), copy=False)
         steps += 100 * num_envs
+    elapsed = time.perf_counter() - start
     venv.close()
-    return steps
+    return steps / elapsed
 
 
 ALE_VECTOR = "ale-vector"
@@ -81,14 +82,16 @@ def raw_steps_per_s(
     engine ``vector_env``.
 
     ``env_id`` is built by `rlflow.envs.make_env_creator` (``ALE/...`` ids: DeepMind-wrapped,
-    so one env step is 4 frames), as the rollout workers build it.
+    so one env step is 4 frames), as the rollout workers build it. The sum of each process's
+    steps over its own stepping time (until 2026-11-27 the steps of whole 100-step blocks were
+    divided by ``seconds``, which overstated slow envs by up to a block).
     """
     with mp.get_context("spawn").Pool(processes) as pool:
         warm = [(num_envs, i, 0.5, env_id, vector_env) for i in range(processes)]
         pool.map(_raw_stepper, warm)
         jobs = [(num_envs, i, seconds, env_id, vector_env) for i in range(processes)]
-        counts = pool.map(_raw_stepper, jobs)
-    return sum(counts) / seconds
+        rates = pool.map(_raw_stepper, jobs)
+    return sum(rates)
 
 
 def plan_steps_per_s(

@@ -6,12 +6,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 import rlflow
-from rlflow.algorithms import ALGORITHMS, DQNConfig, PPOConfig, tuned_config
-from rlflow.cli.parser import build_parser
+from rlflow.algorithms import ALGORITHMS, DQNConfig, IMPALAConfig, PPOConfig, tuned_config
+from rlflow.cli.parser import UsageError, build_parser
 from rlflow.cli.resolve import resolve_run
 from rlflow.config.files import (
+    TUNED_HARDWARE,
     build_config,
     coerce_field,
     load_tuned_config,
@@ -19,14 +21,20 @@ from rlflow.config.files import (
     tuned_envs,
 )
 from rlflow.errors import ConfigError
+from rlflow.trainer import Trainer, resolve_setup
 
 pytestmark = pytest.mark.timeout(120)
 
-SHIPPED = [
-    (name, env.replace("-", "/", 1) if env.startswith(("ALE-", "rlflow-")) else env)
-    for name in ALGORITHMS
-    for env in tuned_envs(name)
-]
+
+def env_id_of(file_name: str) -> str:
+    """The env id a tuned file is named for ("-" written for the first "/")."""
+    return (
+        file_name.replace("-", "/", 1) if file_name.startswith(("ALE-", "rlflow-")) else file_name
+    )
+
+
+SHIPPED = [(name, env_id_of(env)) for name in ALGORITHMS for env in tuned_envs(name)]
+SHIPPED_GPU = [(name, env_id_of(env)) for name in ALGORITHMS for env in tuned_envs(name, "gpu")]
 
 
 def typed(value: Any) -> Any:
@@ -44,6 +52,11 @@ def test_every_shipped_tuned_file_is_compared() -> None:
     files = sorted((Path(rlflow.__file__).parent / "algorithms").glob("*/tuned/*.yaml"))
     assert len(files) == len(SHIPPED) >= 12
     assert {f.parent.parent.name for f in files} == {name for name, _ in SHIPPED}
+    folders = {p.name for p in (Path(rlflow.__file__).parent / "algorithms").glob("*/tuned/*/")}
+    assert folders == {"gpu"} and set(TUNED_HARDWARE) == {"cpu", "gpu"}
+    gpu_files = sorted((Path(rlflow.__file__).parent / "algorithms").glob("*/tuned/gpu/*.yaml"))
+    assert len(gpu_files) == len(SHIPPED_GPU) >= 2
+    assert {("impala", "ALE/Pong-v5"), ("appo", "ALE/Pong-v5")} <= set(SHIPPED_GPU)
 
 
 @pytest.mark.parametrize(("algo", "env_id"), SHIPPED)
@@ -53,6 +66,48 @@ def test_cli_and_tuned_config_build_equal_configs(algo: str, env_id: str) -> Non
     from_cli = resolve_run(args).config
     assert from_cli == from_library
     assert typed(from_cli.to_dict()) == typed(from_library.to_dict())
+
+
+@pytest.mark.parametrize(("algo", "env_id"), SHIPPED_GPU)
+def test_gpu_tuned_files_load_without_a_gpu_and_the_cli_selects_them(
+    algo: str, env_id: str
+) -> None:
+    # Building the config checks every field but no device: a GPU config validates anywhere.
+    from_library = tuned_config(algo, env_id, hardware="gpu")
+    assert from_library.num_gpus >= 1 and from_library.env == env_id
+    args = build_parser().parse_args(["plan", algo, "--env", env_id, "--tuned-for", "gpu"])
+    from_cli = resolve_run(args).config
+    assert typed(from_cli.to_dict()) == typed(from_library.to_dict())
+    assert (
+        from_cli != resolve_run(build_parser().parse_args(["plan", algo, "--env", env_id])).config
+    )
+
+
+def test_the_gpu_impala_pong_config_holds_the_issue_22_sizes() -> None:
+    config = tuned_config("impala", "ALE/Pong-v5", hardware="gpu")
+    assert isinstance(config, IMPALAConfig)
+    sizes = (config.num_workers, config.num_envs_per_worker, config.rollout_fragment_length)
+    assert sizes == (14, 16, 32) and (config.train_batch_size, config.num_gpus) == (512, 1.0)
+    assert tuned_config("impala", "ALE/Pong-v5").num_gpus == 0  # the default stays the CPU one
+
+
+def test_tuned_for_gpu_without_a_gpu_file_or_with_unknown_hardware_is_an_error() -> None:
+    args = build_parser().parse_args(["plan", "ppo", "--env", "CartPole-v1", "--tuned-for", "gpu"])
+    with pytest.raises(
+        ConfigError, match=r"--tuned-for gpu: no gpu tuned ppo config .*'CartPole-v1'"
+    ):
+        resolve_run(args)
+    with pytest.raises(ConfigError, match=r"hardware='tpu' must be one of \['cpu', 'gpu'\]"):
+        tuned_config("impala", "ALE/Pong-v5", hardware="tpu")
+    with pytest.raises(UsageError, match=r"--tuned-for: invalid choice: 'tpu'"):
+        build_parser().parse_args(["plan", "ppo", "--tuned-for", "tpu"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error given without a GPU")
+def test_a_gpu_tuned_config_is_refused_by_the_trainer_on_a_machine_without_one() -> None:
+    setup = resolve_setup("impala", tuned_config("impala", "ALE/Pong-v5", hardware="gpu"))
+    with pytest.raises(ConfigError, match=r"IMPALAConfig: num_gpus=1.0 but no GPU is visible"):
+        Trainer(setup, backend="local")  # refused before the backend or any actor starts
 
 
 def test_float_fields_take_ints_and_yaml_1_1_exponents() -> None:

@@ -134,13 +134,16 @@ def get_algorithm(name: str) -> AlgorithmSpec:
     return spec
 
 
-def tuned_config(name: str, env_id: str, **overrides: Any) -> AlgorithmConfig:
+def tuned_config(
+    name: str, env_id: str, *, hardware: str = "cpu", **overrides: Any
+) -> AlgorithmConfig:
     """The shipped tuned config of algorithm ``name`` for ``env_id``, with ``overrides``.
 
     Reads ``rlflow/algorithms/<name>/tuned/<env_id>.yaml``, where each "/" of a namespaced id
     is written "-" (``ALE/Pong-v5`` -> ``ALE-Pong-v5.yaml``), with `rlflow.config.files`'s
-    loader (the one the command line uses); ConfigError naming the available envs if there is
-    none.
+    loader (the one the command line uses); ``hardware="gpu"`` reads ``tuned/gpu/<env_id>.yaml``
+    (sized for a GPU learner, `rlflow.config.files.TUNED_HARDWARE`). ConfigError naming the
+    available envs if there is none.
     """
     spec = get_algorithm(name)
-    return load_tuned_config(spec.name, spec.config_cls, env_id, overrides)
+    return load_tuned_config(spec.name, spec.config_cls, env_id, overrides, hardware)

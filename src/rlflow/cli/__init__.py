@@ -12,7 +12,8 @@
     rlflow --version                                  # also: python -m rlflow --version
 
 The config of ``train`` is layered, later wins: the algorithm's defaults, the tuned config
-shipped for ALGO+ENV (``--tuned``, on by default), ``--config FILE.yaml``, the flags
+shipped for ALGO+ENV (``--tuned``, on by default; ``--tuned-for gpu``: the one sized for a GPU
+learner), ``--config FILE.yaml``, the flags
 (``--env``, ``--num-workers``, ``--seed``), then ``--set key=value``. A config file is either a
 mapping of config fields, or a mapping with ``config:`` (fields), ``stop:`` (result key ->
 threshold) and optionally ``env:``. Bad input prints one ``rlflow: error: ...`` line and exits

@@ -222,8 +222,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
     specs = ALGORITHMS
     width = max((len(name) for name in specs), default=0)
     for name in sorted(specs):
-        envs = tuned_envs(name)
+        envs, gpu = tuned_envs(name), tuned_envs(name, "gpu")
         tuned = f"  [tuned: {', '.join(envs)}]" if envs else ""
+        tuned += f"  [--tuned-for gpu: {', '.join(gpu)}]" if gpu else ""
         sys.stdout.write(f"{name:<{width}}  {specs[name].summary}{tuned}\n")
     return EXIT_OK
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
+from rlflow.config.files import TUNED_HARDWARE
 from rlflow.version import __version__
 
 __all__ = ["Parser", "UsageError", "build_parser"]
@@ -39,6 +40,14 @@ def _config_args() -> Parser:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="apply the shipped tuned config for ALGO+ENV, if one exists (default: on)",
+    )
+    config_args.add_argument(
+        "--tuned-for",
+        choices=TUNED_HARDWARE,
+        default="cpu",
+        help="which shipped tuned config: cpu (sized for a 2-core machine) or gpu (a GPU "
+        "learner and 16 cores: tuned/gpu/ENV.yaml; none ships for ALGO+ENV is an error) "
+        "(default: cpu)",
     )
     config_args.add_argument(
         "--set",

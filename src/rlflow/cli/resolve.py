@@ -1,11 +1,11 @@
 """What a ``train`` or ``plan`` command runs: the layered config and the stop criteria.
 
 Layers, later wins: the algorithm's defaults, the tuned config shipped for ALGO+ENV
-(``--tuned``), ``--config FILE.yaml``, the flags (``--env``, ``--num-workers``, ``--seed``), then
-``--set key=value`` (``--set model.hidden=[32,32]``: one key of a dict field). Files and
-``--set`` values go through `rlflow.config.files`'s one loader and
-coercion rule, so ``rlflow train ALGO --env ENV`` builds the config that
-``rlflow.algorithms.tuned_config(ALGO, ENV)`` returns.
+(``--tuned``; ``--tuned-for gpu`` picks the one sized for a GPU learner), ``--config
+FILE.yaml``, the flags (``--env``, ``--num-workers``, ``--seed``), then ``--set key=value``
+(``--set model.hidden=[32,32]``: one key of a dict field). Files and ``--set`` values go through
+`rlflow.config.files`'s one loader and coercion rule, so ``rlflow train ALGO --env ENV`` builds
+the config that ``rlflow.algorithms.tuned_config(ALGO, ENV)`` returns.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from rlflow.config.files import (
     load_config_file,
     parse_value,
     tuned_config_path,
+    tuned_envs,
 )
 from rlflow.errors import ConfigError
 
@@ -93,11 +94,13 @@ def resolve_run(args: argparse.Namespace) -> RunSpec:
     env = args.env or file.fields.get("env") or _default(config_cls, "env")
     fields: dict[str, Any] = {}
     stop: dict[str, float] = {}
-    if args.tuned and isinstance(env, str) and (path := tuned_config_path(spec.name, env)):
-        tuned = load_config_file(path)
-        logger.info("applying tuned config %s", path)
-        fields.update(tuned.fields)
-        stop.update(tuned.stop)
+    if args.tuned and isinstance(env, str):
+        path = _tuned_path(spec.name, env, getattr(args, "tuned_for", "cpu"))
+        if path is not None:
+            tuned = load_config_file(path)
+            logger.info("applying tuned config %s", path)
+            fields.update(tuned.fields)
+            stop.update(tuned.stop)
     fields.update(file.fields)
     stop.update(file.stop)
     flags = {"env": args.env, "num_workers": args.num_workers, "seed": args.seed}
@@ -105,6 +108,19 @@ def resolve_run(args: argparse.Namespace) -> RunSpec:
     fields.update({k: v for k, v in flags.items() if v is not None})
     fields.update(parse_sets(config_cls, args.set, base=fields))
     return RunSpec(resolve_setup(spec, build_config(config_cls, fields)), stop)
+
+
+def _tuned_path(algo: str, env: str, hardware: str) -> Any:
+    """The tuned file for ``hardware`` (None if no cpu one ships: the defaults apply); one
+    asked for with ``--tuned-for gpu`` must exist."""
+    path = tuned_config_path(algo, env, hardware)
+    if path is None and hardware != "cpu":
+        available = tuned_envs(algo, hardware)
+        raise ConfigError(
+            f"--tuned-for {hardware}: no {hardware} tuned {algo} config for env {env!r}; "
+            f"available: {available} (file names, '-' for '/')"
+        )
+    return path
 
 
 def parse_sets(

@@ -4,7 +4,10 @@ A config file is YAML: either a mapping of config fields, or a mapping with ``co
 fields), ``stop:`` (result key -> threshold) and optionally ``env:`` (also ``algorithm:`` and
 ``run:``, which are ignored). The tuned config of algorithm ALGO on env ENV ships as
 ``rlflow/algorithms/ALGO/tuned/ENV.yaml``, with each "/" of a namespaced id written "-"
-(``ALE/Pong-v5`` -> ``ALE-Pong-v5.yaml``).
+(``ALE/Pong-v5`` -> ``ALE-Pong-v5.yaml``). Those files are sized for a small CPU machine; a
+config sized for other hardware (`TUNED_HARDWARE`: ``"gpu"``, a GPU learner and many cores)
+ships in a folder of that name, ``tuned/gpu/ENV.yaml``, and is chosen with ``hardware="gpu"``
+(``rlflow train ALGO --env ENV --tuned-for gpu``).
 
 The command line (``rlflow train``) and `rlflow.algorithms.tuned_config` both read files with
 `load_config_file` and build the config with `build_config`, so one file gives one config
@@ -40,6 +43,7 @@ from rlflow.errors import ConfigError
 
 __all__ = [
     "STOP_ALIASES",
+    "TUNED_HARDWARE",
     "ConfigFile",
     "build_config",
     "coerce_field",
@@ -60,6 +64,11 @@ STOP_ALIASES = {
 """RLlib/Tune stop keys accepted in config files, and the result keys they mean."""
 
 _FILE_KEYS = ("config", "stop", "env", "algorithm", "run")
+
+TUNED_HARDWARE = ("cpu", "gpu")
+"""What a shipped tuned config is sized for: ``"cpu"`` (``tuned/ENV.yaml``: a 2-core CPU
+machine, the default) or ``"gpu"`` (``tuned/gpu/ENV.yaml``: ``num_gpus: 1`` and a 16-core
+machine's workers)."""
 
 
 class ConfigFile(NamedTuple):
@@ -104,27 +113,36 @@ def load_config_file(path: str | Path) -> ConfigFile:
     return ConfigFile(fields, {STOP_ALIASES.get(str(k), str(k)): float(v) for k, v in stop.items()})
 
 
-def _tuned_dir(algo: str) -> Any:
-    return resources.files("rlflow").joinpath("algorithms", algo, "tuned")
+def _tuned_dir(algo: str, hardware: str) -> Any:
+    if hardware not in TUNED_HARDWARE:
+        raise ConfigError(
+            f"tuned config hardware={hardware!r} must be one of {list(TUNED_HARDWARE)} "
+            "(cpu: the default files, gpu: sized for a GPU learner)"
+        )
+    folder = resources.files("rlflow").joinpath("algorithms", algo, "tuned")
+    return folder if hardware == "cpu" else folder.joinpath(hardware)
 
 
-def tuned_envs(algo: str) -> list[str]:
-    """Env ids for which a tuned config of ``algo`` ships (sorted; file names, "-" for "/")."""
-    folder = _tuned_dir(algo)
+def tuned_envs(algo: str, hardware: str = "cpu") -> list[str]:
+    """Env ids for which a tuned config of ``algo`` sized for ``hardware`` (`TUNED_HARDWARE`)
+    ships (sorted; file names, "-" for "/")."""
+    folder = _tuned_dir(algo, hardware)
     if not folder.is_dir():
         return []
     return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
-def tuned_config_path(algo: str, env: str) -> Path | None:
-    """The shipped tuned config file of ``algo`` on ``env``, or None if none ships.
+def tuned_config_path(algo: str, env: str, hardware: str = "cpu") -> Path | None:
+    """The shipped tuned config file of ``algo`` on ``env`` sized for ``hardware``
+    (`TUNED_HARDWARE`: ``tuned/ENV.yaml`` or ``tuned/gpu/ENV.yaml``), or None if none ships.
 
     A namespaced id has its "/" written "-" in the file name (``ALE/Pong-v5`` ->
     ``ALE-Pong-v5.yaml``).
     """
+    folder = _tuned_dir(algo, hardware)
     if not re.fullmatch(r"[\w.\-]+(/[\w.\-]+)?", env):
         return None  # "module:Id" ids have no tuned file name
-    path = _tuned_dir(algo).joinpath(f"{env.replace('/', '-')}.yaml")
+    path = folder.joinpath(f"{env.replace('/', '-')}.yaml")
     return Path(str(path)) if path.is_file() else None
 
 
@@ -173,17 +191,26 @@ def build_config(config_cls: type[C], fields: Mapping[str, Any]) -> C:
 
 
 def load_tuned_config(
-    algo: str, config_cls: type[C], env_id: str, overrides: Mapping[str, Any]
+    algo: str,
+    config_cls: type[C],
+    env_id: str,
+    overrides: Mapping[str, Any],
+    hardware: str = "cpu",
 ) -> C:
-    """The shipped tuned config of ``algo`` (a registry name) for ``env_id``, with ``overrides``.
+    """The shipped tuned config of ``algo`` (a registry name) for ``env_id`` sized for
+    ``hardware`` (`TUNED_HARDWARE`), with ``overrides``.
 
     ``env`` defaults to ``env_id``. ConfigError naming the available envs (file names, so with
-    "-" for "/") if no file ships.
+    "-" for "/") if no file ships. A ``"gpu"`` config builds on a machine without a GPU; the
+    `rlflow.Trainer` refuses it when it builds the learner (`check_learner_gpu`).
     """
-    path = tuned_config_path(algo, env_id)
+    path = tuned_config_path(algo, env_id, hardware)
     if path is None:
-        available = tuned_envs(algo)
-        raise ConfigError(f"no tuned {algo} config for env {env_id!r}; available: {available}")
+        available = tuned_envs(algo, hardware)
+        raise ConfigError(
+            f"no tuned {algo} config for env {env_id!r} (hardware {hardware!r}); "
+            f"available: {available}"
+        )
     fields = load_config_file(path).fields
     fields.setdefault("env", env_id)
     return build_config(config_cls, {**fields, **overrides})
