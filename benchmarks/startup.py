@@ -20,7 +20,9 @@ in turn; medians are printed), with the load average printed per round:
 Two measurements per variant:
 
 - **command**: wall seconds of the CLI as a user runs it (a fresh process), beside its floor;
-  the difference is what rlflow adds.
+  the difference is what rlflow adds. Also its CPU seconds (user + system, with those of the
+  processes it waited for: a Ray it started, with Ray's workers; not a running Ray's): on a
+  2-core machine wall time cannot go below half of them, however the work is overlapped.
 - **breakdown** (a fresh process, the same run driven from Python with each phase timed):
   importing torch, then rlflow; resolving the config (``resolve_setup``: the typed config and
   the env names); building the learner's worker on the driver (one probe env and the policy:
@@ -31,7 +33,11 @@ Two measurements per variant:
   shutting the backend down. A phase that runs beside another (started in the background) is
   timed where the driver waits for it.
 
-    python benchmarks/startup.py [--rounds 3] [--variants local,ray,ray-auto]
+Every process runs with bytecode caches (kept in a temporary directory, written by an uncounted
+warm-up round), as an installed rlflow has them; ``--no-bytecode-cache`` runs them with
+``PYTHONDONTWRITEBYTECODE=1`` instead.
+
+    python benchmarks/startup.py [--rounds 3] [--variants local,ray,ray-auto] [--no-bytecode-cache]
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import contextlib
 import importlib
 import json
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -72,13 +79,23 @@ FLOORS = {
 HEAD = [RAY, "start", "--head", "--num-cpus", "2", "--include-dashboard=false"]
 
 
-def start_head(temp_dir: str) -> dict[str, str]:
+def cached_bytecode_env(cache_dir: str) -> dict[str, str]:
+    """The environment with bytecode caches on, kept in ``cache_dir``: an installed rlflow has
+    its ``.pyc`` files, and without them (``PYTHONDONTWRITEBYTECODE``, a checkout never
+    imported) every process, Ray's workers too, compiles rlflow's modules again (about 0.2 s
+    each)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPYCACHEPREFIX": cache_dir}
+
+
+def start_head(temp_dir: str, base: dict[str, str]) -> dict[str, str]:
     """``ray start --head`` with its own ``temp_dir``; the environment that points at it."""
-    subprocess.run([*HEAD, "--port", "0", "--temp-dir", temp_dir], capture_output=True, check=True)
+    argv = [*HEAD, "--port", "0", "--temp-dir", temp_dir]
+    subprocess.run(argv, capture_output=True, check=True, env=base)
     address = Path(temp_dir, "ray_current_cluster").read_text().strip()
     # `ray start` turns token authentication on; ``auto`` turns it on in the driver by itself,
     # an address from RAY_ADDRESS does not.
-    return {**os.environ, "RAY_ADDRESS": address, "RAY_AUTH_MODE": "token"}
+    return {**base, "RAY_ADDRESS": address, "RAY_AUTH_MODE": "token"}
 
 
 def stop_head(temp_dir: str) -> None:
@@ -110,15 +127,20 @@ def stop_head(temp_dir: str) -> None:
     shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def wall(argv: list[str], env: dict[str, str] | None = None) -> float:
-    """Seconds a fresh process running ``argv`` takes (its output discarded); inf on failure."""
+def wall(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system, of the process and the children it waited for:
+    with a Ray it started, Ray's processes too; not a running Ray's) of a fresh process running
+    ``argv``, its output discarded; inf on failure."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, check=False, env=env)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         print(f"  failed ({done.returncode}): {' '.join(argv)}\n{done.stderr.decode()[-800:]}")
-        return float("inf")
-    return seconds
+        return float("inf"), float("inf")
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return seconds, cpu
 
 
 def breakdown(variant: str, out: str) -> dict[str, float]:
@@ -199,17 +221,22 @@ def run_breakdown(variant: str, out: str, env: dict[str, str] | None) -> dict[st
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def run_round(variants: list[str], tmp: str, r: int) -> tuple[dict[str, float], dict[str, Any]]:
-    """One paired round: every variant's command, floor and breakdown; seconds by name."""
+def run_round(
+    variants: list[str], tmp: str, r: int, base: dict[str, str]
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """One paired round: every variant's command, floor and breakdown (in environment
+    ``base``); seconds by name."""
     times: dict[str, float] = {}
     phases: dict[str, Any] = {}
     for v in variants:
         head = f"/tmp/rlstart{os.getpid()}" if v == "ray-auto" else None
         try:
-            env = start_head(head) if head else None
+            env = start_head(head, base) if head else base
             out = os.path.join(tmp, f"{v}{r}")
-            times[f"command {v}"] = wall([RLFLOW, *COMMAND, *VARIANTS[v], "--out", out], env)
-            times[f"floor {v}"] = wall([PY, *FLOORS[v]], env)
+            command = wall([RLFLOW, *COMMAND, *VARIANTS[v], "--out", out], env)
+            floor = wall([PY, *FLOORS[v]], env)
+            times[f"command {v}"], times[f"command cpu {v}"] = command
+            times[f"floor {v}"], times[f"floor cpu {v}"] = floor
             phases[v] = run_breakdown(v, os.path.join(tmp, f"{v}{r}b"), env)
         finally:
             if head:
@@ -226,6 +253,11 @@ def report(
         command = statistics.median(t[f"command {v}"] for t in times)
         floor = statistics.median(t[f"floor {v}"] for t in times)
         print(f"{v:>8}: command {command:6.2f} | floor {floor:5.2f} | added {command - floor:5.2f}")
+        cpu = statistics.median(t[f"command cpu {v}"] for t in times)
+        floor_cpu = statistics.median(t[f"floor cpu {v}"] for t in times)
+        print(
+            f"{'':>8}  cpu s:  {cpu:6.2f} |        {floor_cpu:5.2f} |       {cpu - floor_cpu:5.2f}"
+        )
         runs = [p[v] for p in phases if p.get(v)]
         for name in runs[0] if runs else ():
             value = statistics.median(p[name] for p in runs)
@@ -237,6 +269,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--variants", default="local,ray,ray-auto")
+    parser.add_argument(
+        "--no-bytecode-cache",
+        action="store_true",
+        help="run every process with PYTHONDONTWRITEBYTECODE=1 (each compiles rlflow again)",
+    )
     parser.add_argument("--child-breakdown", help=argparse.SUPPRESS)
     parser.add_argument("--child-out", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -246,9 +283,14 @@ def main() -> None:
     variants = args.variants.split(",")
     times, phases = [], []
     with tempfile.TemporaryDirectory() as tmp:
+        base = cached_bytecode_env(os.path.join(tmp, "pycache"))
+        if args.no_bytecode_cache:
+            base = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        print("warm-up round (not counted: writes the bytecode caches)", flush=True)
+        run_round(variants, tmp, -1, base)
         for r in range(args.rounds):
             print(f"round {r + 1}: load average {os.getloadavg()}", flush=True)
-            round_times, round_phases = run_round(variants, tmp, r)
+            round_times, round_phases = run_round(variants, tmp, r, base)
             print("  " + ", ".join(f"{k} {v:.2f}" for k, v in round_times.items()), flush=True)
             times.append(round_times)
             phases.append(round_phases)
