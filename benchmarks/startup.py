@@ -12,17 +12,18 @@ in turn; medians are printed), with the load average printed per round:
   stopped (so the other variants never run beside an idle Ray); floor
   ``ray.init(address="auto"); ray.shutdown()``. On a shared machine the head gets its own
   ``--temp-dir`` (so nobody else's ``ray.init()`` joins it) and ``RAY_ADDRESS`` names it (so
-  ``auto`` cannot find somebody else's Ray; with ``RAY_AUTH_MODE=token``, which ``auto`` turns
-  on by itself); it is stopped by killing its own processes (the
-  ones naming its temp dir, and their children), not with ``ray stop``, which stops every Ray on
-  the machine.
+  ``auto`` cannot find somebody else's Ray), with ``RAY_AUTH_MODE=token`` (which ``auto`` turns
+  on by itself); it is stopped by killing its own processes (those naming its temp dir, and
+  their children), not with ``ray stop``, which stops every Ray on the machine.
 
 Two measurements per variant:
 
 - **command**: wall seconds of the CLI as a user runs it (a fresh process), beside its floor;
-  the difference is what rlflow adds. Also its CPU seconds (user + system, with those of the
-  processes it waited for: a Ray it started, with Ray's workers; not a running Ray's): on a
-  2-core machine wall time cannot go below half of them, however the work is overlapped.
+  the difference is what rlflow adds. Also its CPU seconds (user + system) with those of every
+  process it started (a Ray it started, that Ray's workers: this process is their subreaper,
+  so the ones that outlive the command are counted too), not a running Ray's (``ray-auto``: its
+  workers). On a 2-core machine the wall time cannot go below half of them, however the work is
+  overlapped.
 - **breakdown** (a fresh process, the same run driven from Python with each phase timed):
   importing torch, then rlflow; resolving the config (``resolve_setup``: the typed config and
   the env names); building the learner's worker on the driver (one probe env and the policy:
@@ -30,8 +31,7 @@ Two measurements per variant:
   the remote workers; building the plan; the remote workers ready (their first call answered);
   the first ``train()`` (and whether ``torch._dynamo`` got imported: it costs about as long as
   torch, and rlflow's Adam avoids it); the checkpoint (``Trainer.save``); stopping the workers;
-  shutting the backend down. A phase that runs beside another (started in the background) is
-  timed where the driver waits for it.
+  shutting the backend down.
 
 Every process runs with bytecode caches (kept in a temporary directory, written by an uncounted
 warm-up round), as an installed rlflow has them; ``--no-bytecode-cache`` runs them with
@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import importlib
 import json
 import os
@@ -98,10 +99,17 @@ def start_head(temp_dir: str, base: dict[str, str]) -> dict[str, str]:
     return {**base, "RAY_ADDRESS": address, "RAY_AUTH_MODE": "token"}
 
 
-def stop_head(temp_dir: str) -> None:
-    """Kill the processes of the Ray started with ``temp_dir`` (and their children) by id."""
-    parents: dict[int, int] = {}
-    mine: set[int] = set()
+def become_subreaper() -> None:
+    """Make this process the reaper of its orphaned descendants (Linux ``PR_SET_CHILD_SUBREAPER``):
+    a command's Ray processes and Ray workers that outlive their parents are waited for here, so
+    their CPU seconds are counted."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def process_parents() -> dict[int, tuple[int, bytes]]:
+    """Every process: pid -> (parent pid, command line)."""
+    found: dict[int, tuple[int, bytes]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -110,31 +118,66 @@ def stop_head(temp_dir: str) -> None:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        pid = int(entry.name)
-        parents[pid] = int(stat.rsplit(")", 1)[1].split()[1])
-        if temp_dir.encode() in args and pid != os.getpid():
-            mine.add(pid)
+        found[int(entry.name)] = (int(stat.rsplit(")", 1)[1].split()[1]), args)
+    return found
+
+
+def head_pids(temp_dir: str) -> set[int]:
+    """The processes of the Ray started with ``temp_dir`` (those naming it, and their
+    children)."""
+    processes = process_parents()
+    mine = {p for p, (_, args) in processes.items() if temp_dir.encode() in args}
+    mine.discard(os.getpid())
     grown = True
     while grown:
-        children = {pid for pid, ppid in parents.items() if ppid in mine} - mine
+        children = {p for p, (ppid, _) in processes.items() if ppid in mine} - mine
         grown = bool(children)
         mine |= children
+    return mine
+
+
+def stop_head(temp_dir: str) -> None:
+    """Kill the processes of the Ray started with ``temp_dir`` (and their children) by id, and
+    wait for those that are this process's children (it is their subreaper)."""
+    mine = head_pids(temp_dir)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in mine:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
         time.sleep(1.0)
+    for pid in mine:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
     shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def wall(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
-    """Wall and CPU seconds (user + system, of the process and the children it waited for:
-    with a Ray it started, Ray's processes too; not a running Ray's) of a fresh process running
-    ``argv``, its output discarded; inf on failure."""
+def reap_orphans(exclude: set[int], timeout_s: float = 5.0) -> None:
+    """Wait (up to ``timeout_s``) for this process's children but ``exclude`` (a running Ray's):
+    the orphaned processes of the command that just ended."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            if os.waitpid(-1, os.WNOHANG)[0] > 0:
+                continue
+        me = os.getpid()
+        alive = {p for p, (ppid, _) in process_parents().items() if ppid == me} - exclude
+        if not alive:
+            return
+        time.sleep(0.05)
+
+
+def wall(
+    argv: list[str], env: dict[str, str] | None = None, keep: set[int] | None = None
+) -> tuple[float, float]:
+    """Wall and CPU seconds of a fresh process running ``argv`` (its output discarded); inf on
+    failure. CPU: user + system of the process and all its descendants (a Ray it started, that
+    Ray's workers), not of the processes in ``keep`` (a running Ray's, and the workers it
+    starts)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, check=False, env=env)
     seconds = time.perf_counter() - start
+    reap_orphans(keep or set())
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         print(f"  failed ({done.returncode}): {' '.join(argv)}\n{done.stderr.decode()[-800:]}")
@@ -211,10 +254,13 @@ def timed(owner: Any, name: str, label: str, phases: dict[str, float]) -> None:
     setattr(owner, name, wrapper)
 
 
-def run_breakdown(variant: str, out: str, env: dict[str, str] | None) -> dict[str, float]:
+def run_breakdown(
+    variant: str, out: str, env: dict[str, str] | None, keep: set[int]
+) -> dict[str, float]:
     """The phases of one run of ``variant``, in a fresh process; an empty dict on failure."""
     argv = [PY, __file__, "--child-breakdown", variant, "--child-out", out]
     done = subprocess.run(argv, capture_output=True, check=False, text=True, env=env)
+    reap_orphans(keep)
     if done.returncode != 0:
         print(f"  breakdown {variant} failed ({done.returncode}):\n{done.stderr[-800:]}")
         return {}
@@ -232,12 +278,13 @@ def run_round(
         head = f"/tmp/rlstart{os.getpid()}" if v == "ray-auto" else None
         try:
             env = start_head(head, base) if head else base
+            keep = head_pids(head) if head else set()
             out = os.path.join(tmp, f"{v}{r}")
-            command = wall([RLFLOW, *COMMAND, *VARIANTS[v], "--out", out], env)
-            floor = wall([PY, *FLOORS[v]], env)
+            command = wall([RLFLOW, *COMMAND, *VARIANTS[v], "--out", out], env, keep)
+            floor = wall([PY, *FLOORS[v]], env, keep)
             times[f"command {v}"], times[f"command cpu {v}"] = command
             times[f"floor {v}"], times[f"floor cpu {v}"] = floor
-            phases[v] = run_breakdown(v, os.path.join(tmp, f"{v}{r}b"), env)
+            phases[v] = run_breakdown(v, os.path.join(tmp, f"{v}{r}b"), env, keep)
         finally:
             if head:
                 stop_head(head)
@@ -281,6 +328,7 @@ def main() -> None:
         print(json.dumps(breakdown(args.child_breakdown, args.child_out)))
         return
     variants = args.variants.split(",")
+    become_subreaper()
     times, phases = [], []
     with tempfile.TemporaryDirectory() as tmp:
         base = cached_bytecode_env(os.path.join(tmp, "pycache"))
