@@ -21,9 +21,10 @@ Two measurements per variant:
 - **command**: wall seconds of the CLI as a user runs it (a fresh process), beside its floor;
   the difference is what rlflow adds. Also its CPU seconds (user + system) with those of every
   process it started (a Ray it started, that Ray's workers: this process is their subreaper,
-  so the ones that outlive the command are counted too), not a running Ray's (``ray-auto``: its
-  workers). On a 2-core machine the wall time cannot go below half of them, however the work is
-  overlapped.
+  so the ones that outlive the command are counted too); with a running Ray (``ray-auto``),
+  what that Ray's processes used meanwhile (the workers it started for the command, counted
+  when its raylet reaps them). On a 2-core machine the wall time cannot go below half of them,
+  however the work is overlapped.
 - **breakdown** (a fresh process, the same run driven from Python with each phase timed):
   importing torch, then rlflow; resolving the config (``resolve_setup``: the typed config and
   the env names); building the learner's worker on the driver (one probe env and the policy:
@@ -136,6 +137,18 @@ def head_pids(temp_dir: str) -> set[int]:
     return mine
 
 
+def tree_cpu(pids: set[int]) -> float:
+    """CPU seconds (user + system) the processes ``pids`` used, with their children they waited
+    for (a raylet waits for its dead workers): for a running Ray, which this process cannot
+    wait for."""
+    ticks = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def stop_head(temp_dir: str) -> None:
     """Kill the processes of the Ray started with ``temp_dir`` (and their children) by id, and
     wait for those that are this process's children (it is their subreaper)."""
@@ -171,19 +184,21 @@ def wall(
 ) -> tuple[float, float]:
     """Wall and CPU seconds of a fresh process running ``argv`` (its output discarded); inf on
     failure. CPU: user + system of the process and all its descendants (a Ray it started, that
-    Ray's workers), not of the processes in ``keep`` (a running Ray's, and the workers it
-    starts)."""
+    Ray's workers), plus what the running Ray of processes ``keep`` used meanwhile (its workers,
+    reaped by its raylet; other users of that Ray would count too)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    running_before = tree_cpu(keep or set())
     start = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, check=False, env=env)
     seconds = time.perf_counter() - start
     reap_orphans(keep or set())
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    running = tree_cpu(keep or set()) - running_before
     if done.returncode != 0:
         print(f"  failed ({done.returncode}): {' '.join(argv)}\n{done.stderr.decode()[-800:]}")
         return float("inf"), float("inf")
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    return seconds, cpu
+    return seconds, cpu + running
 
 
 def breakdown(variant: str, out: str) -> dict[str, float]:
