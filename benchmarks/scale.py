@@ -16,7 +16,8 @@ Three phases, one after the other, every measurement time-boxed to ``--seconds``
    (with a GPU) on the GPU, and GPU / CPU. Batches are real samples of a `RolloutWorker`,
    concatenated
    (`SampleBatch.concat_samples`) until they hold at least the batch size, so they have whatever
-   columns and layout the sampler produces; rows/s counts the rows of that batch.
+   columns and layout the sampler produces; rows/s counts the env steps of that batch (a
+   V-trace batch's bootstrap rows, one per sequence, are no rows here).
 
 Frames are env steps times the env's frame skip (4 for ``ALE/`` ids, built by
 `rlflow.envs.make_atari`; 1 otherwise). Configs: the full run uses the GPU-sized tuned configs
@@ -193,7 +194,7 @@ class Samples(NamedTuple):
         taken: list[SampleBatch] = []
         for sample in self.batches:
             taken.append(sample)
-            if sum(s.count for s in taken) >= rows:
+            if sum(s.env_steps() for s in taken) >= rows:
                 break
         return SampleBatch.concat_samples(taken)
 
@@ -203,7 +204,7 @@ def real_samples(config: AlgorithmConfig, policy_cls: type[TorchPolicy], rows: i
     worker = RolloutWorker(config, policy_cls, worker_index=1)
     try:
         batches: list[SampleBatch] = []
-        while sum(b.count for b in batches) < rows:
+        while sum(b.env_steps() for b in batches) < rows:
             sample = worker.sample()
             assert isinstance(sample, SampleBatch)
             batches.append(sample)
@@ -214,7 +215,8 @@ def real_samples(config: AlgorithmConfig, policy_cls: type[TorchPolicy], rows: i
 
 
 def rows_per_s(policy: TorchPolicy, batch: SampleBatch, seconds: float) -> float:
-    """Rows/s of ``policy.learn_on_batch(batch)`` over ``seconds`` (after one warm-up step)."""
+    """Rows (env steps) per second of ``policy.learn_on_batch(batch)`` over ``seconds`` (after
+    one warm-up step)."""
     policy.learn_on_batch(batch)
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -222,7 +224,7 @@ def rows_per_s(policy: TorchPolicy, batch: SampleBatch, seconds: float) -> float
         steps += 1
     if policy.device.type == "cuda":
         torch.cuda.synchronize()
-    return steps * batch.count / (time.perf_counter() - start)
+    return steps * batch.env_steps() / (time.perf_counter() - start)
 
 
 def learner_rows(
@@ -247,7 +249,7 @@ def learner_rows(
             rate = rows_per_s(policy, batch, setup.seconds / 2)
             cpu_rates.setdefault(size, rate)
             ratio = rate / cpu_rates[size] if device == "gpu" else None
-            rows.append(LearnerRow(algo, device, size, batch.count, rate, ratio))
+            rows.append(LearnerRow(algo, device, size, batch.env_steps(), rate, ratio))
             print(f"  {algo} learner on {device}, batch {size}: {rate:>10,.0f} rows/s", flush=True)
     return rows
 
