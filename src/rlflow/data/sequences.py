@@ -18,11 +18,11 @@ known by construction, each sequence carries one observation more than its steps
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
 from rlflow.checks import check_int
 from rlflow.data.sample_batch import AGENT_INDEX, BOOTSTRAP, ENV_ID, EPS_ID, OBS, SampleBatch
@@ -66,7 +66,7 @@ def add_bootstrap_row(batch: SampleBatch, obs: npt.ArrayLike) -> SampleBatch:
     return SampleBatch(columns)
 
 
-def _bootstrap_rows(batch: SampleBatch | dict[str, Any], where: str) -> Array:
+def _bootstrap_rows(batch: Mapping[str, Any], where: str) -> Array:
     """The row indexes of the bootstrap rows, checked: the batch ends with one."""
     flags = batch.get(BOOTSTRAP)
     if flags is None:
@@ -75,7 +75,6 @@ def _bootstrap_rows(batch: SampleBatch | dict[str, Any], where: str) -> Array:
             "batches (rollout workers close every sequence with a bootstrap row for policies "
             "with requires_bootstrap_rows = True)"
         )
-    flags = flags.detach().cpu().numpy() if isinstance(flags, torch.Tensor) else flags
     ends = np.flatnonzero(np.asarray(flags))
     count = len(flags)
     if count and (not ends.size or ends[-1] != count - 1):
@@ -104,8 +103,8 @@ class SequenceLayout:
     [[False, True], [True, True]]
     """
 
-    def __init__(self, batch: SampleBatch | dict[str, Any]) -> None:
-        """Find the sequences from ``batch``'s `BOOTSTRAP` column (a column or a tensor)."""
+    def __init__(self, batch: Mapping[str, Any]) -> None:
+        """Find the sequences from ``batch``'s `BOOTSTRAP` column."""
         ends = _bootstrap_rows(batch, "SequenceLayout")
         starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64) if ends.size else ends
         self.bootstrap_rows: npt.NDArray[np.int64] = ends.astype(np.int64)

@@ -103,7 +103,7 @@ class VTracePolicyBase(TorchPolicy):
     def tensor_columns(self, batch: Mapping[str, Array]) -> dict[str, Array]:
         """The batch's columns and its sequence layout (`SequenceLayout`, found on the host from
         the `BOOTSTRAP` column: a few integers per sequence), for :meth:`batch_to_tensors`."""
-        layout = SequenceLayout(dict(batch))
+        layout = SequenceLayout(batch)
         return {
             **super().tensor_columns(batch),
             _STEPS: layout.steps,
