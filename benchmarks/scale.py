@@ -27,20 +27,24 @@ Frames are env steps times the env's frame skip (4 for ``ALE/`` ids, built by
 processes). The iteration length is set to a quarter of the window so each row reads several
 results. Start-up of each row (actors, envs, the first result) is outside its window.
 
-Full run on a 16-core machine with one GPU (``--seconds 8``): 6 raw rows, 11 plan rows and 8
-learner rows, estimated at about 6 minutes (not yet run there); each phase's time and the total
-are printed at the end.
+Full run on a 16-core machine with one GPU: 6 raw rows, 11 plan rows and 8 learner rows; on an
+H200 machine at ``--seconds 6`` it took 425 s (learners 40, raw 145, plans 239; results in
+``benchmarks/README.md``); each phase's time and the total are printed at the end.
+``--phases`` picks and orders the phases, ``--workers`` the plan rows' worker counts.
 
-    python benchmarks/scale.py [--seconds 8] [--json rows.json]
+    python benchmarks/scale.py [--seconds 8] [--json rows.json] [--phases learners,raw,plans]
     python benchmarks/scale.py --quick [--json rows.json]
+    python benchmarks/scale.py --seconds 5 --phases learners,plans --workers 14
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
+import queue
 import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -52,6 +56,7 @@ from rlflow import flow
 from rlflow.algorithms import IMPALAConfig, get_algorithm, tuned_config
 from rlflow.config import AlgorithmConfig
 from rlflow.data import SampleBatch
+from rlflow.ops.learner_thread import LearnerThread
 from rlflow.policy import TorchPolicy
 from rlflow.workers import RolloutWorker
 from sampling import raw_steps_per_s
@@ -84,11 +89,14 @@ class RawRow(NamedTuple):
 
 
 class PlanRow(NamedTuple):
-    """An actor-learner plan at ``workers`` rollout workers, its learner on ``learner``."""
+    """An actor-learner plan at ``workers`` rollout workers, its learner on ``learner``, the
+    workers' inference on ``inference``."""
 
     algo: str
     workers: int
     learner: str
+    inference: str
+    """Where the workers compute actions: "gpu" (``num_gpus_per_worker`` > 0) or "cpu"."""
     sampled_frames_per_s: float
     trained_frames_per_s: float
     sampled_over_raw: float
@@ -110,6 +118,13 @@ class LearnerRow(NamedTuple):
     rows_per_s: float
     gpu_over_cpu: float | None
     """On a GPU row: its rows/s over the CPU row's at the same batch."""
+    thread_rows_per_s: float | None
+    """V-trace only: rows/s through a kept-full `LearnerThread` (on a GPU its loader thread
+    stages the next batch while one trains, as in the IMPALA/APPO plans); None for DQN."""
+
+
+PHASES = ("raw", "plans", "learners")
+"""The phases, in their default order."""
 
 
 def geometric(n: int) -> list[int]:
@@ -129,15 +144,19 @@ def frame_skip(env_id: str) -> int:
     return 4 if env_id.startswith("ALE/") else 1
 
 
-def plan_config(algo: str, setup: Setup, workers: int, *, gpu: bool) -> IMPALAConfig:
-    """``algo``'s tuned config of the run at ``workers`` workers, its learner on the GPU or not;
-    iterations of a quarter of the window."""
-    config = tuned_config(
-        algo,
-        setup.env,
-        hardware=setup.hardware,
+def plan_config(
+    algo: str, setup: Setup, workers: int, *, gpu: bool, worker_gpu: bool = True
+) -> IMPALAConfig:
+    """``algo``'s tuned config of the run at ``workers`` workers, its learner on the GPU or not
+    (the config's ``num_gpus``, 1 if that is 0), its workers' inference as the config has it
+    when ``worker_gpu`` and torch sees a GPU, else on the CPU; iterations of a quarter of the
+    window."""
+    tuned = tuned_config(algo, setup.env, hardware=setup.hardware)
+    config = dataclasses.replace(
+        tuned,
         num_workers=workers,
-        num_gpus=1 if gpu else 0,
+        num_gpus=(tuned.num_gpus or 1) if gpu else 0,
+        num_gpus_per_worker=tuned.num_gpus_per_worker if worker_gpu and setup.gpu else 0,
         min_time_s_per_iteration=setup.seconds / 4,
         min_steps_per_iteration=0,
     )
@@ -160,23 +179,38 @@ def measure_raw(setup: Setup) -> dict[int, float]:
 def measure_plans(setup: Setup, raw: dict[int, float]) -> list[PlanRow]:
     """IMPALA and APPO at every worker count (learner on the GPU if there is one), and IMPALA
     with a CPU learner at the most workers when there is a GPU; one Ray session for all."""
-    runs = [(algo, n, setup.gpu) for algo in ("impala", "appo") for n in setup.workers]
+    most = setup.workers[-1]
+    runs = [(algo, n, setup.gpu, True) for algo in ("impala", "appo") for n in setup.workers]
     if setup.gpu:
-        runs.append(("impala", setup.workers[-1], False))
+        runs.append(("impala", most, False, True))
+        if plan_config("impala", setup, most, gpu=True).num_gpus_per_worker > 0:
+            runs.append(("impala", most, True, False))  # the workers' inference on the CPU
     skip, rows = frame_skip(setup.env), []
     num_cpus = max(os.cpu_count() or 1, setup.workers[-1] + 1)
     flow.init(backend="ray", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     try:
-        for algo, n, gpu in runs:
-            config = plan_config(algo, setup, n, gpu=gpu)
+        for algo, n, gpu, worker_gpu in runs:
+            config = plan_config(algo, setup, n, gpu=gpu, worker_gpu=worker_gpu)
             rates = actor_learner_rates(algo, config, setup.seconds)
             sampled, trained = skip * rates.sampled, skip * rates.trained
             learner = "gpu" if gpu else "cpu"
+            inference = "gpu" if config.num_gpus_per_worker > 0 else "cpu"
             row = PlanRow(
-                algo, n, learner, sampled, trained, sampled / raw[n], config.train_batch_size
+                algo,
+                n,
+                learner,
+                inference,
+                sampled,
+                trained,
+                sampled / raw[n],
+                config.train_batch_size,
             )
             rows.append(row)
-            print(f"  {algo} {n:>3} workers, {row.learner} learner: {sampled:>10,.0f} frames/s")
+            print(
+                f"  {algo} {n:>3} workers, {learner} learner, {inference} inference: "
+                f"{sampled:>10,.0f} frames/s",
+                flush=True,
+            )
     finally:
         flow.shutdown()
     return rows
@@ -214,6 +248,31 @@ def real_samples(config: AlgorithmConfig, policy_cls: type[TorchPolicy], rows: i
         worker.stop()
 
 
+def thread_rows_per_s(worker: RolloutWorker, batch: SampleBatch, seconds: float) -> float:
+    """Rows (env steps) per second of a `LearnerThread` over ``worker`` (prefetch as by default
+    for its device) whose in-queue is kept full of ``batch``, over ``seconds`` (after two
+    warm-up batches)."""
+    learner = LearnerThread(worker, inqueue_size=4)
+    learner.start()
+    try:
+        for _ in range(2):
+            learner.inqueue.put(batch)
+        for _ in range(2):
+            learner.outqueue.get(timeout=120)
+        done, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            learner.check()  # re-raises the thread's error
+            with contextlib.suppress(queue.Full):
+                learner.inqueue.put(batch, timeout=0.005)
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    learner.outqueue.get_nowait()
+                    done += 1
+        return done * batch.env_steps() / (time.perf_counter() - start)
+    finally:
+        learner.stop()
+
+
 def rows_per_s(policy: TorchPolicy, batch: SampleBatch, seconds: float) -> float:
     """Rows (env steps) per second of ``policy.learn_on_batch(batch)`` over ``seconds`` (after
     one warm-up step)."""
@@ -242,15 +301,20 @@ def learner_rows(
     cpu_rates: dict[int, float] = {}
     for device in ["cpu", "gpu"] if setup.gpu else ["cpu"]:
         on_device = dataclasses.replace(cpu, num_gpus=1 if device == "gpu" else 0)
-        spaces = (samples.observation_space, samples.action_space)
-        policy = spec.policy_cls(*spaces, on_device, seed=0, worker_index=0)
+        # The learner as the plans hold it: the local worker (no envs: it does not sample)
+        learner = RolloutWorker(on_device, spec.policy_cls, worker_index=0)
+        policy = learner.get_policy()
+        assert isinstance(policy, TorchPolicy)
         for size in sizes:
             batch = samples.first(size)
             rate = rows_per_s(policy, batch, setup.seconds / 2)
             cpu_rates.setdefault(size, rate)
             ratio = rate / cpu_rates[size] if device == "gpu" else None
-            rows.append(LearnerRow(algo, device, size, batch.env_steps(), rate, ratio))
-            print(f"  {algo} learner on {device}, batch {size}: {rate:>10,.0f} rows/s", flush=True)
+            thread = thread_rows_per_s(learner, batch, setup.seconds / 2) if algo != "dqn" else None
+            rows.append(LearnerRow(algo, device, size, batch.env_steps(), rate, ratio, thread))
+            through = "" if thread is None else f", {thread:>10,.0f} through the learner thread"
+            print(f"  {algo} learner on {device}, batch {size}: {rate:>10,.0f} rows/s{through}")
+        learner.stop()
     return rows
 
 
@@ -278,28 +342,37 @@ def print_tables(
     for n, rate in raw.items():
         print(f"{'':<34} {n:>9} {rate:>12,.0f}")
     print(
-        f"\n{'plan':<8} {'workers':>7} {'learner':>7} {'sampled frames/s':>16} "
+        f"\n{'plan':<8} {'workers':>7} {'learner':>7} {'inference':>9} {'sampled frames/s':>16} "
         f"{'trained frames/s':>16} {'sampled/raw':>11}"
     )
     for p in plans:
         print(
-            f"{p.algo:<8} {p.workers:>7} {p.learner:>7} {p.sampled_frames_per_s:>16,.0f} "
-            f"{p.trained_frames_per_s:>16,.0f} {p.sampled_over_raw:>11.2f}"
+            f"{p.algo:<8} {p.workers:>7} {p.learner:>7} {p.inference:>9} "
+            f"{p.sampled_frames_per_s:>16,.0f} {p.trained_frames_per_s:>16,.0f} "
+            f"{p.sampled_over_raw:>11.2f}"
         )
-    print(f"\n{'learner':<8} {'device':>6} {'batch':>6} {'rows':>6} {'rows/s':>12} {'gpu/cpu':>8}")
+    print(
+        f"\n{'learner':<8} {'device':>6} {'batch':>6} {'rows':>6} {'rows/s':>12} {'gpu/cpu':>8} "
+        f"{'thread rows/s':>14}"
+    )
     for r in learners:
         ratio = "" if r.gpu_over_cpu is None else f"{r.gpu_over_cpu:.2f}"
+        thread = "" if r.thread_rows_per_s is None else f"{r.thread_rows_per_s:,.0f}"
         print(
             f"{r.policy:<8} {r.device:>6} {r.batch:>6} {r.rows:>6} "
-            f"{r.rows_per_s:>12,.0f} {ratio:>8}"
+            f"{r.rows_per_s:>12,.0f} {ratio:>8} {thread:>14}"
         )
 
 
 def plan_gpu_over_cpu(plans: Sequence[PlanRow]) -> float | None:
     """IMPALA's trained frames/s with the GPU learner over the CPU learner's, at the most
     workers (None without a GPU row)."""
+    most = max((p.workers for p in plans), default=0)
+    inference = next((p.inference for p in plans if p.algo == "impala" and p.learner == "gpu"), "")
     by_learner = {
-        p.learner: p for p in plans if p.algo == "impala" and p.workers == plans[-1].workers
+        p.learner: p
+        for p in plans
+        if p.algo == "impala" and p.workers == most and p.inference == inference
     }
     if {"gpu", "cpu"} - set(by_learner):
         return None
@@ -342,9 +415,32 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--seconds", type=float, default=None, help="window of each measurement (8; quick 2)"
     )
-    parser.add_argument("--json", metavar="PATH", help="write every row here")
+    parser.add_argument("--json", metavar="PATH", help="write every row here (after each phase)")
+    parser.add_argument(
+        "--phases",
+        default=",".join(PHASES),
+        help=f"which phases, in this order, comma-separated (default {','.join(PHASES)})",
+    )
+    parser.add_argument(
+        "--workers",
+        default=None,
+        help="rollout-worker counts of the plan rows, comma-separated (default 1, 2, 4, ... "
+        "up to the cores less two; quick: 1)",
+    )
     args = parser.parse_args(argv)
+    order = [name.strip() for name in args.phases.split(",") if name.strip()]
+    unknown = sorted(set(order) - set(PHASES))
+    if unknown or not order:
+        parser.error(f"--phases: unknown {unknown or 'empty'}; allowed: {', '.join(PHASES)}")
     setup = make_setup(args)
+    if args.workers:
+        try:
+            counts = sorted({int(n) for n in args.workers.split(",") if n.strip()})
+        except ValueError:
+            counts = []
+        if not counts or counts[0] < 1:
+            parser.error(f"--workers={args.workers!r}: positive integers, comma-separated")
+        setup = setup._replace(workers=counts)
     start = time.perf_counter()
     print(
         f"{setup.env}: raw at {setup.processes} processes, plans at {setup.workers} workers, "
@@ -352,23 +448,48 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         flush=True,
     )
     phases: dict[str, float] = {}
-    raw = measure_raw(setup)
-    phases["raw"] = time.perf_counter() - start
-    plans = measure_plans(setup, raw)
-    phases["plans"] = time.perf_counter() - start - sum(phases.values())
-    learners = measure_learners(setup)
-    phases["learners"] = time.perf_counter() - start - sum(phases.values())
+    raw: dict[int, float] = {}
+    plans: list[PlanRow] = []
+    learners: list[LearnerRow] = []
+    out: dict[str, Any] = {}
+    for phase in order:
+        began = time.perf_counter()
+        if phase == "raw":
+            raw = measure_raw(setup)
+        elif phase == "plans":
+            # sampled/raw needs the raw rate at every worker count: measured first if not asked
+            raw = raw or measure_raw(setup._replace(processes=[]))
+            plans = measure_plans(setup, raw)
+        else:
+            learners = measure_learners(setup)
+        phases[phase] = time.perf_counter() - began
+        out = results(setup, raw, plans, learners, phases, time.perf_counter() - start)
+        if args.json:  # after every phase, so a run cut short keeps what it measured
+            with open(args.json, "w") as f:
+                json.dump(out, f, indent=1)
     print_tables(setup, raw, plans, learners)
-    ratio = plan_gpu_over_cpu(plans)
+    ratio = out["impala_gpu_over_cpu_learner"]
     if ratio is not None:
         print(
-            f"impala at {plans[-1].workers} workers, trained frames/s, GPU / CPU learner: "
+            f"impala at {max(p.workers for p in plans)} workers, trained frames/s, "
+            f"GPU / CPU learner: "
             f"{ratio:.2f}"
         )
-    total = time.perf_counter() - start
     spent = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in phases.items())
-    print(f"total {total:.0f} s ({spent}); load {os.getloadavg()[0]:.1f}")
-    out = {
+    print(f"total {out['total_s']:.0f} s ({spent}); load {os.getloadavg()[0]:.1f}")
+    return out
+
+
+def results(
+    setup: Setup,
+    raw: dict[int, float],
+    plans: list[PlanRow],
+    learners: list[LearnerRow],
+    phases: dict[str, float],
+    total: float,
+) -> dict[str, Any]:
+    """What ``--json`` holds: every row so far, the phases' seconds and the total."""
+    return {
         "env": setup.env,
         "seconds": setup.seconds,
         "cpu_count": os.cpu_count(),
@@ -376,14 +497,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "raw": [RawRow(n, rate)._asdict() for n, rate in raw.items()],
         "plans": [p._asdict() for p in plans],
         "learners": [r._asdict() for r in learners],
-        "impala_gpu_over_cpu_learner": ratio,
-        "phase_s": phases,
+        "impala_gpu_over_cpu_learner": plan_gpu_over_cpu(plans),
+        "phase_s": dict(phases),
         "total_s": total,
     }
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
-    return out
 
 
 if __name__ == "__main__":

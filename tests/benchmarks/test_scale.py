@@ -48,6 +48,10 @@ def test_every_row_is_there_with_a_positive_rate(quick_run: tuple[str, dict]) ->
     for r in rows["learners"]:
         assert r["rows"] >= r["batch"] and r["rows_per_s"] > 0, r
         assert (r["gpu_over_cpu"] is None) == (r["device"] == "cpu"), r
+        # V-trace rows also go through the learner thread; DQN's do not
+        assert (r["thread_rows_per_s"] is None) == (r["policy"] == "dqn"), r
+        assert r["thread_rows_per_s"] is None or r["thread_rows_per_s"] > 0, r
+    assert all(p["inference"] == "cpu" for p in rows["plans"])  # CartPole's configs: CPU workers
 
 
 def test_the_ratios_are_sane(quick_run: tuple[str, dict]) -> None:

@@ -12,6 +12,7 @@ import torch
 from rlflow.algorithms import APPOConfig, DQNConfig, IMPALAConfig, PPOConfig, get_algorithm
 from rlflow.config import DEFAULT_POLICY_ID
 from rlflow.config.resources import check_gpus, resolve_device
+from rlflow.data import BOOTSTRAP, OBS, VF_PREDS
 from rlflow.errors import ConfigError
 from rlflow.testing.workers import COUNTING_DEFAULTS
 from rlflow.workers import RolloutWorker, WorkerSet
@@ -109,23 +110,55 @@ def test_a_gpu_learner_trains_and_sends_cpu_weights(
 
 
 @needs_cuda
+def test_workers_act_on_the_gpu_and_send_host_arrays(local_backend: None) -> None:
+    """``num_gpus_per_worker``: a worker's inference on ``cuda`` (the GPU-tuned Atari configs),
+    its samples plain host arrays whose values match a CPU copy of the same weights."""
+    gpu_config = IMPALAConfig(**{**COUNTING, "num_workers": 1}, num_gpus_per_worker=0.05)
+    spec = get_algorithm("impala")
+    worker = RolloutWorker(gpu_config, spec.policy_cls, worker_index=1)
+    policy = worker.get_policy()
+    assert policy.device.type == "cuda"
+    batch = worker.sample()
+    assert all(isinstance(v, np.ndarray) for v in batch.values())
+    cpu_config = IMPALAConfig(**{**COUNTING, "num_workers": 1})
+    cpu = RolloutWorker(cpu_config, spec.policy_cls, worker_index=1)
+    cpu.set_weights(worker.get_weights())
+    rows = ~batch[BOOTSTRAP]
+    _, extra = cpu.get_policy().compute_actions(batch[OBS][rows])
+    np.testing.assert_allclose(extra[VF_PREDS], batch[VF_PREDS][rows], atol=1e-4)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=needs_cuda)])
 @pytest.mark.parametrize("algo", ["impala", "appo", "ppo"])
-def test_a_gpu_learner_learns_as_the_cpu_one_through_staging_and_prefetch(algo: str) -> None:
+def test_a_learner_thread_learns_as_the_worker_through_staging_and_prefetch(
+    algo: str, device: str
+) -> None:
+    """The learner thread (its loader thread staging the next batch, on by default for a GPU and
+    asked for on the CPU) gives the losses of the same batches learned on the CPU one by one."""
     from rlflow.ops import dequeue
     from rlflow.ops.learner_thread import LearnerThread
 
     spec = get_algorithm(algo)
-    extra = {"num_workers": 1} if algo != "ppo" else {"train_batch_size": 16}
+    extra = (
+        {"num_workers": 1}
+        if algo != "ppo"
+        else {"train_batch_size": 16, "sgd_minibatch_size": 8, "num_sgd_iter": 2}
+    )
     config_cls = spec.config_cls
     cpu_config = config_cls(**{**COUNTING, **extra, "num_envs_per_worker": 2})
-    gpu_config = config_cls(**{**COUNTING, **extra, "num_envs_per_worker": 2}, num_gpus=1)
     sampler = RolloutWorker(cpu_config, spec.policy_cls, worker_index=1)
     batches = [sampler.sample() for _ in range(3)]
     cpu = RolloutWorker(cpu_config, spec.policy_cls, worker_index=0)
-    gpu = RolloutWorker(gpu_config, spec.policy_cls, worker_index=0)
-    assert gpu.get_policy().staging is not None and gpu.get_policy().staging.pin
-    learner = LearnerThread(gpu)
-    assert learner.prefetch  # on by default for an accelerator
+    if device == "cuda":
+        gpu_config = config_cls(**{**COUNTING, **extra, "num_envs_per_worker": 2}, num_gpus=1)
+        gpu = RolloutWorker(gpu_config, spec.policy_cls, worker_index=0)
+        assert gpu.get_policy().staging is not None and gpu.get_policy().staging.pin
+        learner = LearnerThread(gpu)
+        assert learner.prefetch  # on by default for an accelerator
+    else:
+        learner = LearnerThread(
+            RolloutWorker(cpu_config, spec.policy_cls, worker_index=0), prefetch=True
+        )
     learner.start()
     try:
         for batch in batches:

@@ -43,6 +43,26 @@ def _columns(rng: np.random.Generator, n: int) -> dict[str, np.ndarray]:
     }
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+def test_large_columns_are_copied_in_pieces_byte_for_byte(threads: int) -> None:
+    staging = HostStaging(CPU, copy_threads=threads)
+    rng = np.random.default_rng(1)
+    # 3 x 4 MiB + 5 bytes: cut into 3 uneven pieces with 3 threads; the small columns stay whole
+    big = rng.integers(0, 255, 3 * (4 << 20) + 5, dtype=np.uint8)
+    columns = {"small": rng.normal(size=9).astype(np.float32), "big": big, "empty": big[:0]}
+    pieces = staging._pieces(torch.empty(big.nbytes, dtype=torch.uint8), 0, torch.from_numpy(big))
+    assert len(pieces) == threads and sum(src.numel() for _, src in pieces) == big.nbytes
+    for _ in range(2):
+        out = staging.to_device(columns)
+        for name, array in columns.items():
+            np.testing.assert_array_equal(out[name].numpy(), array, err_msg=name)
+
+
+def test_copy_threads_must_be_a_positive_int() -> None:
+    with pytest.raises(ValueError, match=r"copy_threads=0 must be an int >= 1"):
+        HostStaging(CPU, copy_threads=0)
+
+
 def test_one_buffer_holds_every_column_and_keeps_dtypes_and_shapes() -> None:
     staging = HostStaging(CPU)
     assert not staging.pin  # pinned only for CUDA
