@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 import torch
 
-from rlflow.algorithms import ALGORITHMS, PGPolicy
+from rlflow.algorithms import ALGORITHMS
 from rlflow.algorithms.appo import APPOPolicy
 from rlflow.algorithms.dqn import DQNPolicy
 from rlflow.algorithms.impala import VTracePolicy
 from rlflow.algorithms.maml import MAMLPolicy
+from rlflow.algorithms.pg import PGPolicy
 from rlflow.algorithms.ppo import PPOPolicy
 from rlflow.algorithms.ppo_dqn import DQN_POLICY, PPO_POLICY
 from rlflow.algorithms.sac import SACPolicy

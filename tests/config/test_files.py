@@ -21,7 +21,8 @@ from rlflow.config.files import (
     tuned_envs,
 )
 from rlflow.errors import ConfigError
-from rlflow.trainer import Trainer, resolve_setup
+from rlflow.setup import resolve_setup
+from rlflow.trainer import Trainer
 
 pytestmark = pytest.mark.timeout(120)
 

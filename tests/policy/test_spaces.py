@@ -120,7 +120,7 @@ def test_supported_structured_spaces_pass_the_check() -> None:
     from rlflow.algorithms import DQNConfig, IMPALAConfig, PPOConfig
     from rlflow.algorithms.dqn import DQNPolicy
     from rlflow.algorithms.impala import VTracePolicy
-    from rlflow.trainer import check_env
+    from rlflow.setup import check_env
 
     check_env(PPOConfig(env=DictTargetEnv), PPOPolicy, algo="ppo")
     check_env(DQNConfig(env=TupleTargetEnv), DQNPolicy, algo="dqn")  # flattened: a Box

@@ -33,8 +33,8 @@ from rlflow.envs import CARTPOLE_CRASHING_ID
 from rlflow.envs.crashing import CrashingEnv, EnvCrashError
 from rlflow.envs.multi_agent import ALL_AGENTS, MultiAgentEnv, MultiAgentStep
 from rlflow.errors import ConfigError
+from rlflow.setup import check_env
 from rlflow.testing.envs import CountingEnv
-from rlflow.trainer import check_env
 from rlflow.workers import RolloutWorker
 from rlflow.workers.rollout_worker import make_sampler
 from rlflow.workers.sampler import SamplerSpec

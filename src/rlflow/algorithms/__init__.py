@@ -21,25 +21,29 @@ Where to start: a plan (e.g. :func:`rlflow.algorithms.ppo.ppo_plan`) is a short 
 from __future__ import annotations
 
 import difflib
+import importlib
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from rlflow.algorithms.a2c import A2CConfig, a2c_plan
-from rlflow.algorithms.a3c import A3CConfig, a3c_plan
-from rlflow.algorithms.apex import ApexConfig, apex_plan
-from rlflow.algorithms.appo import APPOConfig, APPOPolicy, appo_plan
-from rlflow.algorithms.dqn import DQNConfig, DQNPolicy, dqn_plan
-from rlflow.algorithms.impala import IMPALAConfig, VTracePolicy, impala_plan
-from rlflow.algorithms.maml import MAMLConfig, MAMLPolicy, maml_plan
-from rlflow.algorithms.pg import PGConfig, PGPolicy, pg_plan
-from rlflow.algorithms.ppo import PPOConfig, PPOPolicy, ppo_plan
-from rlflow.algorithms.ppo_dqn import PPODQNConfig, ppo_dqn_plan
-from rlflow.algorithms.sac import SACConfig, SACPolicy, sac_plan
-from rlflow.algorithms.td3 import TD3Config, TD3Policy, td3_plan
+from rlflow.algorithms.a2c import A2CConfig
+from rlflow.algorithms.a3c import A3CConfig
+from rlflow.algorithms.apex import ApexConfig
+from rlflow.algorithms.appo import APPOConfig
+from rlflow.algorithms.dqn import DQNConfig
+from rlflow.algorithms.impala import IMPALAConfig
+from rlflow.algorithms.maml import MAMLConfig
+from rlflow.algorithms.pg import PGConfig
+from rlflow.algorithms.ppo import PPOConfig
+from rlflow.algorithms.ppo_dqn import PPODQNConfig
+from rlflow.algorithms.sac import SACConfig
+from rlflow.algorithms.td3 import TD3Config
 from rlflow.config import AlgorithmConfig
 from rlflow.config.files import load_tuned_config
 from rlflow.errors import ConfigError
-from rlflow.policy import TorchPolicy
+
+if TYPE_CHECKING:
+    from rlflow.policy import TorchPolicy
 
 __all__ = [
     "ALGORITHMS",
@@ -61,62 +65,85 @@ __all__ = [
 ]
 
 
-class AlgorithmSpec(NamedTuple):
-    """What a trainer needs to run an algorithm."""
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    """What a trainer needs to run an algorithm.
+
+    ``policy_cls`` and ``plan`` may be given as ``"module:attribute"`` strings: they are
+    imported on first use (both import torch), so looking an algorithm up and checking its
+    config stays light (`rlflow.lazy`).
+    """
 
     name: str
     """Registry key (lower case)."""
     config_cls: type[AlgorithmConfig]
     """The config dataclass."""
-    policy_cls: type[TorchPolicy]
-    """The policy class every rollout worker builds."""
-    plan: Callable[[Any, Any], Any]
-    """``plan(workers, config) -> LocalIterator[dict]``."""
+    policy_ref: type[TorchPolicy] | str
+    """The policy class, or where it is (``"module:Class"``)."""
+    plan_ref: Callable[[Any, Any], Any] | str
+    """The plan function, or where it is (``"module:function"``)."""
     summary: str
     """One line for listings."""
 
+    @property
+    def policy_cls(self) -> type[TorchPolicy]:
+        """The policy class every rollout worker builds (imported on first use)."""
+        policy: type[TorchPolicy] = _resolve(self.policy_ref)
+        return policy
+
+    @property
+    def plan(self) -> Callable[[Any, Any], Any]:
+        """``plan(workers, config) -> LocalIterator[dict]`` (imported on first use)."""
+        plan: Callable[[Any, Any], Any] = _resolve(self.plan_ref)
+        return plan
+
+
+def _resolve(ref: Any) -> Any:
+    """``ref`` itself, or the attribute a ``"module:attribute"`` string names."""
+    if not isinstance(ref, str):
+        return ref
+    module, _, attribute = ref.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def _spec(name: str, config_cls: type[AlgorithmConfig], policy: str, summary: str) -> AlgorithmSpec:
+    """The spec of algorithm ``name``: its policy ``policy`` (``"package:Class"`` under
+    ``rlflow.algorithms``), its plan ``<name>_plan`` in its package."""
+    package, _, cls = policy.partition(":")
+    return AlgorithmSpec(
+        name,
+        config_cls,
+        f"rlflow.algorithms.{package}.policy:{cls}",
+        f"rlflow.algorithms.{name}.plan:{name}_plan",
+        summary,
+    )
+
 
 ALGORITHMS: dict[str, AlgorithmSpec] = {
-    "pg": AlgorithmSpec(
-        "pg", PGConfig, PGPolicy, pg_plan, "Vanilla policy gradient (REINFORCE), synchronous"
-    ),
-    "a2c": AlgorithmSpec(
-        "a2c", A2CConfig, PGPolicy, a2c_plan, "Synchronous advantage actor-critic"
-    ),
-    "a3c": AlgorithmSpec(
-        "a3c", A3CConfig, PGPolicy, a3c_plan, "Asynchronous advantage actor-critic"
-    ),
-    "ppo": AlgorithmSpec(
-        "ppo", PPOConfig, PPOPolicy, ppo_plan, "Proximal policy optimization (clip + KL)"
-    ),
-    "dqn": AlgorithmSpec(
-        "dqn", DQNConfig, DQNPolicy, dqn_plan, "Deep Q-learning (double, dueling, n-step, PER)"
-    ),
-    "apex": AlgorithmSpec(
-        "apex", ApexConfig, DQNPolicy, apex_plan, "Ape-X: distributed prioritized replay DQN"
-    ),
-    "impala": AlgorithmSpec(
-        "impala", IMPALAConfig, VTracePolicy, impala_plan, "IMPALA: async actor-learner, V-trace"
-    ),
-    "appo": AlgorithmSpec(
-        "appo", APPOConfig, APPOPolicy, appo_plan, "Asynchronous PPO on IMPALA's dataflow"
-    ),
-    "maml": AlgorithmSpec(
-        "maml", MAMLConfig, MAMLPolicy, maml_plan, "MAML: meta-learning, one task per worker"
-    ),
-    "ppo_dqn": AlgorithmSpec(
-        "ppo_dqn",
-        PPODQNConfig,
-        PPOPolicy,
-        ppo_dqn_plan,
-        "Multi-agent: PPO for some agents, DQN for others, one plan",
-    ),
-    "sac": AlgorithmSpec(
-        "sac", SACConfig, SACPolicy, sac_plan, "Soft actor-critic (twin Q, entropy tuning); Box"
-    ),
-    "td3": AlgorithmSpec(
-        "td3", TD3Config, TD3Policy, td3_plan, "TD3: twin critics, smoothing, delayed actor; Box"
-    ),
+    spec.name: spec
+    for spec in (
+        _spec("pg", PGConfig, "pg:PGPolicy", "Vanilla policy gradient (REINFORCE), synchronous"),
+        _spec("a2c", A2CConfig, "pg:PGPolicy", "Synchronous advantage actor-critic"),
+        _spec("a3c", A3CConfig, "pg:PGPolicy", "Asynchronous advantage actor-critic"),
+        _spec("ppo", PPOConfig, "ppo:PPOPolicy", "Proximal policy optimization (clip + KL)"),
+        _spec("dqn", DQNConfig, "dqn:DQNPolicy", "Deep Q-learning (double, dueling, n-step, PER)"),
+        _spec("apex", ApexConfig, "dqn:DQNPolicy", "Ape-X: distributed prioritized replay DQN"),
+        _spec(
+            "impala", IMPALAConfig, "impala:VTracePolicy", "IMPALA: async actor-learner, V-trace"
+        ),
+        _spec("appo", APPOConfig, "appo:APPOPolicy", "Asynchronous PPO on IMPALA's dataflow"),
+        _spec("maml", MAMLConfig, "maml:MAMLPolicy", "MAML: meta-learning, one task per worker"),
+        _spec(
+            "ppo_dqn",
+            PPODQNConfig,
+            "ppo:PPOPolicy",
+            "Multi-agent: PPO for some agents, DQN for others, one plan",
+        ),
+        _spec("sac", SACConfig, "sac:SACPolicy", "Soft actor-critic (twin Q, entropy tuning); Box"),
+        _spec(
+            "td3", TD3Config, "td3:TD3Policy", "TD3: twin critics, smoothing, delayed actor; Box"
+        ),
+    )
 }
 """Every built-in algorithm by name."""
 

@@ -8,9 +8,11 @@ Each takes the parsed arguments and returns the exit status; bad input raises `C
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -46,6 +48,35 @@ def _start_backend(name: str, address: str | None, *, verbose: bool) -> bool:
     return True
 
 
+class _ImportBeside:
+    """Imports ``module`` on a thread while the caller goes on (the CLI starts Ray meanwhile).
+
+    The trainer's imports (torch, the workers, the operators: about 1.5 s on a 2-core machine)
+    and `ray.init` (mostly waiting for Ray's processes) overlap, so a Ray run starts about that
+    much sooner; the config was checked before either began, without torch (`rlflow.setup`).
+    """
+
+    def __init__(self, module: str) -> None:
+        """Start importing ``module``."""
+        self.module = module
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._load, name="rlflow-import", daemon=True)
+        self._thread.start()
+
+    def _load(self) -> None:
+        try:
+            importlib.import_module(self.module)
+        except BaseException as err:  # noqa: BLE001 (the import is retried by wait())
+            self.error = err
+
+    def wait(self) -> None:
+        """Wait for the import; if it failed on the thread, import again here (raising as a
+        plain import would: a module two threads imported at once can fail on one of them)."""
+        self._thread.join()
+        if self.error is not None:
+            importlib.import_module(self.module)
+
+
 def _check_train_flags(args: argparse.Namespace) -> None:
     if args.algo is None and not args.restore:
         raise ConfigError("train: ALGO is required (or --restore CHECKPOINT_OR_RUN_DIR)")
@@ -57,7 +88,6 @@ def _check_train_flags(args: argparse.Namespace) -> None:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from rlflow import flow
-    from rlflow.trainer import Trainer
 
     _check_train_flags(args)
     if args.restore:
@@ -69,8 +99,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
         run_dir / "config.yaml",
         {"algorithm": run.algo, "config": run.config.to_dict(), "stop": stop},
     )
+    trainer_module = _ImportBeside("rlflow.trainer")
     started = _start_backend(args.backend, args.address, verbose=args.verbose)
     try:
+        trainer_module.wait()
+        from rlflow.trainer import Trainer
+
         with Trainer(run.setup, backend=args.backend, logdir=run_dir) as trainer:
             header = f"training {run.algo} on {trainer.config.env} -> {run_dir}"
             return _train_loop(trainer, run_dir, stop, args.checkpoint_every, header, None)
@@ -82,7 +116,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _resume(args: argparse.Namespace) -> int:
     """``train --restore``: the checkpoint's run continues in its run dir (`rlflow.cli.resume`)."""
     from rlflow import flow
-    from rlflow.trainer import Trainer
 
     spec = resolve_resume(args)
     run = spec.run
@@ -91,8 +124,12 @@ def _resume(args: argparse.Namespace) -> int:
         {"algorithm": run.algo, "config": run.config.to_dict(), "stop": run.stop},
     )
     last = prepare_progress(spec.run_dir, spec.state)
+    trainer_module = _ImportBeside("rlflow.trainer")
     started = _start_backend(args.backend, args.address, verbose=args.verbose)
     try:
+        trainer_module.wait()
+        from rlflow.trainer import Trainer
+
         with Trainer.restore(
             spec.state, run.setup, backend=args.backend, logdir=spec.run_dir
         ) as trainer:

@@ -30,7 +30,7 @@ from rlflow.config.files import (
 from rlflow.errors import ConfigError
 
 if TYPE_CHECKING:  # the trainer imports torch: loaded when a command runs
-    from rlflow.trainer import TrainerSetup
+    from rlflow.setup import TrainerSetup
 
 __all__ = ["RunSpec", "is_number", "parse_sets", "resolve_run", "should_stop", "stop_criteria"]
 
@@ -86,7 +86,7 @@ def _sub_config(config_cls: Any, name: str) -> type[AlgorithmConfig] | None:
 def resolve_run(args: argparse.Namespace) -> RunSpec:
     """Algorithm, layered config and stop criteria; raises ConfigError on any bad input."""
     from rlflow.algorithms import get_algorithm
-    from rlflow.trainer import resolve_setup
+    from rlflow.setup import resolve_setup
 
     spec = get_algorithm(args.algo)
     config_cls = spec.config_cls

@@ -80,7 +80,7 @@ def resolve_resume(args: argparse.Namespace) -> ResumeSpec:
     """Checkpoint, run dir, config and stop criteria of ``--restore``; ConfigError if bad."""
     from rlflow.algorithms import get_algorithm
     from rlflow.checkpoint import latest_checkpoint, load_checkpoint
-    from rlflow.trainer import resolve_setup
+    from rlflow.setup import resolve_setup
     from rlflow.trainer_state import restore_arguments
 
     checkpoint = latest_checkpoint(args.restore)

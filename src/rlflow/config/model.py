@@ -17,13 +17,25 @@ from typing import Any
 from rlflow.config.group import FieldGroup
 from rlflow.errors import ConfigError
 
-__all__ = ["MODEL_KEYS", "ModelConfig", "check_model", "custom_model_class", "import_object"]
+__all__ = [
+    "ACTIVATION_NAMES",
+    "MODEL_KEYS",
+    "ModelConfig",
+    "check_model",
+    "custom_model_class",
+    "import_object",
+]
 
 MODEL_KEYS = ("hidden", "activation", "shared", "custom_model", "custom_model_config")
 """The keys a config's ``model`` dict may set: the built-in network's ``hidden``, ``activation``
 and ``shared`` (`rlflow.models.build_model`), or a user's network: ``custom_model``
 (``"package.module:Class"`` or the class) with its options ``custom_model_config`` (a dict;
 see `rlflow.models.custom`)."""
+
+
+ACTIVATION_NAMES = ("tanh", "relu", "elu")
+"""The built-in network's ``activation`` names (`rlflow.models.nets.ACTIVATIONS` maps them to
+torch modules)."""
 
 
 def import_object(path: str, what: str) -> Any:
@@ -89,6 +101,7 @@ model.custom_model; name the model class it configures
         raise ConfigError(
             f"{label}={model!r} has unknown keys {unknown}; model keys are {MODEL_KEYS}"
         )
+    _check_builtin_keys(model, label)
     custom, options = model.get("custom_model"), model.get("custom_model_config")
     if options is not None and not isinstance(options, dict):
         raise ConfigError(
@@ -101,6 +114,35 @@ model.custom_model; name the model class it configures
         )
     if custom is not None:
         custom_model_class(custom, f"{label}.custom_model")
+
+
+def _check_builtin_keys(model: dict[str, Any], label: str) -> None:
+    """The built-in network's keys, checked where the config is built (not first when a worker
+    builds the network): ``hidden`` a list of layer sizes >= 1, ``activation`` one of
+    :data:`ACTIVATION_NAMES`, ``shared`` a bool.
+
+    >>> _check_builtin_keys({"hidden": [64, -1]}, "PPOConfig.model")
+    Traceback (most recent call last):
+    ...
+    rlflow.errors.ConfigError: PPOConfig.model.hidden=[64, -1] must be a list of layer sizes, \
+each an int >= 1 (e.g. [64, 64]; [] for none)
+    """
+    if "hidden" in model:
+        hidden = model["hidden"]
+        if not isinstance(hidden, list | tuple) or not all(
+            isinstance(h, int) and not isinstance(h, bool) and h >= 1 for h in hidden
+        ):
+            raise ConfigError(
+                f"{label}.hidden={hidden!r} must be a list of layer sizes, each an int >= 1 "
+                "(e.g. [64, 64]; [] for none)"
+            )
+    if "activation" in model and model["activation"] not in ACTIVATION_NAMES:
+        raise ConfigError(
+            f"{label}.activation={model['activation']!r} is not supported; use one of "
+            f"{sorted(ACTIVATION_NAMES)}"
+        )
+    if "shared" in model and not isinstance(model["shared"], bool):
+        raise ConfigError(f"{label}.shared={model['shared']!r} must be true or false")
 
 
 @dataclass(frozen=True, kw_only=True)

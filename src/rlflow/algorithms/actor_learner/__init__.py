@@ -9,7 +9,22 @@ The dataflow itself is IMPALA's plan (`rlflow.algorithms.impala.plan.impala_trai
 APPO runs too.
 """
 
-from rlflow.algorithms.actor_learner.ops import BroadcastUpdateLearnerWeights, MixInReplay
-from rlflow.algorithms.actor_learner.policy import VTracePolicyBase, VTraceTargets
+from typing import TYPE_CHECKING
+
+from rlflow.lazy import lazy_exports
+
+if TYPE_CHECKING:  # imported on first use (rlflow.lazy): they import torch
+    from rlflow.algorithms.actor_learner.ops import BroadcastUpdateLearnerWeights, MixInReplay
+    from rlflow.algorithms.actor_learner.policy import VTracePolicyBase, VTraceTargets
 
 __all__ = ["BroadcastUpdateLearnerWeights", "MixInReplay", "VTracePolicyBase", "VTraceTargets"]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "BroadcastUpdateLearnerWeights": "ops",
+        "MixInReplay": "ops",
+        "VTracePolicyBase": "policy",
+        "VTraceTargets": "policy",
+    },
+)

@@ -4,7 +4,14 @@ Policy: DQN's :class:`~rlflow.algorithms.dqn.DQNPolicy` (given by the registry).
 :class:`ApexConfig`. Plan: :func:`apex_plan` (with its ``UpdateWorkerWeights``).
 """
 
+from typing import TYPE_CHECKING
+
 from rlflow.algorithms.apex.config import ApexConfig
-from rlflow.algorithms.apex.plan import apex_plan
+from rlflow.lazy import lazy_exports
+
+if TYPE_CHECKING:  # imported on first use (rlflow.lazy): they import torch
+    from rlflow.algorithms.apex.plan import apex_plan
 
 __all__ = ["ApexConfig", "apex_plan"]
+
+__getattr__, __dir__ = lazy_exports(__name__, {"apex_plan": "plan"})

@@ -6,7 +6,14 @@ others: it composes PPO and DQN, so it imports their config and policy classes (
 else of theirs); their shared operators come from `rlflow.ops` and `rlflow.replay`.
 """
 
+from typing import TYPE_CHECKING
+
 from rlflow.algorithms.ppo_dqn.config import DQN_POLICY, PPO_POLICY, PPODQNConfig, ppo_dqn_mapping
-from rlflow.algorithms.ppo_dqn.plan import ppo_dqn_plan
+from rlflow.lazy import lazy_exports
+
+if TYPE_CHECKING:  # imported on first use (rlflow.lazy): they import torch
+    from rlflow.algorithms.ppo_dqn.plan import ppo_dqn_plan
 
 __all__ = ["DQN_POLICY", "PPO_POLICY", "PPODQNConfig", "ppo_dqn_mapping", "ppo_dqn_plan"]
+
+__getattr__, __dir__ = lazy_exports(__name__, {"ppo_dqn_plan": "plan"})

@@ -16,9 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from rlflow.algorithms.dqn.config import DQNConfig
-from rlflow.algorithms.dqn.policy import DQNPolicy
 from rlflow.algorithms.ppo.config import PPOConfig
-from rlflow.algorithms.ppo.policy import PPOPolicy
 from rlflow.config import AlgorithmConfig, PolicySpec
 from rlflow.errors import ConfigError
 
@@ -128,7 +126,11 @@ class PPODQNConfig(
 
     def policy_specs(self) -> dict[str, PolicySpec]:
         """`PPOPolicy` with ``ppo`` for ``ppo_policy``, `DQNPolicy` with ``dqn`` for
-        ``dqn_policy``."""
+        ``dqn_policy``. (The policies are imported here, not with the config: they import
+        torch, which checking a config does not need.)"""
+        from rlflow.algorithms.dqn.policy import DQNPolicy
+        from rlflow.algorithms.ppo.policy import PPOPolicy
+
         return {
             PPO_POLICY: PolicySpec(policy_class=PPOPolicy, config=self.ppo),
             DQN_POLICY: PolicySpec(policy_class=DQNPolicy, config=self.dqn),

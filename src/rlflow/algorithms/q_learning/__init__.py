@@ -8,12 +8,17 @@
 The replay dataflow itself is DQN's plan (`rlflow.algorithms.dqn.plan.store_and_replay`).
 """
 
+from typing import TYPE_CHECKING
+
 from rlflow.algorithms.q_learning.config import ReplayAlgorithmConfig
-from rlflow.algorithms.q_learning.replay import (
-    beta_schedule,
-    make_replay_buffer,
-    training_intensity_weights,
-)
+from rlflow.lazy import lazy_exports
+
+if TYPE_CHECKING:  # imported on first use (rlflow.lazy): they import torch
+    from rlflow.algorithms.q_learning.replay import (
+        beta_schedule,
+        make_replay_buffer,
+        training_intensity_weights,
+    )
 
 __all__ = [
     "ReplayAlgorithmConfig",
@@ -21,3 +26,12 @@ __all__ = [
     "make_replay_buffer",
     "training_intensity_weights",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "beta_schedule": "replay",
+        "make_replay_buffer": "replay",
+        "training_intensity_weights": "replay",
+    },
+)
