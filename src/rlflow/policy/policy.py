@@ -421,13 +421,15 @@ class TorchPolicy(abc.ABC):
         """
         check_int(num_sgd_iter, f"{type(self).__name__}.learn_on_minibatches: num_sgd_iter", low=1)
         lag = self.lag_stats(batch)  # before the first step: later minibatches add the epochs
-        totals: dict[str, Any] = {}
+        collected: dict[str, list[Any]] = {}
         steps = 0
         for minibatch_stats in self._minibatch_steps(batch, num_sgd_iter, sgd_minibatch_size, rng):
             for key, val in minibatch_stats.items():
-                totals[key] = totals.get(key, 0.0) + val
+                collected.setdefault(key, []).append(val)
             steps += 1
-        stats = stats_to_host({key: total / max(steps, 1) for key, total in totals.items()})
+        # One mean per stat over all steps (a tensor op per step and stat cost 2% of a CPU
+        # PPO update); absent from some steps: averaged over all steps, as zero there.
+        stats = stats_to_host({key: _mean(vals, steps) for key, vals in collected.items()})
         stats["num_steps"] = float(steps)
         return {**stats, **lag}
 
@@ -573,6 +575,14 @@ def weights_to_host(snapshot: Mapping[str, torch.Tensor]) -> dict[str, Array]:
     """A :meth:`TorchPolicy.weights_snapshot` as ``{name: numpy array}`` on the host (the
     snapshot's own memory on CPU: it is already a copy)."""
     return {k: v.cpu().numpy() for k, v in snapshot.items()}
+
+
+def _mean(values: list[Any], steps: int) -> Any:
+    """The sum of ``values`` (floats, or tensors of one shape, each step's stat) over ``steps``:
+    one stacked sum for tensors."""
+    if all(isinstance(v, torch.Tensor) for v in values):
+        return torch.stack(values).sum(dim=0) / max(steps, 1)
+    return sum(float(v) for v in values) / max(steps, 1)
 
 
 def stats_to_host(stats: Mapping[str, Any]) -> dict[str, Any]:
