@@ -208,6 +208,17 @@ def test_restore_keeps_the_env(good_checkpoint: Path) -> None:
         Trainer.restore(good_checkpoint, backend="local", env="Acrobot-v1")
 
 
+def test_restore_keeps_the_algorithm(good_checkpoint: Path) -> None:
+    algo = load_checkpoint(good_checkpoint)["algorithm"]
+    other = "dqn" if algo != "dqn" else "ppo"
+    with pytest.raises(ConfigError, match=rf"checkpoint is a '{algo}' run, not '{other}'"):
+        Trainer.restore(good_checkpoint, backend="local", algo=other)
+    with pytest.raises(ConfigError, match=r"unknown algorithm 'ppx'"):
+        Trainer.restore(good_checkpoint, backend="local", algo="ppx")
+    with Trainer.restore(good_checkpoint, backend="local", algo=algo.upper()) as restored:
+        assert restored.algorithm == algo  # the saved one, named in any case
+
+
 # --------------------------------------------------------------------------- replay buffers
 DQN = {
     "env": "CartPole-v1",

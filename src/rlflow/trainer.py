@@ -431,13 +431,23 @@ class Trainer:
 
         ``overrides`` are constructor arguments that replace the saved ones: ``backend``,
         ``address``, ``plan`` or config fields (e.g. ``num_workers``); a Gymnasium id as ``env``
-        must be the saved one. ``setup`` (from :func:`resolve_setup`, the command line's
-        ``--restore``) replaces the saved config whole; its algorithm and env must be the
-        saved ones. A damaged, truncated or foreign checkpoint raises `ConfigError` naming the
-        file. A synchronous run restored on the local backend continues exactly as the saved
-        one would have.
+        and an ``algo`` must be the saved ones (another is a `ConfigError`). ``setup`` (from
+        :func:`resolve_setup`, the command line's ``--restore``) replaces the saved config
+        whole; its algorithm and env must be the saved ones. A damaged, truncated or foreign
+        checkpoint raises `ConfigError` naming the file. A synchronous run restored on the local
+        backend continues exactly as the saved one would have.
         """
         state = checkpoint if isinstance(checkpoint, Mapping) else load_checkpoint(checkpoint)
+        saved = state["algorithm"]
+        algo = overrides.pop("algo", saved)
+        if algo != saved:
+            from rlflow.algorithms import get_algorithm
+
+            if get_algorithm(algo).name != saved:
+                raise ConfigError(
+                    f"restore: the checkpoint is a {saved!r} run, not {algo!r}; a restored run "
+                    "keeps its algorithm (leave algo out, or train a new one)"
+                )
         if setup is None:
             kwargs = trainer_state.restore_arguments(state, overrides)
             trainer = cls(state["algorithm"], **kwargs)

@@ -142,6 +142,8 @@ def test_list(capsys: pytest.CaptureFixture[str]) -> None:
         (["train", "pg", "--set", "trian_batch_size=10"], "did you mean 'train_batch_size'"),
         (["train", "pg", "--set", "lr=fast"], "PGConfig.lr='fast' must be a number > 0"),
         (["train", "pg", "--set", "lr"], "expected KEY=VALUE"),
+        (["train", "ppo", "--set", "model.hidden=[64,-1]"], "PPOConfig.model.hidden=[64, -1]"),
+        (["train", "ppo", "--set", "model.activation=swish"], "is not supported; use one of"),
         (["train", "pg", "--num-workers", "-1"], "num_workers=-1 must be an integer >= 0"),
         (["train", "pg", "--num-workers", "two"], "train: argument --num-workers: invalid int"),
         (["train", "pg", "--stop-timesteps", "0"], "must be > 0"),
