@@ -334,6 +334,11 @@ def test_real_algorithm_restore_continues_identically(algo: str, tmp_path: Path)
         skip = NOT_TRAINING | OP_LOCAL_FIELDS
         diff = {k: (a[k], b[k]) for k in a if k not in skip and a[k] != b[k]}
         assert not diff, sorted(diff)  # counters, learner stats, episodes_total, ...
+        # Stage keys by position in the plan (a restore in this process builds its plan after
+        # others), their counts restored with the checkpoint: as the uninterrupted run's.
+        items = {key: stats["items"] for key, stats in a["stages"].items()}
+        assert {key: stats["items"] for key, stats in b["stages"].items()} == items
+        assert items and all(n > 0 for n in items.values())
 
 
 def test_real_algorithm_restore_keeps_episode_window(tmp_path: Path) -> None:

@@ -46,6 +46,7 @@ from rlflow.errors import ConfigError, PlanError, RLFlowError
 from rlflow.export import writer as export_writer
 from rlflow.export.loaded import batch_actions, obs_batch, single_action
 from rlflow.flow import LocalIterator, MetricsContext, PlanGraph
+from rlflow.flow.metrics import STAGE_FN_TIME, STAGE_ITEMS, STAGE_WAIT_TIME
 from rlflow.loggers import LoggerSet
 from rlflow.ops.keys import NUM_ENV_STEPS_SAMPLED, NUM_ENV_STEPS_TRAINED
 from rlflow.ops.learner_thread import learners_paused
@@ -200,7 +201,12 @@ class Trainer:
             )
         self._context = MetricsContext()
         plan.shared_metrics.set(self._context)
-        self.loggers.write_plan(plan.describe(), algorithm=self._spec.name)  # plan.json
+        built = plan.describe()
+        self._graph = built.renumbered()  # stage keys by position: the same in every process
+        self._stage_keys = {
+            old.key: new.key for old, new in zip(built.nodes, self._graph.nodes, strict=True)
+        }
+        self.loggers.write_plan(self._graph, algorithm=self._spec.name)  # plan.json
         return plan
 
     # ------------------------------------------------------------------------ properties
@@ -225,8 +231,9 @@ class Trainer:
         return self._context
 
     def plan_graph(self) -> PlanGraph:
-        """The plan's operator graph (``.to_mermaid()`` renders it); nothing runs."""
-        return self._plan.describe()
+        """The plan's operator graph (``.to_mermaid()`` renders it), its nodes numbered by
+        position (`PlanGraph.renumbered`): their keys are the results' ``stages`` keys."""
+        return self._graph
 
     # ------------------------------------------------------------------------ training
     def _check_running(self, what: str) -> None:
@@ -271,8 +278,13 @@ class Trainer:
         result["time_this_iter_s"] = elapsed
         result["time_total_s"] = self._time_total_s
         result["env_steps_per_s"] = steps / elapsed if elapsed > 0 else 0.0
-        result["stages"] = {label: s.as_dict() for label, s in self._context.stages.items()}
+        result["stages"] = self._stage_stats()
         return result
+
+    def _stage_stats(self) -> dict[str, dict[str, float]]:
+        """Every stage's statistics, keyed by its node's key in :meth:`plan_graph`."""
+        keys = self._stage_keys
+        return {keys.get(label, label): s.as_dict() for label, s in self._context.stages.items()}
 
     def evaluate(
         self,
@@ -407,6 +419,7 @@ class Trainer:
             "plan": plan,
             **trainer_state.run_state(self.workers, replay=self._config.checkpoint_replay_buffers),
             "metrics": self._context.save(),
+            "stages": self._stage_stats(),
             "iteration": self._iteration,
             "time_total_s": self._time_total_s,
             "last_sampled": self._last_sampled,
@@ -415,6 +428,12 @@ class Trainer:
     def _set_state(self, state: Mapping[str, Any]) -> None:
         trainer_state.set_run_state(self.workers, state)
         self._context.restore(state["metrics"])
+        runtime = {stable: label for label, stable in self._stage_keys.items()}
+        for key, saved in state.get("stages", {}).items():  # older checkpoints have none
+            stats = self._context.stage(runtime.get(key, key))
+            stats.items = int(saved[STAGE_ITEMS])
+            stats.fn_time_s = float(saved[STAGE_FN_TIME])
+            stats.wait_time_s = float(saved[STAGE_WAIT_TIME])
         self._iteration = int(state["iteration"])
         self._time_total_s = float(state["time_total_s"])
         self._last_sampled = int(state["last_sampled"])

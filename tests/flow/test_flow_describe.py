@@ -42,3 +42,20 @@ def test_describe_lists_nodes_edges_unions_and_duplicates(local_backend: None) -
     out = plan.take(100)
     assert len(out) == 7 + 4  # 7 truthy items on the left, 4 pairs on the right
     assert sorted(x for x in out if not x.startswith("[")) == [str(x) for x in range(1, 8)]
+
+
+def test_a_plan_built_later_has_the_same_positional_keys(local_backend: None) -> None:
+    def build() -> flow.PlanGraph:
+        it = flow.from_range(6, num_shards=2).for_each(lambda x: x + 1).gather_sync()
+        return it.batch(2).describe()
+
+    first, later = build(), build()
+    assert [n.key for n in first.nodes] != [n.key for n in later.nodes]  # process-wide ids
+    stable = first.renumbered()
+    assert [n.key for n in later.renumbered().nodes] == [n.key for n in stable.nodes]
+    assert [n.id for n in stable.nodes] == list(range(1, len(stable.nodes) + 1))
+    assert stable.to_mermaid() == later.renumbered().to_mermaid()
+    assert [(n.op, n.label, n.kind) for n in stable.nodes] == [
+        (n.op, n.label, n.kind) for n in first.nodes
+    ]
+    assert stable.edges == tuple(flow.PlanGraph.from_dict(stable.to_dict()).edges)

@@ -63,6 +63,20 @@ class PlanGraph:
         edges = tuple(PlanEdge(src.id, n.id) for n in nodes for src in n.inputs)
         return cls(nodes, edges)
 
+    def renumbered(self) -> PlanGraph:
+        """The same graph with its nodes numbered 1, 2, ... in creation order.
+
+        Node ids are unique in the process (a counter), so the same plan built after others
+        (in a notebook, a Tune worker, a restore) gets other ids; numbered by position, its
+        keys (``label#position``) are the same wherever and whenever it is built.
+        """
+        built: dict[int, PlanNode] = {}
+        for position, node in enumerate(self.nodes, 1):
+            inputs = tuple(built[i.id] for i in node.inputs)
+            built[node.id] = PlanNode(node.op, node.label, node.kind, inputs, position)
+        nodes = tuple(built.values())
+        return PlanGraph(nodes, tuple(PlanEdge(src.id, n.id) for n in nodes for src in n.inputs))
+
     def to_mermaid(self) -> str:
         """Mermaid ``flowchart`` text; shard-side stages are grouped apart from local ones."""
         shapes = {
