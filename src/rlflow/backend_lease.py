@@ -7,6 +7,7 @@ A backend the user started (``rlflow.flow.init``) is used and never shut down by
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from rlflow import flow
 from rlflow.errors import ConfigError
@@ -38,7 +39,8 @@ def acquire_backend(backend: str | None, address: str | None) -> bool:
                 return True
             return False
     name = backend or "ray"
-    flow.init(name, **({"address": address} if address else {}))
+    kwargs: dict[str, Any] = {"address": address} if address else {}
+    flow.init(name, **kwargs)
     _lease_backend, _lease_users = name, 1
     return True
 

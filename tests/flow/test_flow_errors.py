@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -115,3 +117,25 @@ def test_backend_errors() -> None:
         flow.init(backend="spark")
     with pytest.raises(ConfigError, match="takes no Ray arguments"):
         flow.init(backend="local", num_cpus=2)
+
+
+def test_an_address_nothing_listens_on_is_refused_within_its_timeout() -> None:
+    code = (
+        "import time\n"
+        "from rlflow import flow\n"
+        "from rlflow.errors import ConfigError\n"
+        "start = time.monotonic()\n"
+        "try:\n"
+        "    flow.init('ray', address='127.0.0.1:1', ray_init_timeout_s=1.0)\n"
+        "except ConfigError as err:\n"
+        "    print(f'{time.monotonic() - start:.1f}', err)\n"
+        "import ray\n"
+        "print(ray.is_initialized())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    refused, initialized = done.stdout.strip().splitlines()
+    seconds, message = refused.split(" ", 1)
+    assert 0.5 <= float(seconds) < 5.0
+    assert message.startswith("cannot reach a Ray cluster at address '127.0.0.1:1' within 1 s")
+    assert initialized == "False"

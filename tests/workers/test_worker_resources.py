@@ -4,6 +4,7 @@ backend ignoring it all."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from rlflow import flow
 from rlflow.algorithms import PGConfig
 from rlflow.algorithms.pg.policy import PGPolicy
+from rlflow.config.resources import bundles_that_fit, check_cluster_fits
 from rlflow.errors import ConfigError, ConfigTypeError
 from rlflow.testing.workers import counting_workers
 from rlflow.workers import WorkerSet
@@ -106,7 +108,36 @@ def test_half_a_cpu_per_worker_starts_four_workers_on_two_cpus(ray_backend: None
 
 
 @pytest.mark.ray
-def test_a_group_that_cannot_be_placed_is_a_config_error(ray_backend: None) -> None:
-    config = PGConfig(num_workers=2, num_cpus_per_worker=2, env="CartPole-v1")
-    with pytest.raises(ConfigError, match="could not be placed"):
-        WorkerSet(config, PGPolicy, start_timeout_s=1.0)
+def test_workers_the_cluster_cannot_hold_are_refused_at_once(
+    ray_backend: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    nodes = flow.cluster_nodes()
+    assert nodes is not None and sum(n.get("CPU", 0.0) for n in nodes) == 2.0  # the session's
+    config = PGConfig(num_workers=16, env="CartPole-v1")
+    start = time.monotonic()
+    with pytest.raises(
+        ConfigError, match=r"num_workers=16 workers of \{'CPU': 1.0\} each .* holds 2 "
+    ):
+        WorkerSet(config, PGPolicy, start_timeout_s=60.0)
+    assert time.monotonic() - start < 5.0  # no placement wait
+    # An autoscaling cluster may grow: cluster_wait_s waits (with a progress line), then refuses
+    config = PGConfig(num_workers=2, num_cpus_per_worker=2, env="CartPole-v1", cluster_wait_s=1.5)
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match=r"do not fit the Ray cluster"):
+        WorkerSet(config, PGPolicy, start_timeout_s=60.0)
+    assert time.monotonic() - start >= 1.5
+    assert "waiting for the Ray cluster to hold 2 workers" in caplog.text
+
+
+def test_the_bundles_a_cluster_holds_follow_the_strategy() -> None:
+    nodes = [{"CPU": 4.0, "GPU": 1.0}, {"CPU": 2.0}, {"CPU": 0.5}]
+    cpu = {"CPU": 1.0}
+    assert bundles_that_fit(cpu, nodes, "PACK") == bundles_that_fit(cpu, nodes, "SPREAD") == 6
+    assert bundles_that_fit(cpu, nodes, "STRICT_PACK") == 4
+    assert bundles_that_fit(cpu, nodes, "STRICT_SPREAD") == 2
+    assert bundles_that_fit({"CPU": 1.0, "GPU": 0.25}, nodes, "PACK") == 4
+    assert bundles_that_fit({"custom": 1.0}, nodes, "PACK") == 0
+    config = PGConfig(num_workers=3, placement_strategy="STRICT_SPREAD")
+    with pytest.raises(ConfigError, match=r"placement_strategy='STRICT_SPREAD'\) do not fit"):
+        check_cluster_fits(config, nodes)
+    check_cluster_fits(config.replace(num_workers=2), nodes)  # fits: no error

@@ -13,6 +13,7 @@ there before any actor starts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,8 @@ from rlflow.errors import ConfigError
 __all__ = [
     "PLACEMENT_STRATEGIES",
     "ResourceConfig",
+    "bundles_that_fit",
+    "check_cluster_fits",
     "check_gpus",
     "check_learner_gpu",
     "resolve_device",
@@ -58,6 +61,10 @@ class ResourceConfig(FieldGroup):
     or STRICT_SPREAD (one worker per node). Ignored locally."""
     num_torch_threads: int = 1
     """Torch intra-op threads per process (learner and each worker), >= 1."""
+    cluster_wait_s: float = 0.0
+    """Seconds to wait, >= 0, for a Ray cluster too small for the remote workers' bundles to
+    grow (an autoscaling cluster), with a progress line every 10 s. 0: a run the cluster's
+    nodes cannot hold is refused at once (`check_cluster_fits`), naming the fields."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -76,12 +83,60 @@ class ResourceConfig(FieldGroup):
             check_number(amount, f"{label}[{key!r}]", low=0)
         check_choice(self.placement_strategy, f"{name}.placement_strategy", PLACEMENT_STRATEGIES)
         self._check_int("num_torch_threads", 1)
+        check_number(self.cluster_wait_s, f"{name}.cluster_wait_s", low=0)
 
     def worker_bundle(self) -> dict[str, float]:
         """The resources one remote worker reserves (zero amounts left out; may be empty)."""
         bundle = {"CPU": float(self.num_cpus_per_worker), "GPU": float(self.num_gpus_per_worker)}
         bundle.update({k: float(v) for k, v in self.custom_resources_per_worker.items()})
         return {k: v for k, v in bundle.items() if v > 0}
+
+
+def bundles_that_fit(
+    bundle: Mapping[str, float], nodes: Sequence[Mapping[str, float]], strategy: str
+) -> int:
+    """How many copies of ``bundle`` the ``nodes`` (each node's total resources) can hold at
+    once under placement ``strategy``: all nodes together (PACK, SPREAD), the largest node
+    alone (STRICT_PACK), or one per node (STRICT_SPREAD).
+
+    >>> bundles_that_fit({"CPU": 1.0}, [{"CPU": 2.0}, {"CPU": 3.5, "GPU": 1.0}], "PACK")
+    5
+    >>> bundles_that_fit({"CPU": 1.0, "GPU": 0.5}, [{"CPU": 2.0}, {"CPU": 4.0, "GPU": 1.0}], "PACK")
+    2
+    """
+    per_node = [
+        min(
+            (int(node.get(key, 0.0) // amount) for key, amount in bundle.items() if amount > 0),
+            default=0,
+        )
+        for node in nodes
+    ]
+    if strategy == "STRICT_PACK":
+        return max(per_node, default=0)
+    if strategy == "STRICT_SPREAD":
+        return sum(1 for n in per_node if n > 0)
+    return sum(per_node)
+
+
+def check_cluster_fits(config: ResourceConfig, nodes: Sequence[Mapping[str, float]]) -> None:
+    """Raise `ConfigError` naming ``num_workers`` and the per-worker fields when the cluster's
+    ``nodes`` cannot hold the remote workers' bundles (`bundles_that_fit`) at all."""
+    workers = int(getattr(config, "num_workers", 0))
+    bundle = config.worker_bundle()
+    if not workers or not bundle:
+        return
+    fit = bundles_that_fit(bundle, nodes, config.placement_strategy)
+    if fit >= workers:
+        return
+    raise ConfigError(
+        f"{type(config).__name__}: num_workers={workers} workers of {bundle} each "
+        f"(num_cpus_per_worker={config.num_cpus_per_worker}, "
+        f"num_gpus_per_worker={config.num_gpus_per_worker}, "
+        f"placement_strategy={config.placement_strategy!r}) do not fit the Ray cluster, which "
+        f"holds {fit} (nodes: {[dict(n) for n in nodes]}): lower num_workers or "
+        "num_cpus_per_worker (fractions pack several workers on a core), add nodes, or set "
+        "cluster_wait_s for a cluster that scales up"
+    )
 
 
 def resolve_device(config: ResourceConfig, worker_index: int) -> Any:

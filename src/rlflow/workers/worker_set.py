@@ -8,6 +8,7 @@ rollout sources ask for it (see ``rlflow.ops.recovery``).
 from __future__ import annotations
 
 import logging
+import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 from rlflow import flow
 from rlflow.checks import check_callable, check_int, check_number
 from rlflow.config import AlgorithmConfig
-from rlflow.config.resources import check_gpus
+from rlflow.config.resources import check_cluster_fits, check_gpus
 from rlflow.errors import ConfigError, WorkerError
 from rlflow.policy import TorchPolicy
 from rlflow.workers.rollout_worker import RolloutWorker
@@ -113,6 +114,7 @@ class WorkerSet:
         if enclosing is not None and enclosing.num_bundles == config.num_workers + 1:
             self._first_bundle = 1  # bundle 0 is the learner's (this process)
             return enclosing.group
+        self._wait_for_cluster(config)
         bundles = [dict(bundle) for _ in range(config.num_workers)]
         group = flow.placement_group(
             bundles, config.placement_strategy, timeout_s=self.start_timeout_s
@@ -121,6 +123,34 @@ class WorkerSet:
         release.atexit = False  # at exit Ray frees it with the job
         self._release = release
         return group
+
+    @staticmethod
+    def _wait_for_cluster(config: AlgorithmConfig) -> None:
+        """Refuse at once a run the cluster's nodes cannot hold (`check_cluster_fits`), or with
+        ``cluster_wait_s`` wait that long for the cluster to grow, logging every 10 s."""
+        start, next_log = time.monotonic(), 0.0
+        while True:
+            nodes = flow.cluster_nodes()
+            if nodes is None:  # the local backend: everything runs in this process
+                return
+            waited = time.monotonic() - start
+            try:
+                check_cluster_fits(config, nodes)
+                return
+            except ConfigError:
+                if waited >= config.cluster_wait_s:
+                    raise
+            if waited >= next_log:
+                logger.warning(
+                    "waiting for the Ray cluster to hold %d workers of %s (%.0f of %g s, "
+                    "cluster_wait_s)",
+                    config.num_workers,
+                    config.worker_bundle(),
+                    waited,
+                    config.cluster_wait_s,
+                )
+                next_log += 10.0
+            time.sleep(1.0)
 
     def _start(self, index: int) -> Any:
         actor_cls = self._actor_cls.options(

@@ -16,7 +16,9 @@ actors can create and call other actors through the same facade.
 from __future__ import annotations
 
 import logging
+import socket
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -33,11 +35,19 @@ _started_ray = False
 C = TypeVar("C")
 
 
-def init(backend: str = "ray", **ray_init_kwargs: Any) -> None:
+RAY_INIT_TIMEOUT_S = 15.0
+"""How long :func:`init` tries to reach a Ray cluster at an explicit ``HOST:PORT`` address."""
+
+
+def init(
+    backend: str = "ray", *, ray_init_timeout_s: float = RAY_INIT_TIMEOUT_S, **ray_init_kwargs: Any
+) -> None:
     """Choose and start the backend.
 
     Args:
         backend: ``"ray"`` (the default) or ``"local"``.
+        ray_init_timeout_s: with an ``address`` of the form ``HOST:PORT``, how long to try to
+            reach it before a `ConfigError` naming it (Ray itself would retry for ever).
         **ray_init_kwargs: passed to ``ray.init`` (e.g. ``address=``, ``num_cpus=``). With
             ``address`` Ray connects to that cluster; without, it starts a local Ray. If Ray is
             already initialized in this process it is reused as it is. ``include_dashboard``
@@ -57,9 +67,44 @@ def init(backend: str = "ray", **ray_init_kwargs: Any) -> None:
 
     if not ray.is_initialized():
         ray_init_kwargs.setdefault("include_dashboard", False)
+        check_reachable(ray_init_kwargs.get("address"), ray_init_timeout_s)
         ray.init(**ray_init_kwargs)
         _started_ray = True
     _backend = "ray"
+
+
+def check_reachable(address: Any, timeout_s: float) -> None:
+    """Raise `ConfigError` naming ``address`` when it is ``HOST:PORT`` and nothing accepts a
+    connection there within ``timeout_s`` (retried every half second); other addresses
+    (None, ``"auto"``, ``"local"``, ``"ray://..."``) are Ray's to resolve.
+
+    >>> check_reachable("127.0.0.1:1", 0.1)
+    Traceback (most recent call last):
+    ...
+    rlflow.errors.ConfigError: cannot reach a Ray cluster at address '127.0.0.1:1' within 0.1 s \
+(ConnectionRefusedError); is Ray running there (ray start --head), and is the port its GCS port?
+    """
+    if not isinstance(address, str) or "://" in address or address.count(":") != 1:
+        return
+    host, port = address.rsplit(":", 1)
+    if not port.isdigit():
+        return
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            socket.create_connection((host or "127.0.0.1", int(port)), timeout=max(left, 0.01))
+        except OSError as err:
+            if time.monotonic() + 0.5 < deadline:
+                time.sleep(0.5)
+                continue
+            raise ConfigError(
+                f"cannot reach a Ray cluster at address {address!r} within {timeout_s:g} s "
+                f"({type(err).__name__}); is Ray running there (ray start --head), and is the "
+                "port its GCS port?"
+            ) from None
+        else:
+            return
 
 
 def shutdown() -> None:
@@ -261,6 +306,13 @@ def cluster_resources() -> dict[str, float] | None:
     if backend_name() == "local":
         return None
     return _ray_impl().cluster_resources()  # type: ignore[no-any-return]
+
+
+def cluster_nodes() -> list[dict[str, float]] | None:
+    """Each alive node's total resources (``ray.nodes()``); None on the local backend."""
+    if backend_name() == "local":
+        return None
+    return _ray_impl().cluster_nodes()  # type: ignore[no-any-return]
 
 
 def remove_placement_group(group: Any) -> None:

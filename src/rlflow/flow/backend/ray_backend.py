@@ -106,6 +106,12 @@ def remove_placement_group(group: Any) -> None:
         remove(group)
 
 
+def cluster_nodes() -> list[dict[str, float]]:
+    """The total resources of each alive node (``ray.nodes()``)."""
+    nodes = ray.nodes()  # type: ignore[no-untyped-call]
+    return [dict(node["Resources"]) for node in nodes if node.get("Alive")]
+
+
 def cluster_resources() -> dict[str, float]:
     """``ray.cluster_resources()``."""
     return dict(ray.cluster_resources())  # type: ignore[no-untyped-call]
