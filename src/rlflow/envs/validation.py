@@ -5,11 +5,17 @@ env is built or rebuilt (`OBS_CHECK_STEPS`), never on every step: the samplers c
 `check_observation` only while their check window is open, so a wrong shape, dtype or bound
 is a `ConfigError` naming the env and what was expected, instead of a numpy broadcast error
 deep inside a rollout buffer.
+
+Whether an env follows the Gymnasium API at all is checked once too: its spaces and ``reset``
+signature on the probe env, before any actor starts (`check_env_api`), what ``reset`` and
+``step`` return on the first calls (`check_returned`), so an old Gym env is a `ConfigError`
+naming the env, the call and what it returned, instead of a raw unpacking ``ValueError``.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 from typing import Any
 
@@ -21,9 +27,12 @@ from rlflow.errors import ConfigError
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "GYMNASIUM_API",
     "MAX_RESTART_ATTEMPTS",
     "OBS_CHECK_STEPS",
+    "check_env_api",
     "check_observation",
+    "check_returned",
     "check_spaces",
     "close_quietly",
     "env_failure_note",
@@ -35,6 +44,80 @@ OBS_CHECK_STEPS = 3
 """Steps after an env is (re)built whose observations (and those of resets in them) are checked."""
 MAX_RESTART_ATTEMPTS = 10
 """Rebuilds of one env in a row (each one's reset raised too) before the error is given up on."""
+
+
+GYMNASIUM_API = (
+    "a Gymnasium env's observation_space and action_space are gymnasium.spaces, its "
+    "reset(*, seed=None, options=None) returns (obs, info) and step(action) returns "
+    "(obs, reward, terminated, truncated, info), info a dict; check an env with "
+    "gymnasium.utils.env_checker.check_env(env), and wrap an old Gym env with shimmy "
+    "(shimmy.GymV21CompatibilityV0 or shimmy.GymV26CompatibilityV0)"
+)
+"""How to fix an env that does not follow the Gymnasium API; ends every such message."""
+
+_RETURN_SHAPES = {"reset": "(obs, info)", "step": "(obs, reward, terminated, truncated, info)"}
+
+
+def check_env_api(env: Any, name: str) -> None:
+    """Raise `ConfigError` unless the single-agent env ``env`` (named ``name`` in the message)
+    has ``observation_space`` and ``action_space`` that are `gymnasium.spaces.Space`, and a
+    ``reset`` that takes ``seed``: what shows without calling the env (`check_returned` checks
+    what it returns). Cheap: for the probe env, before any actor starts.
+
+    >>> class Old:
+    ...     observation_space = spaces.Discrete(2)
+    >>> check_env_api(Old(), "Old")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    rlflow.errors.ConfigError: env 'Old' has no action_space; a Gymnasium env's ...
+    """
+    for attr in ("observation_space", "action_space"):
+        space = getattr(env, attr, None)
+        if space is None:
+            raise ConfigError(f"env {name!r} has no {attr}; {GYMNASIUM_API}")
+        if not isinstance(space, spaces.Space):
+            kind = f"{type(space).__module__}.{type(space).__qualname__}"
+            raise ConfigError(
+                f"env {name!r}: {attr} is a {kind}, not a gymnasium.spaces.Space; {GYMNASIUM_API}"
+            )
+    try:
+        params = inspect.signature(env.reset).parameters
+    except (TypeError, ValueError):  # no signature to read (a builtin): its first call shows
+        return
+    takes_seed = "seed" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    if not takes_seed:
+        raise ConfigError(
+            f"env {name!r}: reset({', '.join(map(str, params.values()))}) takes no seed "
+            f"argument; {GYMNASIUM_API}"
+        )
+
+
+def check_returned(result: Any, method: str, *, where: str) -> None:
+    """Raise `ConfigError` unless ``result``, returned by ``method`` (``"reset"`` or
+    ``"step"``), is the Gymnasium tuple: ``(obs, info)`` or ``(obs, reward, terminated,
+    truncated, info)``, info a dict. ``where`` names the env, worker and sub-env. Cheap (a type
+    and a length), for the first calls after an env is built (`OBS_CHECK_STEPS`).
+
+    >>> check_returned((0, 1.0, False, {}), "step", where="env 'X', sub-env 0")
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    rlflow.errors.ConfigError: env 'X', sub-env 0: step() returned 4 values, expected 5 values \
+(obs, reward, terminated, truncated, info); a Gymnasium env's ...
+    """
+    shape = _RETURN_SHAPES[method]
+    size = shape.count(",") + 1
+    if not isinstance(result, tuple):
+        what = f"a single {type(result).__name__}"
+    elif len(result) != size:
+        what = f"{len(result)} values"
+    elif not isinstance(result[-1], dict):
+        what = f"{size} values with an info of type {type(result[-1]).__name__}, not a dict"
+    else:
+        return
+    raise ConfigError(
+        f"{where}: {method}() returned {what}, expected {size} values {shape}; {GYMNASIUM_API}"
+    )
 
 
 def env_name(env: Any) -> str:

@@ -21,7 +21,9 @@ from rlflow.envs.validation import (
     MAX_RESTART_ATTEMPTS,
     OBS_CHECK_STEPS,
     check_action_batch,
+    check_env_api,
     check_observation,
+    check_returned,
     check_spaces,
     close_quietly,
     env_failure_note,
@@ -54,7 +56,9 @@ class VectorEnv:
     arrays allocated once; `step` and `reset` return copies of them unless ``copy=False``.
 
     Observations are checked (`check_observation`) on the first `OBS_CHECK_STEPS` steps after
-    the envs are built or rebuilt: a mismatch is a `ConfigError` naming the env and sub-env.
+    the envs are built or rebuilt, and what ``reset`` and ``step`` return (`check_returned`:
+    the Gymnasium tuples, so an old Gym env is refused): a mismatch is a `ConfigError` naming
+    the env and sub-env.
     Envs with `rlflow.envs.game_score.RecordGameScore` (Atari) count one episode per game, its
     score as the return, however the wrappers above split episodes or clip rewards.
 
@@ -93,16 +97,17 @@ class VectorEnv:
         self._init_faults(creator, restart_failed, env_id, worker_index)
         self.num_envs = num_envs
         """Number of sub-envs."""
-        self.observation_space: gym.Space[Any] = self.envs[0].observation_space
-        """Observation space of one sub-env."""
-        self.action_space: gym.Space[Any] = self.envs[0].action_space
-        """Action space of one sub-env."""
         try:
+            check_env_api(self.envs[0], self.env_id)
             self._obs_dtype = check_spaces(self.envs)
         except ConfigError:
             for env in self.envs:
                 env.close()
             raise
+        self.observation_space: gym.Space[Any] = self.envs[0].observation_space
+        """Observation space of one sub-env."""
+        self.action_space: gym.Space[Any] = self.envs[0].action_space
+        """Action space of one sub-env."""
         self._seed = seed
         self._seeded = False
         self._needs_reset = True
@@ -161,13 +166,14 @@ class VectorEnv:
         for i, env in enumerate(self.envs):
             seed = None if self._seeded or self._seed is None else self._seed + i
             try:
-                ob, _ = env.reset(seed=seed)
+                result = env.reset(seed=seed)
             except ConfigError:
                 raise
             except Exception as err:  # noqa: BLE001 - any env error: rebuild or name it
-                ob = self._rebuild(i, err, "reset")
-            self._check_ob(i, ob, "reset")
-            self._obs[i] = ob
+                self._obs[i] = self._rebuild(i, err, "reset")  # checked there
+                continue
+            self._check_result(i, result, "reset")
+            self._obs[i] = result[0]
         self._seeded = True
         self._obs_checks_left = OBS_CHECK_STEPS
         self._needs_reset = False
@@ -217,20 +223,22 @@ class VectorEnv:
             # i, the loop goes on from i + 1.
             try:
                 for i in range(start, self.num_envs):
-                    ob, reward, terminated, truncated, info = envs[i].step(rows[i])
+                    result = envs[i].step(rows[i])
+                    if check:  # before unpacking: an old Gym env's 4 values are named
+                        self._check_result(i, result, "step")
+                    ob, reward, terminated, truncated, info = result
                     step_rewards.append(reward)
                     step_terms.append(terminated)
                     step_truncs.append(truncated)
                     returns[i] += float(reward)
                     lengths[i] += 1
-                    if check:
-                        self._check_ob(i, ob, "step")
                     if terminated or truncated:
                         self._episode_ended(i, info)
                         finished.append((i, ob))
-                        ob, _ = envs[i].reset()
+                        first = envs[i].reset()
                         if check:
-                            self._check_ob(i, ob, "reset")
+                            self._check_result(i, first, "reset")
+                        ob, _ = first
                     obs[i] = ob
                 break
             except ConfigError:
@@ -291,7 +299,7 @@ class VectorEnv:
             self._restarts[i] += 1
             try:
                 self.envs[i] = self.creator()
-                ob, _ = self.envs[i].reset(seed=restart_seed(self._seed, i, self._restarts[i]))
+                result = self.envs[i].reset(seed=restart_seed(self._seed, i, self._restarts[i]))
             except ConfigError:
                 raise
             except Exception as again:  # noqa: BLE001 - the rebuilt env failed too: once more
@@ -299,16 +307,18 @@ class VectorEnv:
                 continue
             self.num_restarts += 1
             self._obs_checks_left = OBS_CHECK_STEPS
-            self._check_ob(i, ob, "reset")
-            return ob
+            self._check_result(i, result, "reset")
+            return result[0]
         err.add_note(f"{note}; rebuilt {MAX_RESTART_ATTEMPTS} times, each failed to reset")
         raise err
 
-    def _check_ob(self, i: int, ob: Any, method: str) -> None:
-        """`check_observation` of sub-env ``i``'s observation from ``method``."""
+    def _check_result(self, i: int, result: Any, method: str) -> None:
+        """`check_returned` of what sub-env ``i``'s ``method`` returned, then
+        `check_observation` of its observation."""
         worker = "" if self.worker_index is None else f", rollout worker {self.worker_index}"
-        where = f"VectorEnv: env {self.env_id!r}{worker}, sub-env {i}, {method}()"
-        check_observation(self.observation_space, ob, where=where)
+        where = f"VectorEnv: env {self.env_id!r}{worker}, sub-env {i}"
+        check_returned(result, method, where=where)
+        check_observation(self.observation_space, result[0], where=f"{where}, {method}()")
 
     def _action_rows(self, actions: Array) -> Any:
         """Check the shape of ``actions`` and convert them to one action per sub-env."""

@@ -44,7 +44,7 @@ from rlflow.config import DEFAULT_POLICY_ID, AlgorithmConfig, resolve_policies
 from rlflow.data import NUM_GRAD_UPDATES, MultiAgentBatch, SampleBatch
 from rlflow.envs import EpisodeStat, config_env_creator
 from rlflow.envs.gym_vector import resolve_vector_env
-from rlflow.envs.validation import env_name
+from rlflow.envs.validation import check_env_api, env_name
 from rlflow.errors import ConfigError
 from rlflow.filters import MeanStdFilter, make_filter
 from rlflow.flow import ParallelIteratorWorker, ShardReply
@@ -190,11 +190,14 @@ class RolloutWorker(ParallelIteratorWorker):
         config: AlgorithmConfig, worker_index: int
     ) -> tuple[SamplerSpec, dict[PolicyID, tuple[Any, Any]]]:
         """The sampler's settings, and ``{policy id: (observation space, action space)}`` from
-        the policy specs and one env made and closed at once."""
+        the policy specs and one env made and closed at once; a single-agent env is checked
+        against the Gymnasium API as far as it shows unstepped (`check_env_api`)."""
         creator = config_env_creator(config)
         probe = creator()
         try:
             multi_agent = is_multi_agent_env(probe)
+            if not multi_agent:
+                check_env_api(probe, env_name(config.env))
             spaces_of = policy_spaces(
                 probe,
                 config.policy_specs(),
