@@ -19,6 +19,11 @@ mapping of config fields, or a mapping with ``config:`` (fields), ``stop:`` (res
 threshold) and optionally ``env:``. Bad input prints one ``rlflow: error: ...`` line and exits
 with status 2 before any actor starts.
 
+``train`` stops on Ctrl-C (exit status 130) or SIGTERM, as a cluster scheduler sends it (exit
+status 143), the way it stops at its stop criteria: the iteration under way is abandoned, a
+final checkpoint is saved, the actors and the Ray it started are stopped. A second Ctrl-C or
+SIGTERM during that stop exits at once (the last checkpoint written stays valid).
+
 ``train --restore CHECKPOINT_OR_RUN_DIR`` continues a run instead: the checkpoint's config with
 the flags on top, progress appended in its run dir, stop criteria over the whole run.
 
@@ -35,13 +40,21 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from rlflow.cli.commands import COMMANDS, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from rlflow.cli.commands import (
+    COMMANDS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    Terminated,
+)
 from rlflow.cli.parser import UsageError, build_parser
 from rlflow.errors import ConfigError, RLFlowError
 
 __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "EXIT_TERMINATED",
     "EXIT_USAGE",
     "main",
 ]
@@ -81,6 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         notes = "".join(f"\n  {note}" for note in getattr(err, "__notes__", ()))
         sys.stderr.write(f"rlflow: error: {type(err).__name__}: {err}{notes}\n")
         return 1
+    except Terminated:  # outside the training loop: before it started or after it ended
+        sys.stderr.write("rlflow: terminated (SIGTERM) outside the training loop\n")
+        return EXIT_TERMINATED
     finally:
         if handler is not None:
             log.removeHandler(handler)

@@ -2,7 +2,10 @@
 ``export``.
 
 Each takes the parsed arguments and returns the exit status; bad input raises `ConfigError`
-(printed by `rlflow.cli.main` as one line, exit status 2) before any actor starts.
+(printed by `rlflow.cli.main` as one line, exit status 2) before any actor starts. ``train``
+stops on Ctrl-C (exit status 130) or SIGTERM (143, `Terminated`) as it does at its stop
+criteria: with a final checkpoint, its actors and the backend it started stopped; a second
+signal during that stop exits at once (`StopSignals`).
 """
 
 from __future__ import annotations
@@ -11,10 +14,14 @@ import argparse
 import importlib
 import json
 import logging
+import os
+import signal
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from rlflow.cli.output import jsonable, make_run_dir, progress_line, summary, write_yaml
@@ -23,7 +30,15 @@ from rlflow.cli.resume import prepare_progress, resolve_resume
 from rlflow.config.files import tuned_envs
 from rlflow.errors import ConfigError
 
-__all__ = ["COMMANDS", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE"]
+__all__ = [
+    "COMMANDS",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_TERMINATED",
+    "EXIT_USAGE",
+    "StopSignals",
+    "Terminated",
+]
 
 EXIT_OK = 0
 """Exit status of a finished command."""
@@ -31,6 +46,82 @@ EXIT_USAGE = 2
 """Exit status for bad input (usage, config, files)."""
 EXIT_INTERRUPTED = 130
 """Exit status of a training run stopped by Ctrl-C (after its checkpoint is saved)."""
+EXIT_TERMINATED = 143
+"""Exit status of a training run stopped by SIGTERM (after its checkpoint is saved)."""
+_STOPPED_EXIT = {"interrupted": EXIT_INTERRUPTED, "terminated": EXIT_TERMINATED}
+"""The exit status of a run stopped by a signal, by the reason `_train_loop` gives."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived during ``rlflow train`` (raised in the main thread by `StopSignals`).
+
+    A `KeyboardInterrupt`, so the run stops the way Ctrl-C stops it: the code that saves the
+    final checkpoint on Ctrl-C handles both.
+    """
+
+
+class StopSignals:
+    """SIGTERM and SIGINT handlers for a training run, installed in the main thread only.
+
+    The first signal stops the run the way Ctrl-C does: SIGTERM raises `Terminated`, SIGINT
+    `KeyboardInterrupt`. A second one, while that stop saves the checkpoint and stops the
+    actors, raises ``SystemExit(128 + signum)`` at once (the last checkpoint stays valid:
+    checkpoints are written atomically). A SIGINT that was ignored stays ignored.
+
+    Construction records the handlers in effect; `install` replaces them, `restore` puts them
+    back. Install after the backend started: ``ray.init`` sets a SIGTERM handler of its own
+    (it ends the process with a crash dump and no checkpoint).
+    """
+
+    def __init__(self) -> None:
+        """Record the SIGTERM and SIGINT handlers in effect (none off the main thread)."""
+        self.stopping = False
+        self._saved: dict[signal.Signals, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            self._saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def install(self) -> None:
+        """Make SIGTERM, and SIGINT unless it was ignored, stop the run (`StopSignals`)."""
+        for sig, previous in self._saved.items():
+            if sig == signal.SIGTERM or previous is signal.default_int_handler:
+                signal.signal(sig, self._handle)
+
+    def restore(self) -> None:
+        """Put back the handlers recorded at construction."""
+        for sig, previous in self._saved.items():
+            signal.signal(sig, previous)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.stopping:
+            name = signal.Signals(signum).name
+            os.write(2, f"\nrlflow: {name} again: exiting without waiting for the stop\n".encode())
+            raise SystemExit(128 + signum)
+        self.stopping = True
+        raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+
+@contextmanager
+def _train_session(args: argparse.Namespace) -> Iterator[None]:
+    """The flow backend of a ``train`` command, with `StopSignals` from its start to its end.
+
+    Starts the backend named by ``args`` (unless one of that name runs: it is left running) and
+    shuts down the one it started, however the block ends; the signal handlers in effect before
+    are back after that.
+    """
+    from rlflow import flow
+
+    signals = StopSignals()
+    started = False
+    try:
+        started = _start_backend(args.backend, args.address, verbose=args.verbose)
+        signals.install()
+        yield
+    finally:
+        try:
+            if started:
+                flow.shutdown()
+        finally:
+            signals.restore()
 
 
 def _start_backend(name: str, address: str | None, *, verbose: bool) -> bool:
@@ -87,8 +178,6 @@ def _check_train_flags(args: argparse.Namespace) -> None:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from rlflow import flow
-
     _check_train_flags(args)
     if args.restore:
         return _resume(args)
@@ -100,23 +189,17 @@ def _cmd_train(args: argparse.Namespace) -> int:
         {"algorithm": run.algo, "config": run.config.to_dict(), "stop": stop},
     )
     trainer_module = _ImportBeside("rlflow.trainer")
-    started = _start_backend(args.backend, args.address, verbose=args.verbose)
-    try:
+    with _train_session(args):
         trainer_module.wait()
         from rlflow.trainer import Trainer
 
         with Trainer(run.setup, backend=args.backend, logdir=run_dir) as trainer:
             header = f"training {run.algo} on {trainer.config.env} -> {run_dir}"
             return _train_loop(trainer, run_dir, stop, args.checkpoint_every, header, None)
-    finally:
-        if started:
-            flow.shutdown()
 
 
 def _resume(args: argparse.Namespace) -> int:
     """``train --restore``: the checkpoint's run continues in its run dir (`rlflow.cli.resume`)."""
-    from rlflow import flow
-
     spec = resolve_resume(args)
     run = spec.run
     write_yaml(
@@ -125,8 +208,7 @@ def _resume(args: argparse.Namespace) -> int:
     )
     last = prepare_progress(spec.run_dir, spec.state)
     trainer_module = _ImportBeside("rlflow.trainer")
-    started = _start_backend(args.backend, args.address, verbose=args.verbose)
-    try:
+    with _train_session(args):
         trainer_module.wait()
         from rlflow.trainer import Trainer
 
@@ -138,9 +220,6 @@ def _resume(args: argparse.Namespace) -> int:
                 f"(iteration {trainer.iteration}) -> {spec.run_dir}"
             )
             return _train_loop(trainer, spec.run_dir, run.stop, args.checkpoint_every, header, last)
-    finally:
-        if started:
-            flow.shutdown()
 
 
 def _train_loop(
@@ -171,8 +250,10 @@ def _train_loop(
             if (why := should_stop(result, stop)) is not None:
                 reason = why
                 break
-    except KeyboardInterrupt:
-        out.write("\ninterrupted: saving a checkpoint\n")
+    except KeyboardInterrupt as stop_signal:
+        reason = "terminated" if isinstance(stop_signal, Terminated) else "interrupted"
+        signal_name = " (SIGTERM)" if isinstance(stop_signal, Terminated) else ""
+        out.write(f"\n{reason}{signal_name}: saving a checkpoint\n")
     return _finish(trainer, run_dir, result, reason, saved_at)
 
 
@@ -186,7 +267,7 @@ def _finish(
     if result is not None:
         (run_dir / "result.json").write_text(json.dumps(jsonable(result), indent=2) + "\n")
     summary(sys.stdout, trainer, result, reason, checkpoint, run_dir)
-    return EXIT_INTERRUPTED if reason == "interrupted" else EXIT_OK
+    return _STOPPED_EXIT.get(reason, EXIT_OK)
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:

@@ -61,7 +61,14 @@ def _config_args() -> Parser:
 
 
 def _add_train(sub: argparse._SubParsersAction[Parser], config_args: Parser) -> None:
-    train = sub.add_parser("train", parents=[config_args], help="train an algorithm")
+    train = sub.add_parser(
+        "train",
+        parents=[config_args],
+        help="train an algorithm",
+        description="Train ALGO until the stop criteria. Ctrl-C (exit status 130) or SIGTERM "
+        "(143) stops it the same way: a final checkpoint, the actors and the Ray it started "
+        "stopped; a second one during that stop exits at once.",
+    )
     train.add_argument("algo", metavar="ALGO", nargs="?", help="(optional with --restore)")
     train.add_argument("--stop-reward", type=float, help="stop at this episode_return_mean")
     train.add_argument(
@@ -82,7 +89,11 @@ def _add_train(sub: argparse._SubParsersAction[Parser], config_args: Parser) -> 
         "config (flags override; no tuned config); stop criteria count over the whole run",
     )
     train.add_argument(
-        "--checkpoint-every", type=int, default=0, metavar="N", help="checkpoint every N iters"
+        "--checkpoint-every",
+        type=int,
+        default=0,
+        metavar="N",
+        help="checkpoint every N iters (default 0: only when the run stops)",
     )
     train.add_argument(
         "--logger",

@@ -1,0 +1,186 @@
+"""``rlflow train`` stopped by SIGTERM, as a cluster scheduler stops a job: a final checkpoint,
+exit status 143, and nothing the command started left running.
+
+The command runs in a subprocess; its first progress line is the signal that training is under
+way (no sleeps), then it gets SIGTERM.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rlflow.checkpoint import load_checkpoint
+from rlflow.cli import EXIT_TERMINATED, main
+from rlflow.cli.commands import StopSignals, Terminated
+
+pytestmark = pytest.mark.timeout(120)
+
+TINY = [
+    "--num-workers", "1", "--no-tuned", "--set", "sgd_minibatch_size=16",
+    "--set", "rollout_fragment_length=16", "--set", "train_batch_size=32",
+]  # fmt: skip
+STOP_BUDGET_S = 60.0
+"""How long the stop (checkpoint, actors, Ray) may take on a loaded CI machine."""
+
+
+@pytest.fixture
+def saved_handlers() -> Iterator[None]:
+    """Put back this process's SIGTERM and SIGINT handlers after the test."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+def _train(*argv: str) -> subprocess.Popen[str]:
+    """``python -m rlflow train ...`` with stdout and stderr merged into one text pipe."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # a Ray of its own
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlflow", "train", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+
+
+def _wait_for_progress(proc: subprocess.Popen[str]) -> str:
+    """Read ``proc``'s output up to its first progress line; the lines read."""
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("iter "):
+            return "".join(lines)
+    pytest.fail(f"exited ({proc.wait()}) before its first iteration:\n{''.join(lines)}")
+
+
+def _terminate(proc: subprocess.Popen[str]) -> str:
+    """Send SIGTERM to ``proc``; all it writes until it exits within `STOP_BUDGET_S`."""
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=STOP_BUDGET_S)
+    return out
+
+
+def _check_stopped_with_a_checkpoint(code: int, out: str) -> None:
+    assert code == EXIT_TERMINATED, out
+    assert "terminated (SIGTERM): saving a checkpoint" in out
+    assert "*** SIG" not in out and "Traceback" not in out, out  # no crash dump
+    done = re.search(r"done \(terminated\): (\d+) iterations", out)
+    checkpoint = re.search(r"^checkpoint: (.+)$", out, re.MULTILINE)
+    assert done is not None and checkpoint is not None, out
+    state = load_checkpoint(checkpoint.group(1))
+    assert state["algorithm"] == "ppo" and state["iteration"] == int(done.group(1)) >= 1
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """The processes below ``pid`` now (from /proc): pid -> command line."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # exited while listed
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    found: dict[int, str] = {}
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            try:
+                found[child] = (Path("/proc") / str(child) / "cmdline").read_bytes().decode()
+            except OSError:
+                continue
+            todo.append(child)
+    return found
+
+
+def _running_after(pids: dict[int, str], timeout: float) -> dict[int, str]:
+    """Those of ``pids`` still running after waiting up to ``timeout`` s for each to end (they
+    are not our children: their pidfd turns readable when they exit)."""
+    deadline = time.monotonic() + timeout
+    running = {}
+    for pid, cmdline in pids.items():
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue
+        try:
+            if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                running[pid] = cmdline.replace("\0", " ")
+        finally:
+            os.close(fd)
+    return running
+
+
+def test_sigterm_stops_a_local_run_with_a_checkpoint(tmp_path: Path) -> None:
+    proc = _train("ppo", "--env", "CartPole-v1", "--backend", "local", *TINY,
+                  "--out", str(tmp_path / "run"))  # fmt: skip
+    head = _wait_for_progress(proc)
+    out = head + _terminate(proc)
+    _check_stopped_with_a_checkpoint(proc.returncode, out)
+    assert str(tmp_path / "run") in out
+
+
+def test_sigterm_stops_a_restored_run_with_a_checkpoint(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    code = main(["train", "ppo", "--env", "CartPole-v1", "--backend", "local", *TINY,
+                 "--stop-iters", "1", "--out", str(run_dir)])  # fmt: skip
+    assert code == 0
+    proc = _train("--restore", str(run_dir), "--backend", "local", "--stop-iters", "1000000")
+    out = _wait_for_progress(proc) + _terminate(proc)
+    _check_stopped_with_a_checkpoint(proc.returncode, out)
+    assert "resuming ppo" in out
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(240)
+def test_sigterm_stops_a_ray_run_and_everything_it_started(tmp_path: Path) -> None:
+    proc = _train("ppo", "--env", "CartPole-v1", "--backend", "ray", *TINY,
+                  "--out", str(tmp_path / "run"))  # fmt: skip
+    head = _wait_for_progress(proc)
+    started = _descendants(proc.pid)
+    assert any("raylet" in cmdline for cmdline in started.values()), started
+    out = head + _terminate(proc)
+    _check_stopped_with_a_checkpoint(proc.returncode, out)
+    assert _running_after(started, STOP_BUDGET_S) == {}
+
+
+def test_stop_signals_raise_once_then_exit_and_restore_the_handlers(saved_handlers: None) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    stop = StopSignals()
+    stop.install()
+    with pytest.raises(Terminated):
+        signal.raise_signal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as forced:
+        signal.raise_signal(signal.SIGINT)
+    assert forced.value.code == 130
+    stop.restore()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_stop_signals_stop_on_ctrl_c_and_leave_an_ignored_one_ignored(
+    saved_handlers: None,
+) -> None:
+    stop = StopSignals()
+    stop.install()
+    with pytest.raises(KeyboardInterrupt) as first:
+        signal.raise_signal(signal.SIGINT)
+    assert type(first.value) is KeyboardInterrupt
+    with pytest.raises(SystemExit) as forced:
+        signal.raise_signal(signal.SIGTERM)
+    assert forced.value.code == EXIT_TERMINATED
+    stop.restore()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    StopSignals().install()
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
