@@ -151,6 +151,11 @@ def test_list(capsys: pytest.CaptureFixture[str]) -> None:
         (["train", "pg", "--config", "bad.yaml"], "cannot read config file 'bad.yaml'"),
         (["train", "pg", "--config", "list.yaml"], "must hold a mapping"),
         (["train", "pg", "--backend", "local", "--address", "x:1"], "needs --backend ray"),
+        (
+            ["train", "pg", "--address", "127.0.0.1:1", "--ray-init-timeout", "0.2"],
+            "cannot reach a Ray cluster at address '127.0.0.1:1' within 0.2 s",
+        ),
+        (["train", "pg", "--ray-init-timeout", "0"], "--ray-init-timeout 0.0: must be > 0"),
         (["plan", "a2c", "--set", "gama=0.5"], "did you mean 'gamma'"),
         (["evaluate", "nowhere"], "not an rlflow checkpoint"),
         (["trian"], "invalid choice: 'trian'"),

@@ -113,7 +113,9 @@ def _train_session(args: argparse.Namespace) -> Iterator[None]:
     signals = StopSignals()
     started = False
     try:
-        started = _start_backend(args.backend, args.address, verbose=args.verbose)
+        started = _start_backend(
+            args.backend, args.address, verbose=args.verbose, timeout_s=args.ray_init_timeout
+        )
         signals.install()
         yield
     finally:
@@ -124,8 +126,11 @@ def _train_session(args: argparse.Namespace) -> Iterator[None]:
             signals.restore()
 
 
-def _start_backend(name: str, address: str | None, *, verbose: bool) -> bool:
-    """Start the flow backend for a CLI run (quiet Ray unless -v); True if started here."""
+def _start_backend(
+    name: str, address: str | None, *, verbose: bool, timeout_s: float = 15.0
+) -> bool:
+    """Start the flow backend for a CLI run (quiet Ray unless -v; an ``address`` tried for
+    ``timeout_s``); True if started here."""
     from rlflow import flow
 
     if flow.is_initialized() and flow.backend_name() == name:
@@ -133,6 +138,7 @@ def _start_backend(name: str, address: str | None, *, verbose: bool) -> bool:
     kwargs: dict[str, Any] = {}
     if name == "ray":
         kwargs["logging_level"] = logging.INFO if verbose else logging.WARNING
+        kwargs["ray_init_timeout_s"] = timeout_s
         if address:
             kwargs["address"] = address
     flow.init(name, **kwargs)
@@ -169,6 +175,8 @@ class _ImportBeside:
 
 
 def _check_train_flags(args: argparse.Namespace) -> None:
+    if not args.ray_init_timeout > 0:
+        raise ConfigError(f"--ray-init-timeout {args.ray_init_timeout}: must be > 0")
     if args.algo is None and not args.restore:
         raise ConfigError("train: ALGO is required (or --restore CHECKPOINT_OR_RUN_DIR)")
     if args.checkpoint_every < 0:
@@ -183,13 +191,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return _resume(args)
     run = resolve_run(args)
     stop = stop_criteria(args, run.stop)
-    run_dir = make_run_dir(args.out, run.algo, run.config.env)
-    write_yaml(
-        run_dir / "config.yaml",
-        {"algorithm": run.algo, "config": run.config.to_dict(), "stop": stop},
-    )
     trainer_module = _ImportBeside("rlflow.trainer")
-    with _train_session(args):
+    with _train_session(args):  # the run dir once the backend is up: none for a bad address
+        run_dir = make_run_dir(args.out, run.algo, run.config.env)
+        write_yaml(
+            run_dir / "config.yaml",
+            {"algorithm": run.algo, "config": run.config.to_dict(), "stop": stop},
+        )
         trainer_module.wait()
         from rlflow.trainer import Trainer
 

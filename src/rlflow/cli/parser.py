@@ -83,6 +83,13 @@ def _add_train(sub: argparse._SubParsersAction[Parser], config_args: Parser) -> 
     train.add_argument("--backend", choices=["ray", "local"], default="ray")
     train.add_argument("--address", help="Ray cluster address (backend ray)")
     train.add_argument(
+        "--ray-init-timeout",
+        type=float,
+        default=15.0,
+        metavar="S",
+        help="seconds to try to reach --address HOST:PORT before giving up (default 15)",
+    )
+    train.add_argument(
         "--restore",
         metavar="CHECKPOINT_OR_RUN_DIR",
         help="continue a run from a checkpoint (a run dir: its latest) in its run dir, with its "
