@@ -319,3 +319,20 @@ def test_restore_with_conflicting_flags(
     assert code == 2 and message in err and err.count("\n") == 1, err
     code, _, err = run(capsys, "train", "--backend", "local")
     assert code == 2 and "ALGO is required" in err
+
+
+def test_a_run_that_fails_to_start_leaves_no_run_dir(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(self: Trainer, *args: Any, **kwargs: Any) -> None:
+        raise ConfigError("the cluster cannot hold the workers")  # as check_cluster_fits does
+
+    monkeypatch.setattr(Trainer, "__init__", refuse)
+    fresh = tmp_path / "fresh"
+    code, _, err = run(capsys, "train", "pg", *TINY, "--out", str(fresh))
+    assert code == 2 and "cannot hold the workers" in err and not fresh.exists()
+    given = tmp_path / "given"
+    given.mkdir()
+    (given / "mine.txt").write_text("keep")
+    code, _, _ = run(capsys, "train", "pg", *TINY, "--out", str(given))
+    assert code == 2 and (given / "mine.txt").read_text() == "keep"  # a given dir stays

@@ -15,6 +15,7 @@ import importlib
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -193,6 +194,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     stop = stop_criteria(args, run.stop)
     trainer_module = _ImportBeside("rlflow.trainer")
     with _train_session(args):  # the run dir once the backend is up: none for a bad address
+        fresh = not (args.out and os.path.exists(args.out))
         run_dir = make_run_dir(args.out, run.algo, run.config.env)
         write_yaml(
             run_dir / "config.yaml",
@@ -201,7 +203,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
         trainer_module.wait()
         from rlflow.trainer import Trainer
 
-        with Trainer(run.setup, backend=args.backend, logdir=run_dir) as trainer:
+        try:
+            trainer = Trainer(run.setup, backend=args.backend, logdir=run_dir)
+        except BaseException:
+            if fresh:  # made above, and no iteration ran in it (a given --out dir stays)
+                shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+        with trainer:
             header = f"training {run.algo} on {trainer.config.env} -> {run_dir}"
             return _train_loop(trainer, run_dir, stop, args.checkpoint_every, header, None)
 
