@@ -105,12 +105,14 @@ class StopSignals:
 def _train_session(args: argparse.Namespace) -> Iterator[None]:
     """The flow backend of a ``train`` command, with `StopSignals` from its start to its end.
 
-    Starts the backend named by ``args`` (unless one of that name runs: it is left running) and
-    shuts down the one it started, however the block ends; the signal handlers in effect before
-    are back after that.
+    Starts the backend named by ``args`` (unless one of that name runs: it is left running)
+    while a thread imports the trainer (`_ImportBeside`), and shuts down the one it started,
+    however the block ends; the signal handlers in effect before are back after that. Inside
+    the block ``rlflow.trainer`` is imported.
     """
     from rlflow import flow
 
+    trainer_module = _ImportBeside("rlflow.trainer")
     signals = StopSignals()
     started = False
     try:
@@ -118,6 +120,7 @@ def _train_session(args: argparse.Namespace) -> Iterator[None]:
             args.backend, args.address, verbose=args.verbose, timeout_s=args.ray_init_timeout
         )
         signals.install()
+        trainer_module.wait()
         yield
     finally:
         try:
@@ -192,7 +195,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return _resume(args)
     run = resolve_run(args)
     stop = stop_criteria(args, run.stop)
-    trainer_module = _ImportBeside("rlflow.trainer")
     with _train_session(args):  # the run dir once the backend is up: none for a bad address
         fresh = not (args.out and os.path.exists(args.out))
         run_dir = make_run_dir(args.out, run.algo, run.config.env)
@@ -200,7 +202,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
             run_dir / "config.yaml",
             {"algorithm": run.algo, "config": run.config.to_dict(), "stop": stop},
         )
-        trainer_module.wait()
         from rlflow.trainer import Trainer
 
         try:
@@ -223,9 +224,7 @@ def _resume(args: argparse.Namespace) -> int:
         {"algorithm": run.algo, "config": run.config.to_dict(), "stop": run.stop},
     )
     last = prepare_progress(spec.run_dir, spec.state)
-    trainer_module = _ImportBeside("rlflow.trainer")
     with _train_session(args):
-        trainer_module.wait()
         from rlflow.trainer import Trainer
 
         with Trainer.restore(
