@@ -41,3 +41,10 @@ class ActorDiedError(WorkerError):
 
 class ContextError(RLFlowError, RuntimeError):
     """The plan's shared context was read outside a running operator."""
+
+
+class NonFiniteError(RLFlowError, ArithmeticError):
+    """A NaN or infinite number where a run needs finite ones: a reward or observation an env
+    returned (caught by the samplers as it arrives), or a loss or gradient that kept being
+    non-finite for ``max_nonfinite_updates`` updates in a row (`rlflow.policy.TorchPolicy`).
+    The message names where it came from and the setting that governs it."""

@@ -223,7 +223,6 @@ def test_wrong_observation_shape_is_a_config_error_naming_env_expected_and_got()
         (np.zeros(5, np.float32), "shape (5,)"),
         (np.zeros(4, np.complex64), "dtype complex64"),
         (np.full(4, 2.0, np.float32), "outside the bounds"),
-        (np.full(4, np.nan, np.float32), "outside the bounds"),
     ],
 )
 def test_observations_of_the_first_steps_are_checked(bad: Array, problem: str) -> None:
@@ -234,6 +233,15 @@ def test_observations_of_the_first_steps_are_checked(bad: Array, problem: str) -
     with pytest.raises(ConfigError, match="step\\(\\): observation has") as info:
         venv.step(np.zeros(1, np.int64))
     assert problem in str(info.value)
+
+
+def test_nonfinite_observations_are_left_to_the_samplers_check() -> None:
+    # NaN is no bounds mismatch: on_nonfinite decides (rlflow.envs.nonfinite), in the sampler.
+    bad = np.array([np.nan, np.inf, 0.0, 0.0], np.float32)
+    venv = VectorEnv(lambda: BadObsEnv(bad, bad_from=1), 1, seed=0)
+    venv.reset()
+    step = venv.step(np.zeros(1, np.int64))
+    assert np.isnan(step.next_obs[0, 0]) and np.isinf(step.next_obs[0, 1])
 
 
 def test_observations_are_not_checked_after_the_first_steps() -> None:

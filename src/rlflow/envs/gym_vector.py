@@ -27,7 +27,8 @@ per episode end. They seed differently (EnvPool by its own rule; ``CartPoleVecto
 RNG for all sub-envs), so their trajectories differ from ``"rlflow"``'s.
 
 What only ``"rlflow"`` provides (an explicit other value is a `ConfigError`; ``"auto"`` picks
-``"rlflow"``): ``restart_failed_sub_environments``, multi-agent envs, and checkpoints of the
+``"rlflow"``): ``restart_failed_sub_environments``, ``on_nonfinite="skip"``, multi-agent envs,
+and checkpoints of the
 env state of async and EnvPool engines. ``set_task`` (MAML) and ``foreach_env`` need single
 sub-envs: ``"rlflow"`` and ``"gymnasium-sync"``.
 """
@@ -107,6 +108,7 @@ def resolve_vector_env(
     *,
     restart_failed: bool = False,
     multi_agent: bool = False,
+    skip_nonfinite: bool = False,
 ) -> str:
     """The engine that ``vector_env`` means for envs built by ``creator`` ("auto": the
     measured choice of `AUTO_VECTOR_ENV`, ``"rlflow"`` where a feature needs it). A value not
@@ -119,10 +121,17 @@ def resolve_vector_env(
     if vector_env not in VECTOR_ENVS:
         allowed = ", ".join(repr(v) for v in VECTOR_ENVS)
         raise ConfigError(f"vector_env={vector_env!r}: must be one of {allowed}")
+    needs_own_loop = restart_failed or multi_agent or skip_nonfinite
     if vector_env == "auto":
-        return "rlflow" if restart_failed or multi_agent else AUTO_VECTOR_ENV["default"]
-    if vector_env != "rlflow" and (restart_failed or multi_agent):
-        what = "multi-agent envs" if multi_agent else "restart_failed_sub_environments=True"
+        return "rlflow" if needs_own_loop else AUTO_VECTOR_ENV["default"]
+    if vector_env != "rlflow" and needs_own_loop:
+        what = (
+            "multi-agent envs"
+            if multi_agent
+            else "restart_failed_sub_environments=True"
+            if restart_failed
+            else "on_nonfinite='skip' (it resets single sub-envs)"
+        )
         raise ConfigError(
             f"vector_env={vector_env!r}: {what} needs rlflow's own loop; set "
             "vector_env='rlflow' (or 'auto')"
@@ -165,6 +174,7 @@ def make_vector_env(
     *,
     vector_env: str = "rlflow",
     restart_failed: bool = False,
+    skip_nonfinite: bool = False,
     env_id: str | None = None,
     worker_index: int | None = None,
 ) -> VectorEnv | GymVectorEnv:
@@ -179,7 +189,9 @@ def make_vector_env(
     (2, 4)
     >>> venv.close()
     """
-    engine = resolve_vector_env(vector_env, creator, restart_failed=restart_failed)
+    engine = resolve_vector_env(
+        vector_env, creator, restart_failed=restart_failed, skip_nonfinite=skip_nonfinite
+    )
     if engine == "rlflow":
         return VectorEnv(
             creator, num_envs, seed, restart_failed=restart_failed, env_id=env_id,

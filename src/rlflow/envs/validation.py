@@ -171,7 +171,17 @@ def _problem(space: Any, ob: Any) -> str | None:
     if dtype is not None and not np.can_cast(arr.dtype, dtype, casting="same_kind"):
         return f"dtype {arr.dtype}"
     if isinstance(space, spaces.Box):
-        if not (np.all(arr >= space.low) and np.all(arr <= space.high)):
+        if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+            # NaN and infinities are the samplers' check (on_nonfinite), not a bounds mismatch.
+            low, high = (
+                np.broadcast_to(space.low, arr.shape),
+                np.broadcast_to(space.high, arr.shape),
+            )
+            finite = np.isfinite(arr)
+            arr, low, high = arr[finite], low[finite], high[finite]
+        else:
+            low, high = space.low, space.high
+        if not (np.all(arr >= low) and np.all(arr <= high)):
             return f"values outside the bounds (min {arr.min()}, max {arr.max()})"
         return None
     if not space.contains(arr.astype(dtype, copy=False) if dtype is not None else arr):
@@ -193,7 +203,8 @@ def check_action_batch(space: Any, actions: Any, num_envs: int, *, owner: str) -
 def check_observation(space: Any, ob: Any, *, where: str) -> None:
     """Raise `ConfigError` unless observation ``ob`` fits ``space``: shape, dtype (castable to
     the space's within its kind: float64 for float32 is fine, float for uint8 is not) and
-    bounds (NaN is out of bounds). ``where`` names the env, worker and call for the message.
+    bounds (of the finite values: NaN and infinities are left to the samplers' non-finite check,
+    `rlflow.envs.nonfinite`). ``where`` names the env, worker and call for the message.
 
     >>> check_observation(spaces.Box(0.0, 1.0, (2,)), np.zeros(3), where="env 'X' reset()")
     Traceback (most recent call last):

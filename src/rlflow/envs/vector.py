@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from rlflow.checks import check_bool, check_int
 from rlflow.envs.game_score import GAME_SCORE, reports_game_score
+from rlflow.envs.nonfinite import MAX_RESET_ATTEMPTS, all_finite, first_nonfinite
 from rlflow.envs.records import AgentReturn, EpisodeStat, VectorStep, env_action, env_actions
 from rlflow.envs.validation import (
     MAX_RESTART_ATTEMPTS,
@@ -30,7 +31,7 @@ from rlflow.envs.validation import (
     env_name,
     restart_seed,
 )
-from rlflow.errors import ConfigError, RLFlowError
+from rlflow.errors import ConfigError, NonFiniteError, RLFlowError
 
 __all__ = [
     "AgentReturn",
@@ -153,6 +154,7 @@ class VectorEnv:
         self._ep_returns = [0.0] * num_envs
         self._ep_lengths = [0] * num_envs
         self._episodes: list[EpisodeStat] = []
+        self._ended_in_step: dict[int, EpisodeStat] = {}  # sub-env -> its stat of the last step
         self._game_scored = reports_game_score(self.envs[0])
 
     def reset(self, *, copy: bool = True) -> Array:
@@ -194,6 +196,8 @@ class VectorEnv:
             raise RLFlowError("VectorEnv.step() was called before reset(); call reset() first")
         if self.restarted:
             self.restarted = []
+        if self._ended_in_step:
+            self._ended_in_step = {}
         check = self._obs_checks_left > 0
         if check:
             self._obs_checks_left -= 1
@@ -259,8 +263,52 @@ class VectorEnv:
             if GAME_SCORE not in info:
                 return  # a lost life: the game goes on
             returns[i] = float(info[GAME_SCORE])
-        self._episodes.append(EpisodeStat(returns[i], lengths[i]))
+        stat = EpisodeStat(returns[i], lengths[i])
+        self._episodes.append(stat)
+        self._ended_in_step[i] = stat
         returns[i], lengths[i] = 0.0, 0
+
+    def drop_episodes(self, indices: list[int], acted_on: Array) -> None:
+        """Drop the episodes of sub-envs ``indices`` at the last `step`, which returned a NaN
+        or infinite reward or observation for them (``on_nonfinite="skip"``): each one's row
+        of that step becomes one like a failed step's (`restarted`: reward 0, truncated,
+        ``final_obs`` its row of ``acted_on``, the observations the actions were taken on), its
+        episode is not reported (also when that step ended it), and the sub-env is reset,
+        unseeded, unless that step had reset it already (then `ensure_finite_start`)."""
+        for i in indices:
+            stat = self._ended_in_step.pop(i, None)
+            if stat is not None:
+                self._episodes.remove(stat)  # an equal one, if several: the same statistics
+            else:
+                self._ep_returns[i], self._ep_lengths[i] = 0.0, 0
+                self._obs[i] = self._reset_one(i)
+            self.ensure_finite_start(i)
+            self._rewards[i], self._terminateds[i], self._truncateds[i] = 0.0, False, True
+            self._final_obs[i] = acted_on[i]
+            self.restarted.append(i)
+
+    def ensure_finite_start(self, i: int) -> Array:
+        """Reset sub-env ``i`` again (unseeded) while the first observation of its episode is
+        not finite, `MAX_RESET_ATTEMPTS` resets in all, then `NonFiniteError`; the (finite)
+        first observation."""
+        for _ in range(MAX_RESET_ATTEMPTS):
+            if all_finite(self._obs[i]):
+                break
+            self._obs[i] = self._reset_one(i)
+        first: Array = self._obs[i]
+        if not all_finite(first):
+            raise NonFiniteError(
+                f"{self._where(i)}: reset() returned a non-finite observation "
+                f"({first_nonfinite(first)}) {MAX_RESET_ATTEMPTS + 1} times in a row; "
+                "on_nonfinite='skip' drops such episodes, but a new one cannot start"
+            )
+        return first
+
+    def _reset_one(self, i: int) -> Any:
+        """Reset sub-env ``i`` (unseeded, checked); its first observation."""
+        result = self.envs[i].reset()
+        self._check_result(i, result, "reset")
+        return result[0]
 
     def _step_failed(
         self,
@@ -312,11 +360,15 @@ class VectorEnv:
         err.add_note(f"{note}; rebuilt {MAX_RESTART_ATTEMPTS} times, each failed to reset")
         raise err
 
+    def _where(self, i: int) -> str:
+        """Sub-env ``i`` in messages: the env, the worker and the index."""
+        worker = "" if self.worker_index is None else f", rollout worker {self.worker_index}"
+        return f"env {self.env_id!r}{worker}, sub-env {i}"
+
     def _check_result(self, i: int, result: Any, method: str) -> None:
         """`check_returned` of what sub-env ``i``'s ``method`` returned, then
         `check_observation` of its observation."""
-        worker = "" if self.worker_index is None else f", rollout worker {self.worker_index}"
-        where = f"VectorEnv: env {self.env_id!r}{worker}, sub-env {i}"
+        where = f"VectorEnv: {self._where(i)}"
         check_returned(result, method, where=where)
         check_observation(self.observation_space, result[0], where=f"{where}, {method}()")
 
@@ -350,7 +402,7 @@ class VectorEnv:
         until the owner sets it; a state pickled before restarts existed gets their defaults."""
         emulator_states = state.pop("_emulator_states", None) or [None] * len(state["envs"])
         num_envs = len(state["envs"])
-        defaults = {
+        defaults: dict[str, Any] = {
             "restart_failed": False,
             "creator": None,
             "env_id": env_name(state["envs"][0]),
@@ -359,6 +411,7 @@ class VectorEnv:
             "_restarts": [0] * num_envs,
             "restarted": [],
             "_obs_checks_left": 0,
+            "_ended_in_step": {},
             "_game_scored": reports_game_score(state["envs"][0]),
         }
         self.__dict__.update(defaults | state)

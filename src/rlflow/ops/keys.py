@@ -39,6 +39,12 @@ NUM_REPLAY_SHARD_RESTARTS: Final = "num_replay_shard_restarts"
 """Replay shards started again (empty) after they died (written by the replay ops)."""
 NUM_ENV_RESTARTS: Final = "num_env_restarts"
 """Sub-envs rebuilt after they raised (``restart_failed_sub_environments``; CollectMetrics)."""
+NUM_NONFINITE_EPISODES: Final = "num_nonfinite_episodes"
+"""Episodes dropped for a NaN or infinite reward or observation (``on_nonfinite="skip"``;
+CollectMetrics)."""
+NUM_NONFINITE_UPDATES: Final = "num_nonfinite_updates"
+"""Learner updates skipped for a NaN or infinite loss or gradient (a result key read from the
+learner's policies, not a counter: their count is in their checkpointed state)."""
 NUM_LATE_SAMPLES: Final = "num_late_samples"
 """Sample requests that missed their round's ``sample_timeout_s`` (parallel_rollouts bulk_sync);
 each is counted once, and its batch joins a later round."""

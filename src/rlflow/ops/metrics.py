@@ -147,7 +147,8 @@ class CollectMetrics:
     the last ``smoothing_episodes`` episodes; before any episode finished they are ``None``.
     Only healthy workers are asked; one found dead is recreated (its unreported episodes are
     lost) or, with recreation off, raises ``WorkerError`` naming it (see ``rlflow.ops.recovery``).
-    Side effects: counters ``num_episodes``, ``num_env_restarts`` (and ``num_worker_restarts``).
+    Side effects: counters ``num_episodes``, ``num_env_restarts``, ``num_nonfinite_episodes``
+    (and ``num_worker_restarts``).
 
     Result keys: ``episode_return_mean/min/max`` (summed over agents in multi-agent envs),
     ``episode_len_mean``, per-policy ``policy_reward_mean/min/max`` in multi-agent runs (see
@@ -156,7 +157,10 @@ class CollectMetrics:
     ``num_agent_steps_sampled``, ``num_agent_steps_trained``, ``num_env_steps_sampled_this_iter``,
     ``num_env_steps_trained_this_iter``, ``num_healthy_workers`` (remote workers not known to be
     dead), ``num_worker_restarts``, ``num_replay_shard_restarts``, ``num_env_restarts``
-    (sub-envs rebuilt, see ``restart_failed_sub_environments``), ``policy_lag_mean`` /
+    (sub-envs rebuilt, see ``restart_failed_sub_environments``), ``num_nonfinite_episodes``
+    (dropped for a NaN or infinite reward or observation, ``on_nonfinite="skip"``),
+    ``num_nonfinite_updates`` (learner updates skipped for a non-finite loss or gradient, see
+    ``max_nonfinite_updates``), ``policy_lag_mean`` /
     ``policy_lag_max`` (learner updates between the weights that sampled a batch and those that
     trained on it, over the iteration's updates; None when none reported it), ``info``
     (``learner`` stats and the other info values), ``counters``, ``timers`` (``<name>_time_ms``,
@@ -194,6 +198,7 @@ class CollectMetrics:
                     reports.extend(self._read(i, handle, ref))
         counters = flow.current_metrics().counters
         counters[keys.NUM_ENV_RESTARTS] += sum(r.env_restarts for r in reports)
+        counters[keys.NUM_NONFINITE_EPISODES] += sum(r.nonfinite_episodes for r in reports)
         return [episode for r in reports for episode in r.episodes]
 
     def _read(self, index: int, handle: Any, ref: Any) -> list[WorkerMetrics]:
@@ -232,6 +237,8 @@ class CollectMetrics:
             keys.NUM_WORKER_RESTARTS: counters[keys.NUM_WORKER_RESTARTS],
             keys.NUM_ENV_RESTARTS: counters[keys.NUM_ENV_RESTARTS],
             keys.NUM_LATE_SAMPLES: counters[keys.NUM_LATE_SAMPLES],
+            keys.NUM_NONFINITE_EPISODES: counters[keys.NUM_NONFINITE_EPISODES],
+            keys.NUM_NONFINITE_UPDATES: self.workers.local_worker().num_nonfinite_updates(),
             keys.NUM_REPLAY_SHARD_RESTARTS: counters[keys.NUM_REPLAY_SHARD_RESTARTS],
             **pop_policy_lag(),
             "info": {keys.LEARNER_INFO: {}, **public_info},

@@ -50,7 +50,7 @@ import torch
 from torch import nn
 
 from rlflow.checks import check_int, check_type
-from rlflow.config import ActorCriticConfig, AlgorithmConfig
+from rlflow.config import DEFAULT_POLICY_ID, ActorCriticConfig, AlgorithmConfig
 from rlflow.config.resources import resolve_device
 from rlflow.data.sample_batch import (
     ACTION_DIST_INPUTS,
@@ -59,7 +59,8 @@ from rlflow.data.sample_batch import (
     VF_PREDS,
     SampleBatch,
 )
-from rlflow.errors import ConfigError
+from rlflow.envs.nonfinite import all_finite
+from rlflow.errors import ConfigError, NonFiniteError
 from rlflow.models import ActionDistribution, dist_class_for
 from rlflow.models.actors import ActorExport
 from rlflow.models.custom import build_policy_model, export_policy_model
@@ -145,6 +146,18 @@ class TorchPolicy(abc.ABC):
         self.num_grad_updates = 0
         """Optimizer steps the weights went through (a worker's copy: the learner's count at
         the last weight sync); sampled rows record it in ``NUM_GRAD_UPDATES``."""
+        self.policy_id: str = DEFAULT_POLICY_ID
+        """The policy's id in its worker's policy map (set by the `RolloutWorker` that holds
+        it), for messages."""
+        self.max_nonfinite_updates = config.max_nonfinite_updates
+        """Skipped updates in a row (non-finite loss or gradient) that stop the run."""
+        self.num_nonfinite_updates = 0
+        """Updates skipped because the loss or the gradient norm was NaN or infinite (their
+        step never reached the weights or the optimizer state); see `apply_update`."""
+        self.last_update_skipped = False
+        """Whether the latest update was skipped (non-finite)."""
+        self._nonfinite_streak = 0
+        self._last_finite: dict[str, Any] = {}
         self.lr_schedule = (
             None
             if config.lr_schedule is None
@@ -253,6 +266,8 @@ class TorchPolicy(abc.ABC):
         with torch.inference_mode():
             dist_inputs, values = self.model(self.obs_to_tensor(obs))
             dist_inputs, values = dist_inputs.cpu(), values.cpu()
+            if not all_finite(dist_inputs.numpy()):
+                raise NonFiniteError(self._nonfinite_outputs_message(obs))
             dist = self.dist_class(dist_inputs, generator=self.generator)
             actions = dist.sample() if explore else dist.deterministic()
             logp = dist.logp(actions)
@@ -262,6 +277,22 @@ class TorchPolicy(abc.ABC):
             ACTION_DIST_INPUTS: dist_inputs.numpy(),
         }
         return actions.numpy(), extra
+
+    def _nonfinite_outputs_message(self, obs: npt.ArrayLike) -> str:
+        """Why the model's action-distribution inputs on ``obs`` were NaN or infinite."""
+        where = f"policy {self.policy_id!r} ({type(self).__name__}, worker {self.worker_index})"
+        if not all_finite(obs):
+            return (
+                f"{where}: an observation it acted on is NaN or infinite, so are the model's "
+                "outputs; see on_nonfinite (the samplers check env observations)"
+            )
+        largest = max(float(p.detach().abs().max()) for p in self.model.parameters())
+        return (
+            f"{where}: the model's action-distribution inputs are NaN or infinite on finite "
+            f"observations; its weights have diverged (largest |weight| {largest:.3g}): lower "
+            f"lr (it is {self.lr}), set grad_clip (it is {self.grad_clip}), or check the "
+            "rewards' scale"
+        )
 
     def value(self, obs: npt.ArrayLike) -> Array:
         """Return the value estimates ``[B]`` for a batch of observations, without gradients."""
@@ -356,11 +387,60 @@ class TorchPolicy(abc.ABC):
         return {**stats, "total_loss": loss.detach(), "grad_gnorm": norm}
 
     def _step(self, batch: Mapping[str, Array]) -> dict[str, Any]:
-        """One optimizer step on ``batch``; its stats, still on the device."""
+        """One optimizer step on ``batch`` (`apply_update`); its stats, still on the device."""
         stats = self._backward(batch)
+        self.apply_update(stats)
+        return stats
+
+    def apply_update(self, stats: Mapping[str, Any]) -> bool:
+        """Take the optimizer step on the gradients `_backward` left (or `apply_gradients`
+        set), unless the update is not finite: ``total_loss`` or ``grad_gnorm`` in ``stats``
+        NaN or infinite (a NaN anywhere in the loss or the gradients shows in one of the two).
+        Such an update is skipped: the weights, the optimizer state and ``num_grad_updates``
+        stay as they were, `num_nonfinite_updates` counts it, and ``max_nonfinite_updates``
+        skipped in a row raise `NonFiniteError` (`nonfinite_report`). True when the step was
+        taken.
+
+        The check reads two numbers on the host: on an accelerator it waits for the backward
+        pass (one synchronisation per update; `learn_on_batch` has one anyway for its stats).
+        """
+        checked = [stats[k] for k in ("total_loss", "grad_gnorm") if k in stats]
+        self.last_update_skipped = not _finite(checked)
+        if self.last_update_skipped:
+            self.num_nonfinite_updates += 1
+            self._nonfinite_streak += 1
+            if self._nonfinite_streak >= self.max_nonfinite_updates:
+                raise NonFiniteError(self.nonfinite_report(stats))
+            return False
         self.optimizer.step()
         self.num_grad_updates += 1
-        return stats
+        self._nonfinite_streak = 0
+        self._last_finite = dict(stats)
+        return True
+
+    def nonfinite_report(self, stats: Mapping[str, Any]) -> str:
+        """The message of `NonFiniteError` after ``max_nonfinite_updates`` skipped updates in a
+        row, ``stats`` the last one's: the policy, the loss terms that were not finite and
+        their last finite values (of the last update that was taken)."""
+        host = {k: v for k, v in stats_to_host(stats).items() if _is_number(v)}
+        last = {k: v for k, v in stats_to_host(self._last_finite).items() if _is_number(v)}
+        bad = [k for k, v in host.items() if not np.all(np.isfinite(v))]
+        shown = ", ".join(f"{k}={_short(host[k])}" for k in bad) or "the gradients"
+        before = (
+            ", ".join(f"{k}={_short(last[k])}" for k in bad if k in last)
+            if last
+            else "none (no update was finite yet)"
+        )
+        return (
+            f"policy {self.policy_id!r} ({type(self).__name__}): {self._nonfinite_streak} "
+            f"updates in a row had a NaN or infinite loss or gradient (max_nonfinite_updates="
+            f"{self.max_nonfinite_updates}); each was skipped, so the weights are those of the "
+            f"last finite update ({self.num_grad_updates} updates taken, "
+            f"{self.num_nonfinite_updates} skipped). Not finite in the last one: {shown}; "
+            f"their last finite values: {before}. Usual causes: a learning rate too large "
+            f"(lr={self.lr}), no gradient clipping (grad_clip={self.grad_clip}), or NaN/inf "
+            "in the batch (see on_nonfinite)"
+        )
 
     def compute_gradients(self, batch: Mapping[str, Array]) -> tuple[list[Array], dict[str, float]]:
         """Return the clipped gradients of the loss on ``batch`` as numpy arrays, and stats.
@@ -387,14 +467,17 @@ class TorchPolicy(abc.ABC):
                     f"does not match parameter shape {tuple(p.shape)}."
                 )
             p.grad = grad.clone()
-        self.optimizer.step()
-        self.num_grad_updates += 1
+        norms = torch._foreach_norm([p.grad for p in self._params if p.grad is not None])
+        self.apply_update({"grad_gnorm": torch.stack(norms).norm()} if norms else {})
 
     def learn_on_batch(self, batch: Mapping[str, Array]) -> dict[str, float]:
         """Take one optimizer step on the whole batch; return the loss stats (with the policy
         lag, see :meth:`lag_stats`)."""
         lag = self.lag_stats(batch)
-        return {**stats_to_host(self._step(batch)), **lag}
+        stats = stats_to_host(self._step(batch))
+        if self.last_update_skipped:  # per-row values of a skipped update feed nothing
+            stats = {k: v for k, v in stats.items() if not isinstance(v, np.ndarray)}
+        return {**stats, **lag}
 
     def lag_stats(self, batch: Mapping[str, Array]) -> dict[str, float]:
         """``{POLICY_LAG: this policy's num_grad_updates minus the mean of the batch's
@@ -461,8 +544,7 @@ class TorchPolicy(abc.ABC):
             for start in range(0, count - size + 1, size) if size < count else [0] * (count > 0):
                 rows = perm[start : start + size]
                 stats = self._backward_tensors({k: t[rows] for k, t in tensors.items()})
-                self.optimizer.step()
-                self.num_grad_updates += 1
+                self.apply_update(stats)
                 yield stats
 
     # -- state ------------------------------------------------------------------------------
@@ -511,6 +593,7 @@ class TorchPolicy(abc.ABC):
             ),
             "generator": self.generator.get_state().numpy().copy(),
             "num_grad_updates": self.num_grad_updates,
+            "num_nonfinite_updates": self.num_nonfinite_updates,
         }
 
     def set_state(self, state: Mapping[str, Any]) -> None:
@@ -522,6 +605,7 @@ class TorchPolicy(abc.ABC):
             self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
         self.generator.set_state(torch.from_numpy(np.array(state["generator"], dtype=np.uint8)))
         self.num_grad_updates = int(state.get("num_grad_updates", 0))
+        self.num_nonfinite_updates = int(state.get("num_nonfinite_updates", 0))
 
     def num_params(self) -> int:
         """Return the number of trainable parameters."""
@@ -583,6 +667,28 @@ def _mean(values: list[Any], steps: int) -> Any:
     if all(isinstance(v, torch.Tensor) for v in values):
         return torch.stack(values).sum(dim=0) / max(steps, 1)
     return sum(float(v) for v in values) / max(steps, 1)
+
+
+def _finite(values: Sequence[Any]) -> bool:
+    """Whether every tensor and number in ``values`` is finite: one read of the device."""
+    tensors = [torch.isfinite(v).all() for v in values if isinstance(v, torch.Tensor)]
+    numbers = [float(v) for v in values if not isinstance(v, torch.Tensor)]
+    if not all(np.isfinite(numbers)):
+        return False
+    return not tensors or bool(torch.stack(tensors).all())
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, float | int | np.ndarray) and not isinstance(value, bool)
+
+
+def _short(value: Any) -> str:
+    """A stat in a message: a float as ``%.6g``, an array by how many of its values are not
+    finite."""
+    if isinstance(value, np.ndarray):
+        bad = value[~np.isfinite(value)]
+        return f"array with {bad.size} of {value.size} not finite" if bad.size else "finite array"
+    return f"{float(value):.6g}"
 
 
 def stats_to_host(stats: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Tiny deterministic environments for tests: every value is known in advance; `CrashingEnv`
 (`rlflow.envs.crashing`), a wrapper that raises in ``step``/``reset`` on cue or with a
-probability, for tests of ``restart_failed_sub_environments``; and `ScaleObservation`, a badly
-scaled env for tests of ``observation_filter``."""
+probability, for tests of ``restart_failed_sub_environments``; `ScaleObservation`, a badly
+scaled env for tests of ``observation_filter``; and `NonFiniteSteps`, an env whose rewards or
+observations turn NaN or infinite on cue, for tests of ``on_nonfinite``."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from gymnasium import spaces
 from rlflow.checks import check_int
 from rlflow.envs.crashing import CrashingEnv, EnvCrashError
 
-__all__ = ["CountingEnv", "CrashingEnv", "EnvCrashError", "ScaleObservation"]
+__all__ = ["CountingEnv", "CrashingEnv", "EnvCrashError", "NonFiniteSteps", "ScaleObservation"]
 
 
 class CountingEnv(gym.Env[npt.NDArray[np.float32], np.int64]):
@@ -93,3 +94,54 @@ class ScaleObservation(gym.ObservationWrapper[Any, Any, Any]):
         """``observation * scale``, in the space's dtype."""
         space = self.observation_space
         return (np.asarray(observation) * self.scale).astype(space.dtype)
+
+
+class NonFiniteSteps(gym.Wrapper[Any, Any, Any, Any]):
+    """Makes the reward (``field="reward"``) or the observation (``field="observation"``) of
+    chosen steps ``value`` (NaN by default): the steps ``at_steps`` and, with ``after``, every
+    step from the ``after``-th on, counted over the env's whole life from 1 (resets do not
+    restart the count). For ``env_wrappers``::
+
+        env_wrappers=[{"name": "rlflow.testing.envs.NonFiniteSteps", "kwargs": {"after": 300}}]
+
+    Example:
+        >>> env = NonFiniteSteps(CountingEnv(episode_len=5), at_steps=[2])
+        >>> _ = env.reset()
+        >>> env.step(0)[1], env.step(0)[1], env.step(0)[1]
+        (1.0, nan, 1.0)
+    """
+
+    def __init__(
+        self,
+        env: gym.Env[Any, Any],
+        *,
+        at_steps: list[int] | tuple[int, ...] = (),
+        after: int | None = None,
+        field: str = "reward",
+        value: float = float("nan"),
+    ) -> None:
+        """Wrap ``env``; see the class docstring."""
+        super().__init__(env)
+        if field not in ("reward", "observation"):
+            raise ValueError(f"NonFiniteSteps: field={field!r} must be 'reward' or 'observation'")
+        self.at_steps = frozenset(int(k) for k in at_steps)
+        """Steps (of the env's life, from 1) made non-finite."""
+        self.after = after
+        """Every step from this one on is made non-finite (None: none)."""
+        self.field = field
+        """What is made non-finite: ``"reward"`` or ``"observation"``."""
+        self.value = float(value)
+        """The number put there (NaN, inf or -inf)."""
+        self.steps = 0
+        """Steps taken over the env's life."""
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        """Step the env; on a chosen step, put `value` in `field`."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.steps += 1
+        if self.steps in self.at_steps or (self.after is not None and self.steps >= self.after):
+            if self.field == "reward":
+                reward = self.value
+            else:
+                obs = np.full_like(obs, self.value)
+        return obs, reward, terminated, truncated, info

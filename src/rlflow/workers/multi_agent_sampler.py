@@ -38,6 +38,7 @@ observations. A policy without a filter sees raw observations.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -57,6 +58,7 @@ from rlflow.data.sample_batch import (
 )
 from rlflow.data.sequences import add_bootstrap_row
 from rlflow.envs.multi_agent import ALL_AGENTS, MultiAgentStep
+from rlflow.envs.nonfinite import MAX_RESET_ATTEMPTS, all_finite, nonfinite_message
 from rlflow.envs.validation import (
     MAX_RESTART_ATTEMPTS,
     OBS_CHECK_STEPS,
@@ -67,7 +69,7 @@ from rlflow.envs.validation import (
     restart_seed,
 )
 from rlflow.envs.vector import EpisodeStat, env_action
-from rlflow.errors import ConfigError
+from rlflow.errors import ConfigError, NonFiniteError
 from rlflow.filters import MeanStdFilter
 from rlflow.policy import TorchPolicy
 from rlflow.workers.agent_trajectory import AgentTrajectory, EnvSlot
@@ -131,14 +133,27 @@ class MultiAgentSampler(Sampler):
 
     # ------------------------------------------------------------------ episodes
     def _start_episode(self, j: int, slot: EnvSlot, seed: int | None) -> None:
-        try:
-            obs, _ = slot.env.reset(seed=seed)
-        except ConfigError:
-            raise
-        except Exception as err:  # noqa: BLE001 - any env error: rebuild it or name it
-            obs = self._rebuild(j, slot, err, "reset")
-        if self._obs_checks[j]:
-            self._check_obs(j, slot, obs, "reset")
+        for attempt in range(MAX_RESET_ATTEMPTS + 1):
+            try:
+                obs, _ = slot.env.reset(seed=seed if attempt == 0 else None)
+            except ConfigError:
+                raise
+            except Exception as err:  # noqa: BLE001 - any env error: rebuild it or name it
+                obs = self._rebuild(j, slot, err, "reset")
+            if self._obs_checks[j]:
+                self._check_obs(j, slot, obs, "reset")
+            bad = _nonfinite_field({}, obs)
+            if bad is None:
+                break
+            if self.spec.on_nonfinite == "raise" or attempt == MAX_RESET_ATTEMPTS:
+                index = self.spec.worker_index
+                worker = "" if index is None else f", rollout worker {index}"
+                where = f"env {self.env_id!r}{worker}, env {j}, agent {bad[0]!r}"
+                tries = "" if attempt == 0 else f" ({attempt + 1} resets in a row)"
+                raise NonFiniteError(
+                    nonfinite_message(where, f"observation of reset(){tries}", bad[2], 0)
+                )
+            self._nonfinite_episodes += 1
         self._begin_episode(slot, obs)
 
     def _begin_episode(self, slot: EnvSlot, obs: dict[str, Any]) -> None:
@@ -288,7 +303,31 @@ class MultiAgentSampler(Sampler):
         if self._obs_checks[j]:
             self._obs_checks[j] -= 1
             self._check_obs(j, slot, step.obs, "step")
+        bad = _nonfinite_field(step.rewards, step.obs)
+        if bad is not None:
+            self._nonfinite(j, slot, bad, episode_step=slot.length + 1, record=record)
+            return None
         return step
+
+    def _nonfinite(
+        self, j: int, slot: EnvSlot, bad: tuple[str, str, Any], *, episode_step: int, record: bool
+    ) -> None:
+        """Env ``j`` gave agent ``bad[0]`` a NaN or infinite ``bad[1]`` (``bad[2]``):
+        `NonFiniteError`, or with ``on_nonfinite="skip"`` the episode is dropped (not reported;
+        each agent's trajectory ends at its last complete row as a truncation, as after a
+        failed step) and the env reset."""
+        agent, field, value = bad
+        if self.spec.on_nonfinite == "raise":
+            index = self.spec.worker_index
+            worker = "" if index is None else f", rollout worker {index}"
+            where = f"env {self.env_id!r}{worker}, env {j}, agent {agent!r}"
+            raise NonFiniteError(nonfinite_message(where, field, value, episode_step))
+        for traj in slot.trajectories.values():
+            traj.cut()
+            if record and traj.rows:
+                self._emit(traj, terminated=False)
+        self._nonfinite_episodes += 1
+        self._start_episode(j, slot, None)
 
     def _rebuild(self, j: int, slot: EnvSlot, err: Exception, method: str) -> dict[str, Any]:
         """Close env ``j``, build and reset a new one; its first observations (see the module
@@ -377,3 +416,17 @@ class MultiAgentSampler(Sampler):
         """Close every env."""
         for slot in self.slots:
             slot.env.close()
+
+
+def _nonfinite_field(
+    rewards: Mapping[str, Any], obs: Mapping[str, Any]
+) -> tuple[str, str, Any] | None:
+    """``(agent, "reward" or "observation", value)`` of the first NaN or infinite reward or
+    observation of a step (or reset), None when all are finite."""
+    for agent, reward in rewards.items():
+        if not math.isfinite(float(reward)):
+            return agent, "reward", reward
+    for agent, ob in obs.items():
+        if not all_finite(ob):
+            return agent, "observation", ob
+    return None

@@ -22,6 +22,9 @@ class WorkerMetrics(NamedTuple):
     """Episodes finished since the last report, in the order they ended."""
     env_restarts: int
     """Sub-envs rebuilt since the last report."""
+    nonfinite_episodes: int = 0
+    """Episodes dropped for a NaN or infinite reward or observation since the last report
+    (``on_nonfinite="skip"``)."""
 
 
 class Gradients(NamedTuple):

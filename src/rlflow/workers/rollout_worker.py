@@ -176,6 +176,7 @@ class RolloutWorker(ParallelIteratorWorker):
                     f"algorithm {owner} cannot use env {env_name(config.env)!r}: its action "
                     f"space is {act_space}, its observation space {obs_space}; {err}"
                 ) from None
+            policy.policy_id = pid
             self.policy_map[pid] = policy
             if obs_filter is not None:
                 self.filters[pid] = obs_filter
@@ -210,6 +211,7 @@ class RolloutWorker(ParallelIteratorWorker):
                 creator,
                 restart_failed=config.restart_failed_sub_environments,
                 multi_agent=multi_agent,
+                skip_nonfinite=config.on_nonfinite == "skip",
             )
         finally:
             probe.close()
@@ -220,6 +222,7 @@ class RolloutWorker(ParallelIteratorWorker):
             seed=None if config.seed is None else config.seed + worker_index * _ENV_SEED_STRIDE,
             mapping_fn=config.policy_mapping_fn,
             restart_failed=config.restart_failed_sub_environments,
+            on_nonfinite=config.on_nonfinite,
             vector_env=vector_env,
             worker_index=worker_index,
         )
@@ -344,8 +347,15 @@ class RolloutWorker(ParallelIteratorWorker):
         return 0 if self._sampler is None else self._sampler.pop_env_restarts()
 
     def pop_metrics(self) -> WorkerMetrics:
-        """`pop_episode_stats` and `pop_env_restarts` in one call (one round trip)."""
-        return WorkerMetrics(self.pop_episode_stats(), self.pop_env_restarts())
+        """`pop_episode_stats`, `pop_env_restarts` and the episodes dropped for non-finite
+        numbers (`Sampler.pop_nonfinite_episodes`) in one call (one round trip)."""
+        dropped = 0 if self._sampler is None else self._sampler.pop_nonfinite_episodes()
+        return WorkerMetrics(self.pop_episode_stats(), self.pop_env_restarts(), dropped)
+
+    def num_nonfinite_updates(self) -> int:
+        """Learner updates skipped for a non-finite loss or gradient, over all policies
+        (`TorchPolicy.num_nonfinite_updates`)."""
+        return sum(p.num_nonfinite_updates for p in self.policy_map.values())
 
     # ------------------------------------------------------------------------ learning
     def get_policy(self, policy_id: PolicyID = DEFAULT_POLICY_ID) -> TorchPolicy:

@@ -75,6 +75,9 @@ class SamplerSpec(NamedTuple):
     """Multi-agent: agent id -> policy id (``policy_mapping_fn``; None: the only policy)."""
     restart_failed: bool = False
     """Rebuild an env that raises (``restart_failed_sub_environments``) instead of failing."""
+    on_nonfinite: str = "raise"
+    """A NaN or infinite reward or observation: ``"raise"`` a `NonFiniteError`, or ``"skip"``
+    (drop the episode, count it); see `rlflow.workers.nonfinite`."""
     vector_env: str = "rlflow"
     """Single-agent: the env engine (``vector_env``, `rlflow.envs.gym_vector.make_vector_env`)."""
     env_id: str | None = None
@@ -101,6 +104,7 @@ class Sampler(abc.ABC):
         self.spec = spec
         """The settings this sampler was built with."""
         self._env_restarts_popped = 0
+        self._nonfinite_episodes = 0  # episodes dropped for a NaN/inf, since the last pop
 
     def sample(self, length: int) -> SampleBatch | MultiAgentBatch:
         """Training: step every env ``length`` times; return the postprocessed rows."""
@@ -155,6 +159,12 @@ class Sampler(abc.ABC):
         total = self.num_env_restarts
         new, self._env_restarts_popped = max(total - self._env_restarts_popped, 0), total
         return new
+
+    def pop_nonfinite_episodes(self) -> int:
+        """Episodes dropped for a NaN or infinite reward or observation (``on_nonfinite="skip"``)
+        since the last call (a count to add to a run's ``num_nonfinite_episodes``)."""
+        count, self._nonfinite_episodes = self._nonfinite_episodes, 0
+        return count
 
     @abc.abstractmethod
     def get_state(self) -> Any:

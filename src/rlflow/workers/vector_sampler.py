@@ -21,6 +21,7 @@ step is unchanged.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -42,9 +43,10 @@ from rlflow.data.sample_batch import (
 )
 from rlflow.data.sequences import add_bootstrap_row
 from rlflow.envs.gym_vector import GymVectorEnv, make_vector_env
+from rlflow.envs.nonfinite import all_finite, nonfinite_message
 from rlflow.envs.records import VectorStep
 from rlflow.envs.vector import EpisodeStat, VectorEnv
-from rlflow.errors import ConfigError
+from rlflow.errors import ConfigError, NonFiniteError
 from rlflow.filters import MeanStdFilter
 from rlflow.policy import TorchPolicy
 from rlflow.workers.sampler import Sampler, SamplerSpec
@@ -165,6 +167,8 @@ class VectorSampler(Sampler):
         self._buffers: _Buffers | None = None
         self._length = 0
         self._truncated: list[tuple[int, int, Array]] = []
+        self._num_steps = 0  # steps of the envs so far, for the episode step in messages
+        self._ep_first_step: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
 
     def _start(self, length: int) -> None:
         self._length = length
@@ -176,6 +180,7 @@ class VectorSampler(Sampler):
                 spec.seed,
                 vector_env=spec.vector_env,
                 restart_failed=spec.restart_failed,
+                skip_nonfinite=spec.on_nonfinite == "skip",
                 env_id=spec.env_id,
                 worker_index=spec.worker_index,
             )
@@ -211,6 +216,16 @@ class VectorSampler(Sampler):
 
     def _reset(self, venv: VectorEnv | GymVectorEnv) -> None:
         obs = venv.reset()
+        for i in [] if all_finite(obs) else range(venv.num_envs):
+            if all_finite(obs[i]):
+                continue
+            if self.spec.on_nonfinite == "raise":
+                where = f"env {venv.env_id!r}{_worker(self.spec.worker_index)}, sub-env {i}"
+                raise NonFiniteError(nonfinite_message(where, "observation of reset()", obs[i], 0))
+            assert isinstance(venv, VectorEnv)  # resolve_vector_env: "skip" needs rlflow's loop
+            obs[i] = venv.ensure_finite_start(i)
+            self._nonfinite_episodes += 1
+        self._ep_first_step = np.full(venv.num_envs, self._num_steps + 1, dtype=np.int64)
         self._obs = obs if self.obs_filter is None else self.obs_filter(obs)
         self._eps_ids = np.array([self._new_eps_id() for _ in range(venv.num_envs)], dtype=np.int64)
 
@@ -229,7 +244,12 @@ class VectorSampler(Sampler):
             buf.vf_preds[t] = extra[VF_PREDS]
             buf.dist_inputs[t] = extra[ACTION_DIST_INPUTS]
             buf.eps_id[t] = self._eps_ids
+        self._num_steps += 1
         step = venv.step(actions, copy=False)
+        if not (all_finite(step.rewards) and all_finite(step.final_obs)) or not all_finite(
+            step.next_obs
+        ):
+            self._nonfinite(step, buf.obs[t] if record and buf is not None else step.final_obs)
         if self.obs_filter is not None:
             step = self._filtered(step, obs)
         if venv.restarted and record and buf is not None:
@@ -244,8 +264,46 @@ class VectorSampler(Sampler):
             if record and step.truncateds[i] and not step.terminateds[i]:
                 self._truncated.append((t, int(i), step.final_obs[i].copy()))
             self._eps_ids[i] = self._new_eps_id()
+            self._ep_first_step[i] = self._num_steps + 1
         # The env's own buffer, overwritten by the next step only after it was read.
         self._obs = step.next_obs
+
+    def _nonfinite(self, step: VectorStep, acted_on: Array) -> None:
+        """A NaN or infinite reward or observation in ``step`` (before any filter saw it):
+        `NonFiniteError` naming the first one, or with ``on_nonfinite="skip"`` each such
+        episode dropped (`VectorEnv.drop_episodes`: its row of this step then goes like a failed
+        step's, cut from the fragment with its earlier rows ending as a truncation) and a bad
+        first observation of a new episode reset again; each one counted."""
+        venv = self.venv
+        assert venv is not None
+        bad_rows, bad_starts = [], []
+        for i in range(venv.num_envs):
+            if not (math.isfinite(step.rewards[i]) and all_finite(step.final_obs[i])):
+                bad_rows.append(i)
+            elif not all_finite(step.next_obs[i]):
+                bad_starts.append(i)
+        if self.spec.on_nonfinite == "raise":
+            i = (bad_rows or bad_starts)[0]
+            field, value = (
+                ("reward", step.rewards[i])
+                if not math.isfinite(step.rewards[i])
+                else ("observation", step.final_obs[i])
+                if i in bad_rows
+                else ("observation of reset()", step.next_obs[i])
+            )
+            where = f"env {venv.env_id!r}{_worker(self.spec.worker_index)}, sub-env {i}"
+            episode_step = self._num_steps - int(self._ep_first_step[i]) + 1
+            if i in bad_starts:
+                episode_step = 0
+            raise NonFiniteError(nonfinite_message(where, field, value, episode_step))
+        assert isinstance(venv, VectorEnv)  # resolve_vector_env: "skip" needs rlflow's loop
+        venv.drop_episodes(bad_rows, acted_on)
+        for i in bad_starts:
+            venv.ensure_finite_start(i)
+        self._nonfinite_episodes += len(bad_rows) + len(bad_starts)
+        for i in bad_rows + bad_starts:
+            self._eps_ids[i] = self._new_eps_id()
+            self._ep_first_step[i] = self._num_steps + 1
 
     def _filtered(self, step: VectorStep, acted_on: Array) -> VectorStep:
         """``step`` with filtered observations (each new one added to the filter's statistics
@@ -374,6 +432,8 @@ class VectorSampler(Sampler):
         """Restore :meth:`get_state` (the envs built here, if any, are closed first)."""
         self.close()
         self.venv, self._obs, self._eps_ids = state
+        # Not in the state: a restored episode's steps (in messages) count from the restore.
+        self._ep_first_step = np.full(len(self._eps_ids), self._num_steps + 1, dtype=np.int64)
         if self.venv is not None:
             self.venv.creator = self.spec.creator  # not pickled with it
         self._env_restarts_popped = self.num_env_restarts
@@ -382,3 +442,8 @@ class VectorSampler(Sampler):
         """Close the sub-envs."""
         if self.venv is not None:
             self.venv.close()
+
+
+def _worker(index: int | None) -> str:
+    """``", rollout worker N"`` for messages ("" without a worker)."""
+    return "" if index is None else f", rollout worker {index}"

@@ -307,8 +307,7 @@ class MAMLPolicy(TorchPolicy):
             loss, stats = self.meta_loss(tensors)
             torch.autograd.backward(loss)
             norm = torch.nn.utils.clip_grad_norm_(self._params, max_norm)
-            self.optimizer.step()
-            self.num_grad_updates += 1
+            self.apply_update({**stats, "total_loss": loss.detach(), "grad_gnorm": norm})
             if step == 0:
                 start = float(loss.detach())
             stats["meta_loss"] = float(loss.detach())
