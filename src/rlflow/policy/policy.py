@@ -59,7 +59,7 @@ from rlflow.data.sample_batch import (
     VF_PREDS,
     SampleBatch,
 )
-from rlflow.envs.nonfinite import all_finite
+from rlflow.envs.nonfinite import all_finite, finite_array
 from rlflow.errors import ConfigError, NonFiniteError
 from rlflow.models import ActionDistribution, dist_class_for
 from rlflow.models.actors import ActorExport
@@ -261,16 +261,22 @@ class TorchPolicy(abc.ABC):
         ``explore=True`` samples from the distribution (using this policy's generator),
         ``False`` takes its mode. The extra dict holds the columns a rollout stores:
         `LOGP` ``[B]``, `VF_PREDS` ``[B]`` and `ACTION_DIST_INPUTS` ``[B, input_dim]``.
-        ``Box`` actions are not clipped to the space; the env side clips.
+        ``Box`` actions are not clipped to the space; the env side clips. Outputs that are NaN
+        or infinite (weights that diverged) are a `NonFiniteError` saying so.
         """
         with torch.inference_mode():
             dist_inputs, values = self.model(self.obs_to_tensor(obs))
             dist_inputs, values = dist_inputs.cpu(), values.cpu()
-            if not all_finite(dist_inputs.numpy()):
-                raise NonFiniteError(self._nonfinite_outputs_message(obs))
-            dist = self.dist_class(dist_inputs, generator=self.generator)
-            actions = dist.sample() if explore else dist.deterministic()
-            logp = dist.logp(actions)
+            try:
+                dist = self.dist_class(dist_inputs, generator=self.generator)
+                actions = dist.sample() if explore else dist.deterministic()
+                logp = dist.logp(actions)
+            except (RuntimeError, ValueError) as err:  # torch's, on NaN or inf probabilities
+                if all_finite(dist_inputs.numpy()):
+                    raise
+                raise NonFiniteError(self._nonfinite_outputs_message(obs)) from err
+        if actions.dtype.is_floating_point and not finite_array(actions.numpy()):
+            raise NonFiniteError(self._nonfinite_outputs_message(obs))
         extra = {
             LOGP: logp.numpy(),
             VF_PREDS: values.numpy(),

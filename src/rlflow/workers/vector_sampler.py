@@ -43,7 +43,7 @@ from rlflow.data.sample_batch import (
 )
 from rlflow.data.sequences import add_bootstrap_row
 from rlflow.envs.gym_vector import GymVectorEnv, make_vector_env
-from rlflow.envs.nonfinite import all_finite, nonfinite_message
+from rlflow.envs.nonfinite import all_finite, finite_array, nonfinite_message
 from rlflow.envs.records import VectorStep
 from rlflow.envs.vector import EpisodeStat, VectorEnv
 from rlflow.errors import ConfigError, NonFiniteError
@@ -246,10 +246,12 @@ class VectorSampler(Sampler):
             buf.eps_id[t] = self._eps_ids
         self._num_steps += 1
         step = venv.step(actions, copy=False)
-        if not (all_finite(step.rewards) and all_finite(step.final_obs)) or not all_finite(
-            step.next_obs
+        done = np.flatnonzero(step.terminateds | step.truncateds)
+        if not (finite_array(step.rewards) and finite_array(step.next_obs)) or (
+            done.size and not finite_array(step.final_obs[done])
         ):
             self._nonfinite(step, buf.obs[t] if record and buf is not None else step.final_obs)
+            done = np.flatnonzero(step.terminateds | step.truncateds)
         if self.obs_filter is not None:
             step = self._filtered(step, obs)
         if venv.restarted and record and buf is not None:
@@ -260,7 +262,7 @@ class VectorSampler(Sampler):
             buf.truncateds[t] = step.truncateds
             if buf.next_obs is not None:
                 buf.next_obs[t] = step.final_obs
-        for i in np.flatnonzero(step.terminateds | step.truncateds):
+        for i in done:
             if record and step.truncateds[i] and not step.terminateds[i]:
                 self._truncated.append((t, int(i), step.final_obs[i].copy()))
             self._eps_ids[i] = self._new_eps_id()
