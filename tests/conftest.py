@@ -1,14 +1,74 @@
-"""Shared fixtures: the flow backends (local, and a module-scoped Ray session)."""
+"""Shared fixtures: the flow backends (local, and a module-scoped Ray session); and the check
+that the test session leaves no process behind.
+
+Every process the tests start (Ray's, a CLI run's, anything) inherits `TEST_SESSION_ENV`; when
+the session ends, `pytest_sessionfinish` waits up to `LEFTOVER_WAIT_S` for them to exit, then
+kills the ones left, lists them and fails the run. A reaper of a Ray session
+(`rlflow.flow.backend.reaper`) is left alone: it ends with this process and sweeps its session.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from rlflow import flow
+from rlflow.flow.backend.reaper import end_session, session_processes, start_local_ray
+
+TEST_SESSION_ENV = "RLFLOW_TEST_SESSION"
+"""Marks every process this test session starts (set here, at import, so all inherit it)."""
+LEFTOVER_WAIT_S = 30.0
+"""How long the processes the tests started get to exit after the last test (Ray's shut down
+asynchronously), on a loaded machine."""
+
+_TEST_SESSION = os.environ.setdefault(TEST_SESSION_ENV, f"{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def _leftovers() -> dict[int, str]:
+    """The processes of this test session still running (not this one, not a reaper)."""
+    found = {}
+    for pid in session_processes(_TEST_SESSION, env=TEST_SESSION_ENV):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        if "rlflow/flow/backend/reaper.py" not in cmdline:
+            found[pid] = cmdline
+    return found
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if a process the tests started outlives them (see the module docstring)."""
+    if (
+        os.environ.get(TEST_SESSION_ENV) != _TEST_SESSION
+        or str(os.getpid()) != (_TEST_SESSION.split("-")[0])
+    ):
+        return  # a nested pytest (a test running pytest): its parent checks
+    deadline = time.monotonic() + LEFTOVER_WAIT_S
+    left = _leftovers()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = _leftovers()
+    if not left:
+        return
+    for pid in left:
+        with contextlib.suppress(OSError):  # gone since
+            os.kill(pid, signal.SIGKILL)
+    listing = "\n".join(f"  {pid}: {cmdline[:160]}" for pid, cmdline in sorted(left.items()))
+    print(
+        f"\nFAILED: {len(left)} process(es) started by the tests were still running "
+        f"{LEFTOVER_WAIT_S:g} s after the last test (now killed):\n{listing}",
+        file=sys.stderr,
+    )
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="module")
@@ -28,12 +88,14 @@ def ray_session(request: pytest.FixtureRequest) -> Iterator[None]:
         os.environ["PYTHONPATH"] = os.pathsep.join(
             p for p in (src, os.environ.get("PYTHONPATH", "")) if p
         )
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        # Marked, with a reaper: its processes end with this one (rlflow.flow.backend.reaper).
+        start_local_ray(num_cpus=2, include_dashboard=False, log_to_driver=False)
         started = True
     yield
     flow.shutdown()
     if started:
         ray.shutdown()
+        end_session()
 
 
 @pytest.fixture

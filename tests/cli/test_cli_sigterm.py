@@ -22,6 +22,7 @@ import pytest
 from rlflow.checkpoint import load_checkpoint
 from rlflow.cli import EXIT_TERMINATED, main
 from rlflow.cli.commands import StopSignals, Terminated
+from rlflow.flow.backend.reaper import session_processes
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -153,6 +154,26 @@ def test_sigterm_stops_a_ray_run_and_everything_it_started(tmp_path: Path) -> No
     out = head + _terminate(proc)
     _check_stopped_with_a_checkpoint(proc.returncode, out)
     assert _running_after(started, STOP_BUDGET_S) == {}
+
+
+KILLED_BOUND_S = 20.0
+"""How long the Ray of a SIGKILLed driver may outlive it on a loaded CI machine (its reaper:
+end-of-file at once, then SIGTERM and at most 3 s to SIGKILL)."""
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(240)
+def test_sigkill_of_the_driver_leaves_no_ray_process_behind(tmp_path: Path) -> None:
+    proc = _train("ppo", "--env", "CartPole-v1", "--backend", "ray", *TINY,
+                  "--stop-iters", "1000000", "--out", str(tmp_path / "run"))  # fmt: skip
+    _wait_for_progress(proc)
+    started = _descendants(proc.pid)
+    marked = set(session_processes(f"{proc.pid}-"))
+    assert any("raylet" in cmdline for cmdline in started.values()), started
+    assert any("ray::RolloutWorker" in started[pid] for pid in marked), "workers are marked"
+    proc.kill()  # SIGKILL: no handler, no atexit, no ray.shutdown()
+    proc.wait()
+    assert _running_after(started, KILLED_BOUND_S) == {}
 
 
 def test_stop_signals_raise_once_then_exit_and_restore_the_handlers(saved_handlers: None) -> None:

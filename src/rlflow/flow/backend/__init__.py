@@ -24,6 +24,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from rlflow.errors import ConfigError
 from rlflow.flow.backend import local as _local
+from rlflow.flow.backend.reaper import end_session, start_local_ray
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,8 @@ def init(
         ray_init_timeout_s: with an ``address`` of the form ``HOST:PORT``, how long to try to
             reach it before a `ConfigError` naming it (Ray itself would retry for ever).
         **ray_init_kwargs: passed to ``ray.init`` (e.g. ``address=``, ``num_cpus=``). With
-            ``address`` Ray connects to that cluster; without, it starts a local Ray. If Ray is
+            ``address`` Ray connects to that cluster; without, it starts a local Ray whose
+            processes never outlive this one (`rlflow.flow.backend.reaper`). If Ray is
             already initialized in this process it is reused as it is. ``include_dashboard``
             defaults to False. The local backend takes none.
     """
@@ -67,8 +69,13 @@ def init(
 
     if not ray.is_initialized():
         ray_init_kwargs.setdefault("include_dashboard", False)
-        check_reachable(ray_init_kwargs.get("address"), ray_init_timeout_s)
-        ray.init(**ray_init_kwargs)
+        address = ray_init_kwargs.get("address")
+        check_reachable(address, ray_init_timeout_s)
+        if address in (None, "local"):
+            # A Ray of our own: its processes stop with this one, also after a SIGKILL.
+            start_local_ray(**ray_init_kwargs)
+        else:
+            ray.init(**ray_init_kwargs)
         _started_ray = True
     _backend = "ray"
 
@@ -108,12 +115,14 @@ def check_reachable(address: Any, timeout_s: float) -> None:
 
 
 def shutdown() -> None:
-    """Stop the backend; Ray is shut down only if :func:`init` started it."""
+    """Stop the backend; Ray is shut down only if :func:`init` started it, and what is left of
+    a local Ray it started is stopped by its reaper (`rlflow.flow.backend.reaper`)."""
     global _backend, _started_ray
     if _backend == "ray" and _started_ray:
         import ray
 
         ray.shutdown()
+        end_session()
     _backend = None
     _started_ray = False
 

@@ -1,0 +1,203 @@
+"""A local Ray that rlflow starts never outlives its driver, even one killed by SIGKILL.
+
+``ray.init()`` without an address starts Ray's processes (GCS, raylet, agents, then the worker
+processes the raylet starts) as children of the driver. They mostly stop when it dies, but not
+all of them: after a SIGKILL of the driver, Ray 2.60's ``ray::DashboardAgent`` and
+``ray::RuntimeEnvAgent`` were still alive a minute later, and a worker process of a session was
+once found alive 45 minutes after its raylet was gone. So `start_local_ray` marks the session
+and leaves a reaper behind:
+
+- **The mark.** For the duration of ``ray.init`` the driver's environment holds
+  ``RLFLOW_RAY_SESSION=<token>`` (`SESSION_ENV`), which every process Ray starts inherits (the
+  raylet passes its environment on to the workers it starts); the driver's own environment is
+  restored at once.
+- **The reaper.** A small process (this file run as a script: the standard library only, no
+  rlflow or Ray import, so it costs the start-up nothing measurable) in a session of its own,
+  holding the read end of a pipe whose write end only the driver holds (not inherited by any
+  child). When the driver ends, however it ends, the pipe reaches end-of-file; `flow.shutdown`
+  closes it too, after ``ray.shutdown()``. The reaper then sends SIGTERM to every process that
+  carries the token, and to the driver's descendants noted after ``ray.init`` and while it
+  waited (Ray's agents
+  rename themselves, which can overwrite their environment and the mark in it), waits up to
+  `GRACE_S` for them to exit, and SIGKILLs the rest.
+
+Linux only (it reads ``/proc``); elsewhere `start_local_ray` is plain ``ray.init`` and no
+reaper runs. `session_processes` lists the processes of a mark, for tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+__all__ = ["GRACE_S", "SESSION_ENV", "end_session", "session_processes", "start_local_ray"]
+
+SESSION_ENV = "RLFLOW_RAY_SESSION"
+"""The environment variable that marks the processes of a Ray session rlflow started."""
+GRACE_S = 3.0
+"""Seconds between the reaper's SIGTERM and its SIGKILL of what is left."""
+REFRESH_S = 10.0
+"""How often it notes them again (a scan of ``/proc``: a few milliseconds)."""
+
+_pipe_write_end: int | None = None
+
+
+def start_local_ray(**ray_init_kwargs: Any) -> None:
+    """``ray.init(**ray_init_kwargs)`` (a local Ray: no ``address``) with its processes marked
+    and a reaper left to stop them when this process ends (see the module docstring)."""
+    import ray
+
+    token = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    before = os.environ.get(SESSION_ENV)
+    os.environ[SESSION_ENV] = token
+    try:
+        ray.init(**ray_init_kwargs)
+    finally:
+        if before is None:
+            os.environ.pop(SESSION_ENV, None)
+        else:
+            os.environ[SESSION_ENV] = before
+    _start_reaper(token)
+
+
+def _start_reaper(token: str) -> None:
+    global _pipe_write_end
+    if not os.path.isdir("/proc"):
+        return
+    end_session()  # a reaper of an earlier session in this process sweeps it now
+    read_end, write_end = os.pipe()  # not inheritable: only this process holds write_end
+    env = {k: v for k, v in os.environ.items() if k != SESSION_ENV}
+    # Ray's processes so far (its agents among them, which the mark may not survive in).
+    started = ",".join(f"{pid}:{start}" for pid, start in _descendants(os.getpid()).items())
+    argv = [os.path.abspath(__file__), token, str(read_end), str(os.getpid()), started]
+    subprocess.Popen(
+        [sys.executable, "-I", *argv],
+        pass_fds=(read_end,),
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    os.close(read_end)
+    _pipe_write_end = write_end
+
+
+def end_session() -> None:
+    """Tell the reaper of this process's Ray session (if any) that the session ended: it
+    sweeps what is left of it now (after ``ray.shutdown()``) and exits."""
+    global _pipe_write_end
+    if _pipe_write_end is not None:
+        os.close(_pipe_write_end)
+        _pipe_write_end = None
+
+
+def session_processes(token_prefix: str, *, env: str = SESSION_ENV) -> list[int]:
+    """The live (not zombie) processes whose environment has ``env`` set to a value starting
+    with ``token_prefix``, but this one; [] where there is no ``/proc``."""
+    if not os.path.isdir("/proc"):
+        return []
+    wanted = f"{env}={token_prefix}".encode()
+    me = os.getpid()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                entries = f.read().split(b"\0")
+            with open(f"/proc/{name}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != b"Z" and any(e.startswith(wanted) for e in entries):
+            found.append(int(name))
+    return found
+
+
+def _stat(pid: int) -> tuple[int, bytes, int] | None:
+    """``(parent pid, state, start time)`` of ``pid`` from ``/proc``; None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1]), fields[0], int(fields[19])
+
+
+def _descendants(root: int) -> dict[int, int]:
+    """``{pid: start time}`` of the processes below ``root`` now."""
+    children: dict[int, list[int]] = {}
+    starts: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            stat = _stat(int(name))
+            if stat is not None:
+                children.setdefault(stat[0], []).append(int(name))
+                starts[int(name)] = stat[2]
+    found: dict[int, int] = {}
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found[child] = starts[child]
+            todo.append(child)
+    return found
+
+
+def _signal_all(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(OSError):  # gone since
+            os.kill(pid, sig)
+
+
+def _reap(token: str, read_end: int, driver: int, started: dict[int, int]) -> None:
+    """The reaper's body: wait for the driver's end, then stop the session's processes.
+
+    Processes that rename themselves (``setproctitle``: Ray's agents) may overwrite their
+    environment, mark included; so the reaper also keeps the driver's descendants: those
+    ``started`` by ``ray.init`` and those it sees every `REFRESH_S`, by pid and start time (a
+    pid reused since is not theirs)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver's Ctrl-C is not ours
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    me = os.getpid()
+    seen = dict(started)
+    while True:
+        try:
+            ready, _, _ = select.select([read_end], [], [], REFRESH_S)
+            if ready and not os.read(read_end, 1):
+                break
+        except InterruptedError:
+            continue
+        except OSError:
+            break
+        if not ready:
+            seen.update(_descendants(driver))
+            seen.pop(me, None)
+
+    def left() -> list[int]:
+        alive = set(session_processes(token))
+        for pid, start in seen.items():
+            stat = _stat(pid)
+            if stat is not None and stat[2] == start and stat[1] != b"Z":
+                alive.add(pid)
+        return sorted(alive - {me})
+
+    pids = left()
+    _signal_all(pids, signal.SIGTERM)
+    deadline = time.monotonic() + GRACE_S
+    while pids and time.monotonic() < deadline:
+        time.sleep(0.1)
+        pids = left()
+    _signal_all(pids, signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    pairs = (item.split(":") for item in sys.argv[4].split(",") if item)
+    _reap(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), {int(p): int(t) for p, t in pairs})

@@ -1,0 +1,110 @@
+"""A local Ray that rlflow starts never outlives its driver (`rlflow.flow.backend.reaper`):
+not after a SIGKILL right after ``ray.init``, and not after a clean end whose ``ray.shutdown``
+left something behind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from rlflow.flow.backend.reaper import GRACE_S, SESSION_ENV, session_processes
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
+
+BOUND_S = 20.0
+"""How long a session's processes may outlive its driver on a loaded CI machine."""
+
+DRIVER = textwrap.dedent(
+    """
+    import sys, time
+    from rlflow.flow.backend.reaper import end_session, start_local_ray
+    start_local_ray(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    print("up", flush=True)
+    if sys.argv[1] == "clean":
+        import ray
+        ray.shutdown()
+        end_session()
+        print("ended", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def _driver(mode: str) -> subprocess.Popen[str]:
+    src = str(Path(__file__).parents[2] / "src")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    return subprocess.Popen(
+        [sys.executable, "-c", DRIVER, mode], stdout=subprocess.PIPE, text=True, env=env
+    )
+
+
+def _tree(root: int) -> dict[int, str]:
+    """The processes below ``root`` now: pid -> command line."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    found, todo = {}, [root]
+    while todo:
+        parent = todo.pop()
+        for pid, ppid in parents.items():
+            if ppid == parent:
+                try:
+                    found[pid] = (Path("/proc") / str(pid) / "cmdline").read_bytes().decode()
+                except OSError:
+                    continue
+                todo.append(pid)
+    return found
+
+
+def _alive(pids: dict[int, str]) -> dict[int, str]:
+    out = {}
+    for pid, cmdline in pids.items():
+        try:
+            state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            out[pid] = cmdline.replace("\0", " ")[:100]
+    return out
+
+
+def _gone_within(pids: dict[int, str], bound_s: float) -> dict[int, str]:
+    deadline = time.monotonic() + bound_s
+    while _alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return _alive(pids)
+
+
+def test_a_driver_killed_right_after_ray_init_leaves_nothing_behind() -> None:
+    driver = _driver("kill")
+    assert driver.stdout is not None and driver.stdout.readline() == "up\n"
+    started = _tree(driver.pid)
+    names = " ".join(started.values())
+    assert "raylet" in names and "reaper.py" in names, names
+    assert len(session_processes(f"{driver.pid}-", env=SESSION_ENV)) >= 2  # gcs, raylet, ...
+    driver.kill()
+    driver.wait()
+    assert _gone_within(started, BOUND_S) == {}
+
+
+def test_a_clean_end_lets_the_reaper_sweep_and_exit_while_the_driver_lives() -> None:
+    driver = _driver("clean")
+    try:
+        assert driver.stdout is not None and driver.stdout.readline() == "up\n"
+        started = _tree(driver.pid)
+        assert driver.stdout.readline() == "ended\n"
+        assert driver.poll() is None
+        assert _gone_within(started, GRACE_S + BOUND_S) == {}
+    finally:
+        driver.kill()
+        driver.wait()
