@@ -282,3 +282,21 @@ def test_apex_replay_shards_in_the_checkpoint(tmp_path: Path) -> None:
     with Trainer.restore(path, backend="local") as restored:
         got: Any = replay_buffers(restored.workers)["replay_shards"]
         assert [len(s["priorities"]) for s in got.get_state()] == sizes
+
+
+# --------------------------------------------------------------------------- workers that are gone
+def test_a_checkpoint_is_written_when_a_worker_is_gone_and_a_restore_fills_it_in(
+    tmp_path: Path,
+) -> None:
+    # A worker found dead while its state is gathered (e.g. killed with the driver's process
+    # group) is saved as None, not an error: the checkpoint still holds the learner and the rest.
+    config = {**TINY, "num_workers": 2}
+    with Trainer("pg", env="CartPole-v1", backend="local", **config) as trainer:
+        trainer.train()
+        flow.kill(trainer.workers.remote_workers()[0])
+        trainer.save(tmp_path / "checkpoint_000001")
+    state = load_checkpoint(tmp_path / "checkpoint_000001")
+    first, second = state["remote_workers"]
+    assert first is None and second is not None
+    with Trainer.restore(state, backend="local") as restored:
+        assert restored.train()["iteration"] == 2

@@ -16,7 +16,7 @@ import numpy as np
 
 from rlflow import flow
 from rlflow.envs.validation import env_name
-from rlflow.errors import ConfigError
+from rlflow.errors import ConfigError, WorkerError
 from rlflow.replay import replay_buffer_states, restore_replay_buffers
 
 __all__ = [
@@ -47,13 +47,41 @@ def run_state(workers: Any, *, replay: bool) -> dict[str, Any]:
     return state
 
 
-def _remote_states(workers: Any) -> list[Any]:
-    """Each remote worker's state, in index order; None for one known to be dead (on restore
-    it gets the learner's weights)."""
+WORKER_STATE_TIMEOUT_S = 60.0
+"""How long a checkpoint waits for the remote workers' states (a worker answers after the call
+it is running, e.g. a sample); one that has not answered by then is saved as None."""
+
+
+def _remote_states(workers: Any, timeout_s: float = WORKER_STATE_TIMEOUT_S) -> list[Any]:
+    """Each remote worker's state, in index order; None for one known to be dead, found dead,
+    or silent for ``timeout_s`` (on restore it gets the learner's weights): a checkpoint is
+    still written when workers went down with the driver's stop (a signal to its whole
+    process group kills Ray's processes too)."""
     healthy = workers.healthy_workers()
-    states = iter(flow.get([w.get_state.remote() for w in healthy]))
-    alive = {id(w) for w in healthy}
-    return [next(states) if id(w) in alive else None for w in workers.remote_workers()]
+    refs = {id(w): w.get_state.remote() for w in healthy}
+    ready, _ = flow.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
+    answered = set(ready)
+    states: list[Any] = []
+    missing = []
+    for index, worker in enumerate(workers.remote_workers(), start=1):
+        ref = refs.get(id(worker))
+        state = None
+        if ref is not None and ref in answered:
+            try:
+                state = flow.get(ref)
+            except WorkerError as err:
+                logger.warning("rollout worker %d: no state for the checkpoint (%s)", index, err)
+        if ref is not None and state is None:
+            missing.append(index)
+        states.append(state)
+    if missing:
+        logger.warning(
+            "checkpoint: rollout workers %s gave no state (dead or silent for %g s); a restore "
+            "gives them the learner's weights",
+            missing,
+            timeout_s,
+        )
+    return states
 
 
 def set_run_state(workers: Any, state: Mapping[str, Any]) -> None:

@@ -43,8 +43,9 @@ def saved_handlers() -> Iterator[None]:
         signal.signal(sig, handler)
 
 
-def _train(*argv: str) -> subprocess.Popen[str]:
-    """``python -m rlflow train ...`` with stdout and stderr merged into one text pipe."""
+def _train(*argv: str, own_group: bool = False) -> subprocess.Popen[str]:
+    """``python -m rlflow train ...`` with stdout and stderr merged into one text pipe (in a
+    process group of its own with ``own_group``, as a job under a scheduler)."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # a Ray of its own
     return subprocess.Popen(
         [sys.executable, "-m", "rlflow", "train", *argv],
@@ -52,6 +53,7 @@ def _train(*argv: str) -> subprocess.Popen[str]:
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
+        start_new_session=own_group,
     )
 
 
@@ -154,6 +156,23 @@ def test_sigterm_stops_a_ray_run_and_everything_it_started(tmp_path: Path) -> No
     out = head + _terminate(proc)
     _check_stopped_with_a_checkpoint(proc.returncode, out)
     assert _running_after(started, STOP_BUDGET_S) == {}
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(240)
+def test_sigterm_to_the_whole_process_group_still_saves_and_exits_143(tmp_path: Path) -> None:
+    # Slurm's scancel (without --batch) signals the job's whole process group: Ray's own
+    # processes get the SIGTERM too, and the run must neither hang on the lost session (Ray
+    # waits 60 s for its GCS, then ends the process with status 1) nor lose its checkpoint.
+    proc = _train("ppo", "--env", "CartPole-v1", "--backend", "ray", *TINY,
+                  "--stop-iters", "1000000", "--out", str(tmp_path / "run"),
+                  own_group=True)  # fmt: skip
+    head = _wait_for_progress(proc)
+    started = _descendants(proc.pid)
+    os.killpg(proc.pid, signal.SIGTERM)
+    out, _ = proc.communicate(timeout=STOP_BUDGET_S)
+    _check_stopped_with_a_checkpoint(proc.returncode, head + out)
+    assert _running_after(started, KILLED_BOUND_S) == {}
 
 
 KILLED_BOUND_S = 20.0

@@ -32,6 +32,7 @@ BACKENDS: tuple[str, ...] = ("ray", "local")
 
 _backend: str | None = None
 _started_ray = False
+_session_lost = False
 
 C = TypeVar("C")
 
@@ -55,7 +56,8 @@ def init(
             already initialized in this process it is reused as it is. ``include_dashboard``
             defaults to False. The local backend takes none.
     """
-    global _backend, _started_ray
+    global _backend, _started_ray, _session_lost
+    _session_lost = False
     if backend not in BACKENDS:
         raise ConfigError(f"flow.init(backend={backend!r}): backend must be one of {BACKENDS}")
     if backend == "local":
@@ -117,13 +119,15 @@ def check_reachable(address: Any, timeout_s: float) -> None:
 def shutdown() -> None:
     """Stop the backend; Ray is shut down only if :func:`init` started it, and what is left of
     a local Ray it started is stopped by its reaper (`rlflow.flow.backend.reaper`)."""
-    global _backend, _started_ray
+    global _backend, _started_ray, _session_lost
     if _backend == "ray" and _started_ray:
         import ray
 
-        ray.shutdown()
+        if not session_lost():
+            ray.shutdown()
         end_session()
     _backend = None
+    _session_lost = False
     _started_ray = False
 
 
@@ -254,11 +258,34 @@ def put(value: Any) -> Any:
 
 
 def kill(handle: Any) -> None:
-    """Kill an actor; later calls on it fail with :class:`~rlflow.errors.ActorDiedError`."""
+    """Kill an actor; later calls on it fail with :class:`~rlflow.errors.ActorDiedError`.
+    Nothing to do when the Ray session is gone (`session_lost`)."""
     if backend_name() == "local":
         _local.kill(handle)
-    else:
+    elif not session_lost():
         _ray_impl().kill(handle)
+
+
+def session_lost() -> bool:
+    """True when the Ray session this process uses no longer answers: its GCS refuses (or does
+    not accept within a second) a connection, e.g. after a signal to the driver's whole process
+    group stopped Ray's processes too. Ray would wait 60 s for it and then end the process, so
+    the calls that stop actors and free placement groups (`kill`, `remove_placement_group`,
+    `shutdown`) then do nothing: the actors went with the session. Once lost, lost until the
+    next `init`. False on the local backend."""
+    global _session_lost
+    if _session_lost:
+        return True
+    ray = sys.modules.get("ray")
+    if _backend != "ray" or ray is None or not ray.is_initialized():
+        return False
+    host, _, port = str(ray.get_runtime_context().gcs_address).rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=1.0).close()
+    except (OSError, ValueError):
+        _session_lost = True
+        log.warning("the Ray session is gone (its GCS does not answer): nothing left to stop")
+    return _session_lost
 
 
 def placement_group(bundles: Sequence[dict[str, float]], strategy: str, *, timeout_s: float) -> Any:
@@ -325,8 +352,9 @@ def cluster_nodes() -> list[dict[str, float]] | None:
 
 
 def remove_placement_group(group: Any) -> None:
-    """Free a group's reservation (its actors are killed); None (local) is a no-op."""
-    if group is not None:
+    """Free a group's reservation (its actors are killed); None (local) is a no-op, and so is
+    a group of a Ray session that is gone (`session_lost`)."""
+    if group is not None and not session_lost():
         _ray_impl().remove_placement_group(group)
 
 
