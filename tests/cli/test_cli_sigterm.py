@@ -175,6 +175,29 @@ def test_sigterm_to_the_whole_process_group_still_saves_and_exits_143(tmp_path: 
     assert _running_after(started, KILLED_BOUND_S) == {}
 
 
+@pytest.mark.ray
+@pytest.mark.timeout(240)
+def test_sigterm_while_ray_starts_exits_143_and_leaves_nothing(tmp_path: Path) -> None:
+    proc = _train("ppo", "--env", "CartPole-v1", "--backend", "ray", *TINY,
+                  "--out", str(tmp_path / "run"))  # fmt: skip
+    deadline = time.monotonic() + 120
+    started: dict[int, str] = {}
+    while not any("reaper.py" in c for c in started.values()):  # started just before ray.init
+        assert proc.poll() is None and time.monotonic() < deadline
+        started = _descendants(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=STOP_BUDGET_S)
+    assert proc.returncode == EXIT_TERMINATED, out
+    assert "terminated (SIGTERM)" in out and "Traceback" not in out, out
+    # What Ray had started carries the session's mark (and the test session's check at the end
+    # catches anything else the command started).
+    deadline = time.monotonic() + KILLED_BOUND_S
+    while session_processes(f"{proc.pid}-") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert session_processes(f"{proc.pid}-") == []
+    assert _running_after(started, KILLED_BOUND_S) == {}
+
+
 KILLED_BOUND_S = 20.0
 """How long the Ray of a SIGKILLed driver may outlive it on a loaded CI machine (its reaper:
 end-of-file at once, then SIGTERM and at most 3 s to SIGKILL)."""

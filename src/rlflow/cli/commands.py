@@ -70,8 +70,8 @@ class StopSignals:
     checkpoints are written atomically). A SIGINT that was ignored stays ignored.
 
     Construction records the handlers in effect; `install` replaces them, `restore` puts them
-    back. Install after the backend started: ``ray.init`` sets a SIGTERM handler of its own
-    (it ends the process with a crash dump and no checkpoint).
+    back. Install again after the backend started: ``ray.init`` sets a SIGTERM handler of its
+    own (it ends the process with a crash dump and no checkpoint).
     """
 
     def __init__(self) -> None:
@@ -116,10 +116,16 @@ def _train_session(args: argparse.Namespace) -> Iterator[None]:
     signals = StopSignals()
     started = False
     try:
-        started = _start_backend(
-            args.backend, args.address, verbose=args.verbose, timeout_s=args.ray_init_timeout
-        )
-        signals.install()
+        signals.install()  # a SIGTERM while Ray starts: exit 143, Ray's processes reaped
+        try:
+            started = _start_backend(
+                args.backend, args.address, verbose=args.verbose, timeout_s=args.ray_init_timeout
+            )
+        except SystemExit as exit_:
+            if exit_.code == signal.SIGTERM:  # ray.init's own handler: sys.exit(SIGTERM)
+                raise Terminated from None
+            raise
+        signals.install()  # again: ray.init sets a SIGTERM handler of its own
         trainer_module.wait()
         yield
     finally:

@@ -11,15 +11,15 @@ and leaves a reaper behind:
   ``RLFLOW_RAY_SESSION=<token>`` (`SESSION_ENV`), which every process Ray starts inherits (the
   raylet passes its environment on to the workers it starts); the driver's own environment is
   restored at once.
-- **The reaper.** A small process (this file run as a script: the standard library only, no
-  rlflow or Ray import, so it costs the start-up nothing measurable) in a session of its own,
-  holding the read end of a pipe whose write end only the driver holds (not inherited by any
-  child). When the driver ends, however it ends, the pipe reaches end-of-file; `flow.shutdown`
-  closes it too, after ``ray.shutdown()``. The reaper then sends SIGTERM to every process that
-  carries the token, and to the driver's descendants noted after ``ray.init`` and while it
-  waited (Ray's agents
-  rename themselves, which can overwrite their environment and the mark in it), waits up to
-  `GRACE_S` for them to exit, and SIGKILLs the rest.
+- **The reaper.** A small process started before ``ray.init`` (this file run as a script: the
+  standard library only, no rlflow or Ray import; 2 ms of the start-up), in a session of its
+  own, holding the read end of a pipe whose write end only the driver holds (not inherited by
+  any child). When the driver ends, however it ends, the pipe reaches end-of-file;
+  `flow.shutdown` closes it too, after ``ray.shutdown()``. The reaper then sends SIGTERM to
+  every process that carries the token and to the driver's descendants it noted (while Ray
+  started, after ``ray.init`` and every `REFRESH_S`: Ray's agents rename themselves, which can
+  overwrite their environment and the mark in it), waits up to `GRACE_S` for them to exit, and
+  SIGKILLs the rest.
 
 Linux only (it reads ``/proc``); elsewhere `start_local_ray` is plain ``ray.init`` and no
 reaper runs. `session_processes` lists the processes of a mark, for tests.
@@ -43,28 +43,35 @@ SESSION_ENV = "RLFLOW_RAY_SESSION"
 """The environment variable that marks the processes of a Ray session rlflow started."""
 GRACE_S = 3.0
 """Seconds between the reaper's SIGTERM and its SIGKILL of what is left."""
+STARTING_S = 0.5
+"""How often the reaper notes the driver's descendants while Ray starts."""
 REFRESH_S = 10.0
-"""How often it notes them again (a scan of ``/proc``: a few milliseconds)."""
+"""How often it notes them after (a scan of ``/proc``: a few milliseconds)."""
 
 _pipe_write_end: int | None = None
 
 
 def start_local_ray(**ray_init_kwargs: Any) -> None:
     """``ray.init(**ray_init_kwargs)`` (a local Ray: no ``address``) with its processes marked
-    and a reaper left to stop them when this process ends (see the module docstring)."""
+    and a reaper that stops them when this process ends (see the module docstring), started
+    first: a driver stopped while Ray starts leaves nothing behind either."""
     import ray
 
     token = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    _start_reaper(token)
     before = os.environ.get(SESSION_ENV)
     os.environ[SESSION_ENV] = token
     try:
         ray.init(**ray_init_kwargs)
+    except BaseException:
+        end_session()  # the reaper stops what had started
+        raise
     finally:
         if before is None:
             os.environ.pop(SESSION_ENV, None)
         else:
             os.environ[SESSION_ENV] = before
-    _start_reaper(token)
+    _note_started()
 
 
 def _start_reaper(token: str) -> None:
@@ -74,11 +81,8 @@ def _start_reaper(token: str) -> None:
     end_session()  # a reaper of an earlier session in this process sweeps it now
     read_end, write_end = os.pipe()  # not inheritable: only this process holds write_end
     env = {k: v for k, v in os.environ.items() if k != SESSION_ENV}
-    # Ray's processes so far (its agents among them, which the mark may not survive in).
-    started = ",".join(f"{pid}:{start}" for pid, start in _descendants(os.getpid()).items())
-    argv = [os.path.abspath(__file__), token, str(read_end), str(os.getpid()), started]
     subprocess.Popen(
-        [sys.executable, "-I", *argv],
+        [sys.executable, "-I", os.path.abspath(__file__), token, str(read_end), str(os.getpid())],
         pass_fds=(read_end,),
         start_new_session=True,
         stdin=subprocess.DEVNULL,
@@ -88,6 +92,14 @@ def _start_reaper(token: str) -> None:
     )
     os.close(read_end)
     _pipe_write_end = write_end
+
+
+def _note_started() -> None:
+    """Send the reaper this process's descendants now (``pid:start time`` pairs, one line):
+    Ray's processes of ``ray.init``, its agents among them, in which the mark may not survive."""
+    if _pipe_write_end is not None:
+        pairs = ",".join(f"{pid}:{start}" for pid, start in _descendants(os.getpid()).items())
+        os.write(_pipe_write_end, f"{pairs}\n".encode())
 
 
 def end_session() -> None:
@@ -157,29 +169,48 @@ def _signal_all(pids: list[int], sig: int) -> None:
             os.kill(pid, sig)
 
 
-def _reap(token: str, read_end: int, driver: int, started: dict[int, int]) -> None:
-    """The reaper's body: wait for the driver's end, then stop the session's processes.
-
-    Processes that rename themselves (``setproctitle``: Ray's agents) may overwrite their
-    environment, mark included; so the reaper also keeps the driver's descendants: those
-    ``started`` by ``ray.init`` and those it sees every `REFRESH_S`, by pid and start time (a
-    pid reused since is not theirs)."""
+def _reap(token: str, read_end: int, driver: int) -> None:
+    """The reaper's body: wait for the driver's end, then stop the session's processes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver's Ctrl-C is not ours
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _stop(token, _wait_for_end(read_end, driver))
+
+
+def _wait_for_end(read_end: int, driver: int) -> dict[int, int]:
+    """Wait for end-of-file on ``read_end``; the driver's descendants seen meanwhile.
+
+    Processes that rename themselves (``setproctitle``: Ray's agents) may overwrite their
+    environment, mark included; so the reaper keeps the driver's descendants too, by pid and
+    start time (a pid reused since is not theirs): those the driver sends after ``ray.init``
+    and those it sees itself, every `STARTING_S` until then and every `REFRESH_S` after."""
     me = os.getpid()
-    seen = dict(started)
+    seen: dict[int, int] = {}
+    noted, pending = False, b""
     while True:
         try:
-            ready, _, _ = select.select([read_end], [], [], REFRESH_S)
-            if ready and not os.read(read_end, 1):
-                break
+            ready, _, _ = select.select([read_end], [], [], REFRESH_S if noted else STARTING_S)
+            data = os.read(read_end, 65536) if ready else None
         except InterruptedError:
             continue
         except OSError:
-            break
-        if not ready:
+            return seen
+        if data == b"":
+            return seen  # the driver ended, or ended the session
+        if data is None:
             seen.update(_descendants(driver))
             seen.pop(me, None)
+            continue
+        *lines, pending = (pending + data).split(b"\n")
+        for line in lines:
+            pairs = (item.split(b":") for item in line.split(b",") if item)
+            seen.update({int(pid): int(start) for pid, start in pairs})
+            noted = True
+
+
+def _stop(token: str, seen: dict[int, int]) -> None:
+    """SIGTERM the processes marked with ``token`` and those of ``seen`` still running, then
+    SIGKILL what is left after `GRACE_S`."""
+    me = os.getpid()
 
     def left() -> list[int]:
         alive = set(session_processes(token))
@@ -199,5 +230,4 @@ def _reap(token: str, read_end: int, driver: int, started: dict[int, int]) -> No
 
 
 if __name__ == "__main__":
-    pairs = (item.split(":") for item in sys.argv[4].split(",") if item)
-    _reap(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), {int(p): int(t) for p, t in pairs})
+    _reap(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
