@@ -207,3 +207,38 @@ def test_check_returned(result: Any, method: str, message: str | None) -> None:
     with pytest.raises(ConfigError) as info:
         check_returned(result, method, where="env 'X'")
     assert str(info.value).startswith(f"env 'X': {message}a Gymnasium env's ")
+
+
+@pytest.mark.parametrize("engine", ["gymnasium-sync", "gymnasium-async"])
+@pytest.mark.parametrize(("env", "match"), REFUSED_AT_FIRST_CALL)
+def test_gymnasium_engines_refuse_before_any_actor(engine: str, env: type, match: str) -> None:
+    # Those engines call reset and step themselves: the probe env is reset and stepped once.
+    call = match.split(": ", 1)[1]  # without the sub-env: the probe is no sub-env
+    with pytest.raises(ConfigError, match=f"^env '{env.__name__}': {call}.*{FIX}"):
+        rlflow.Trainer("ppo", env=env, backend="local", vector_env=engine, **TINY)
+
+
+class OldMultiAgentEnv(rlflow.envs.multi_agent.MultiAgentEnv):
+    """A multi-agent env whose reset returns the observations alone."""
+
+    def __init__(self) -> None:
+        self.possible_agents = ["a", "b"]
+        self.agents = ["a", "b"]
+        self.observation_spaces = dict.fromkeys(
+            self.possible_agents, GymnasiumEnv.observation_space
+        )
+        self.action_spaces = dict.fromkeys(self.possible_agents, GymnasiumEnv.action_space)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        return {"a": OBS, "b": OBS}
+
+    def step(self, action_dict: Any) -> Any:
+        raise AssertionError("never stepped: its reset is refused")
+
+
+def test_multi_agent_envs_are_checked_at_their_first_reset() -> None:
+    config = PGConfig(**WORKER, env=OldMultiAgentEnv, policies={"p": rlflow.config.PolicySpec()})
+    worker = RolloutWorker(config, PGPolicy, worker_index=2)
+    match = r"env 'OldMultiAgentEnv', rollout worker 2, env 0: reset\(\) returned a single dict"
+    with pytest.raises(ConfigError, match=f"{match}.*{FIX}"):
+        worker.sample()

@@ -336,9 +336,14 @@ def test_real_wandb_writes_an_offline_run_in_the_run_dir(
     monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.setenv("WANDB_SILENT", "true")
     log = open_logger("wandb", tmp_path / "run", start=1)
-    for i in (1, 2):
-        log.on_result({"iteration": i, "episode_return_mean": 5.0 * i})
-    log.close()
+    try:
+        for i in (1, 2):
+            log.on_result({"iteration": i, "episode_return_mean": 5.0 * i})
+        log.close()
+    finally:
+        import wandb
+
+        wandb.teardown()  # its service process would live as long as this one (conftest)
     (run,) = (tmp_path / "run" / "wandb").glob("offline-run-*")
     (records,) = run.glob("run-*.wandb")
     assert records.stat().st_size > 0

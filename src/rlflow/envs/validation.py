@@ -30,6 +30,7 @@ __all__ = [
     "GYMNASIUM_API",
     "MAX_RESTART_ATTEMPTS",
     "OBS_CHECK_STEPS",
+    "check_calls",
     "check_env_api",
     "check_observation",
     "check_returned",
@@ -118,6 +119,17 @@ def check_returned(result: Any, method: str, *, where: str) -> None:
     raise ConfigError(
         f"{where}: {method}() returned {what}, expected {size} values {shape}; {GYMNASIUM_API}"
     )
+
+
+def check_calls(env: Any, name: str) -> None:
+    """Reset ``env`` and take one step with a sampled action, checking what both return
+    (`check_returned`): for a probe env whose engine calls ``reset`` and ``step`` itself (the
+    Gymnasium and EnvPool engines, where `rlflow.envs.vector.VectorEnv`'s first-call checks do
+    not run), so an old Gym env is refused before any actor starts."""
+    where = f"env {name!r}"
+    result = env.reset(seed=0)
+    check_returned(result, "reset", where=where)
+    check_returned(env.step(env.action_space.sample()), "step", where=where)
 
 
 def env_name(env: Any) -> str:

@@ -63,6 +63,7 @@ from rlflow.envs.validation import (
     MAX_RESTART_ATTEMPTS,
     OBS_CHECK_STEPS,
     check_observation,
+    check_returned,
     close_quietly,
     env_failure_note,
     env_name,
@@ -135,7 +136,10 @@ class MultiAgentSampler(Sampler):
     def _start_episode(self, j: int, slot: EnvSlot, seed: int | None) -> None:
         for attempt in range(MAX_RESET_ATTEMPTS + 1):
             try:
-                obs, _ = slot.env.reset(seed=seed if attempt == 0 else None)
+                result = slot.env.reset(seed=seed if attempt == 0 else None)
+                if self._obs_checks[j]:  # before unpacking: an old API's return is named
+                    check_returned(result, "reset", where=self._where(j))
+                obs, _ = result
             except ConfigError:
                 raise
             except Exception as err:  # noqa: BLE001 - any env error: rebuild it or name it
@@ -146,9 +150,7 @@ class MultiAgentSampler(Sampler):
             if bad is None:
                 break
             if self.spec.on_nonfinite == "raise" or attempt == MAX_RESET_ATTEMPTS:
-                index = self.spec.worker_index
-                worker = "" if index is None else f", rollout worker {index}"
-                where = f"env {self.env_id!r}{worker}, env {j}, agent {bad[0]!r}"
+                where = f"{self._where(j)}, agent {bad[0]!r}"
                 tries = "" if attempt == 0 else f" ({attempt + 1} resets in a row)"
                 raise NonFiniteError(
                     nonfinite_message(where, f"observation of reset(){tries}", bad[2], 0)
@@ -302,6 +304,7 @@ class MultiAgentSampler(Sampler):
             return None
         if self._obs_checks[j]:
             self._obs_checks[j] -= 1
+            check_returned(step, "step", where=self._where(j))
             self._check_obs(j, slot, step.obs, "step")
         bad = _nonfinite_field(step.rewards, step.obs)
         if bad is not None:
@@ -318,9 +321,7 @@ class MultiAgentSampler(Sampler):
         failed step) and the env reset."""
         agent, field, value = bad
         if self.spec.on_nonfinite == "raise":
-            index = self.spec.worker_index
-            worker = "" if index is None else f", rollout worker {index}"
-            where = f"env {self.env_id!r}{worker}, env {j}, agent {agent!r}"
+            where = f"{self._where(j)}, agent {agent!r}"
             raise NonFiniteError(nonfinite_message(where, field, value, episode_step))
         for traj in slot.trajectories.values():
             traj.cut()
@@ -355,14 +356,17 @@ class MultiAgentSampler(Sampler):
         err.add_note(f"{note}; rebuilt {MAX_RESTART_ATTEMPTS} times, each failed to reset")
         raise err
 
+    def _where(self, j: int) -> str:
+        """Env ``j`` in messages: the env, the worker and the index."""
+        index = self.spec.worker_index
+        return f"env {self.env_id!r}{'' if index is None else f', rollout worker {index}'}, env {j}"
+
     def _check_obs(self, j: int, slot: EnvSlot, obs: Mapping[str, Any], method: str) -> None:
         """`check_observation` of each agent's observation from env ``j``'s ``method``."""
-        index = self.spec.worker_index
-        worker = "" if index is None else f", rollout worker {index}"
         for agent, ob in obs.items():
             space = slot.env.observation_spaces.get(agent)
             if space is not None:
-                where = f"env {self.env_id!r}{worker}, env {j}, agent {agent!r}, {method}()"
+                where = f"{self._where(j)}, agent {agent!r}, {method}()"
                 check_observation(space, ob, where=where)
 
     @property

@@ -44,7 +44,7 @@ from rlflow.config import DEFAULT_POLICY_ID, AlgorithmConfig, resolve_policies
 from rlflow.data import NUM_GRAD_UPDATES, MultiAgentBatch, SampleBatch
 from rlflow.envs import EpisodeStat, config_env_creator
 from rlflow.envs.gym_vector import resolve_vector_env
-from rlflow.envs.validation import check_env_api, env_name
+from rlflow.envs.validation import check_calls, check_env_api, env_name
 from rlflow.errors import ConfigError
 from rlflow.filters import MeanStdFilter, make_filter
 from rlflow.flow import ParallelIteratorWorker, ShardReply
@@ -192,7 +192,8 @@ class RolloutWorker(ParallelIteratorWorker):
     ) -> tuple[SamplerSpec, dict[PolicyID, tuple[Any, Any]]]:
         """The sampler's settings, and ``{policy id: (observation space, action space)}`` from
         the policy specs and one env made and closed at once; a single-agent env is checked
-        against the Gymnasium API as far as it shows unstepped (`check_env_api`)."""
+        against the Gymnasium API as far as it shows unstepped (`check_env_api`), and reset and
+        stepped once (`check_calls`) when an engine other than rlflow's will step it."""
         creator = config_env_creator(config)
         probe = creator()
         try:
@@ -213,6 +214,8 @@ class RolloutWorker(ParallelIteratorWorker):
                 multi_agent=multi_agent,
                 skip_nonfinite=config.on_nonfinite == "skip",
             )
+            if vector_env != "rlflow" and not multi_agent:
+                check_calls(probe, env_name(config.env))  # that engine calls the env itself
         finally:
             probe.close()
         spec = SamplerSpec(
