@@ -123,9 +123,9 @@ def check_returned(result: Any, method: str, *, where: str) -> None:
 
 def check_calls(env: Any, name: str) -> None:
     """Reset ``env`` and take one step with a sampled action, checking what both return
-    (`check_returned`): for a probe env whose engine calls ``reset`` and ``step`` itself (the
-    Gymnasium and EnvPool engines, where `rlflow.envs.vector.VectorEnv`'s first-call checks do
-    not run), so an old Gym env is refused before any actor starts."""
+    (`check_returned`): for the learner's probe env, so an old Gym env is refused before any
+    actor starts, whatever the engine (`rlflow.envs.vector.VectorEnv` checks its sub-envs'
+    first calls too; the Gymnasium and EnvPool engines call the env themselves)."""
     where = f"env {name!r}"
     result = env.reset(seed=0)
     check_returned(result, "reset", where=where)

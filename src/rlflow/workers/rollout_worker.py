@@ -147,12 +147,35 @@ class RolloutWorker(ParallelIteratorWorker):
         self.worker_index = worker_index
         seed = config.seed
         policy_seed = None if seed is None else seed + worker_index
-        self.sampler_spec, spaces_of = self._probe_env(config, worker_index)
+        self.sampler_spec, spaces_of, probe = self._probe_env(config, worker_index)
         """The settings of this worker's sampler (`SamplerSpec`), built once; evaluation runs
         a variant of them."""
         self.policy_map: dict[PolicyID, TorchPolicy] = {}
         self.filters: dict[PolicyID, MeanStdFilter] = {}
         """``{policy id: observation filter}``: empty with ``observation_filter="NoFilter"``."""
+        try:
+            self._build_policies(policy_cls, spaces_of, policy_seed, algorithm)
+            if worker_index == 0 and not self.sampler_spec.multi_agent:
+                # The learner's worker, built before any actor starts: after the policies took
+                # the env's spaces, its probe is reset and stepped once (an old Gym env).
+                check_calls(probe, env_name(config.env))
+        finally:
+            probe.close()
+        self._sampler: Sampler | None = None
+        self.global_vars: dict[str, Any] = {}
+        """Values pushed with the weights (``{"timestep": env steps sampled}``)."""
+        self._rng = np.random.default_rng(policy_seed)
+        self._next_eps = 0
+
+    def _build_policies(
+        self,
+        policy_cls: type[TorchPolicy],
+        spaces_of: dict[PolicyID, tuple[Any, Any]],
+        policy_seed: int | None,
+        algorithm: str | None,
+    ) -> None:
+        """Fill `policy_map` and `filters`: each policy on the env's spaces."""
+        config, worker_index = self.config, self.worker_index
         # Typed per-policy configs, then each policy on the env's spaces: a bad override or a
         # space a policy cannot take raises here, on the driver's local worker, before
         # WorkerSet starts any remote one (the learner's worker is the run's check of its env).
@@ -180,20 +203,14 @@ class RolloutWorker(ParallelIteratorWorker):
             self.policy_map[pid] = policy
             if obs_filter is not None:
                 self.filters[pid] = obs_filter
-        self._sampler: Sampler | None = None
-        self.global_vars: dict[str, Any] = {}
-        """Values pushed with the weights (``{"timestep": env steps sampled}``)."""
-        self._rng = np.random.default_rng(policy_seed)
-        self._next_eps = 0
 
     @staticmethod
     def _probe_env(
         config: AlgorithmConfig, worker_index: int
-    ) -> tuple[SamplerSpec, dict[PolicyID, tuple[Any, Any]]]:
-        """The sampler's settings, and ``{policy id: (observation space, action space)}`` from
-        the policy specs and one env made and closed at once; a single-agent env is checked
-        against the Gymnasium API as far as it shows unstepped (`check_env_api`), and reset and
-        stepped once (`check_calls`) when an engine other than rlflow's will step it."""
+    ) -> tuple[SamplerSpec, dict[PolicyID, tuple[Any, Any]], Any]:
+        """The sampler's settings, ``{policy id: (observation space, action space)}`` from the
+        policy specs and one env, and that env (the caller closes it); a single-agent env is
+        checked against the Gymnasium API as far as it shows unstepped (`check_env_api`)."""
         creator = config_env_creator(config)
         probe = creator()
         try:
@@ -214,10 +231,9 @@ class RolloutWorker(ParallelIteratorWorker):
                 multi_agent=multi_agent,
                 skip_nonfinite=config.on_nonfinite == "skip",
             )
-            if vector_env != "rlflow" and not multi_agent:
-                check_calls(probe, env_name(config.env))  # that engine calls the env itself
-        finally:
+        except BaseException:
             probe.close()
+            raise
         spec = SamplerSpec(
             creator=creator,
             num_envs=config.num_envs_per_worker,
@@ -229,7 +245,7 @@ class RolloutWorker(ParallelIteratorWorker):
             vector_env=vector_env,
             worker_index=worker_index,
         )
-        return spec, spaces_of
+        return spec, spaces_of, probe
 
     @property
     def multi_agent(self) -> bool:
