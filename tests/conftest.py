@@ -20,7 +20,12 @@ from collections.abc import Iterator
 import pytest
 
 from rlflow import flow
-from rlflow.flow.backend.reaper import end_session, session_processes, start_local_ray
+from rlflow.flow.backend.reaper import (
+    command_line,
+    end_session,
+    session_processes,
+    start_local_ray,
+)
 
 TEST_SESSION_ENV = "RLFLOW_TEST_SESSION"
 """Marks every process this test session starts (set here, at import, so all inherit it)."""
@@ -35,12 +40,8 @@ def _leftovers() -> dict[int, str]:
     """The processes of this test session still running (not this one, not a reaper)."""
     found = {}
     for pid in session_processes(_TEST_SESSION, env=TEST_SESSION_ENV):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            continue
-        if "rlflow/flow/backend/reaper.py" not in cmdline:
+        cmdline = command_line(pid)
+        if cmdline is not None and "rlflow/flow/backend/reaper.py" not in cmdline:
             found[pid] = cmdline
     return found
 

@@ -22,7 +22,7 @@ import pytest
 from rlflow.checkpoint import load_checkpoint
 from rlflow.cli import EXIT_TERMINATED, main
 from rlflow.cli.commands import StopSignals, Terminated
-from rlflow.flow.backend.reaper import session_processes
+from rlflow.flow.backend.reaper import command_line, descendants, session_processes
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -87,24 +87,8 @@ def _check_stopped_with_a_checkpoint(code: int, out: str) -> None:
 
 
 def _descendants(pid: int) -> dict[int, str]:
-    """The processes below ``pid`` now (from /proc): pid -> command line."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue  # exited while listed
-        children.setdefault(ppid, []).append(int(stat.parent.name))
-    found: dict[int, str] = {}
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            try:
-                found[child] = (Path("/proc") / str(child) / "cmdline").read_bytes().decode()
-            except OSError:
-                continue
-            todo.append(child)
-    return found
+    """The processes below ``pid`` now: pid -> command line."""
+    return {p: c for p in descendants(pid) if (c := command_line(p)) is not None}
 
 
 def _running_after(pids: dict[int, str], timeout: float) -> dict[int, str]:
@@ -119,7 +103,7 @@ def _running_after(pids: dict[int, str], timeout: float) -> dict[int, str]:
             continue
         try:
             if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
-                running[pid] = cmdline.replace("\0", " ")
+                running[pid] = cmdline
         finally:
             os.close(fd)
     return running

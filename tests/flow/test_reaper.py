@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from rlflow.flow.backend.reaper import GRACE_S, SESSION_ENV, session_processes
+from rlflow.flow.backend.reaper import (
+    GRACE_S,
+    SESSION_ENV,
+    command_line,
+    descendants,
+    session_processes,
+)
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
 
@@ -47,23 +53,7 @@ def _driver(mode: str) -> subprocess.Popen[str]:
 
 def _tree(root: int) -> dict[int, str]:
     """The processes below ``root`` now: pid -> command line."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-    found, todo = {}, [root]
-    while todo:
-        parent = todo.pop()
-        for pid, ppid in parents.items():
-            if ppid == parent:
-                try:
-                    found[pid] = (Path("/proc") / str(pid) / "cmdline").read_bytes().decode()
-                except OSError:
-                    continue
-                todo.append(pid)
-    return found
+    return {p: c for p in descendants(root) if (c := command_line(p)) is not None}
 
 
 def _alive(pids: dict[int, str]) -> dict[int, str]:
@@ -74,7 +64,7 @@ def _alive(pids: dict[int, str]) -> dict[int, str]:
         except OSError:
             continue
         if state != "Z":
-            out[pid] = cmdline.replace("\0", " ")[:100]
+            out[pid] = cmdline[:100]
     return out
 
 

@@ -22,7 +22,8 @@ and leaves a reaper behind:
   SIGKILLs the rest.
 
 Linux only (it reads ``/proc``); elsewhere `start_local_ray` is plain ``ray.init`` and no
-reaper runs. `session_processes` lists the processes of a mark, for tests.
+reaper runs. `session_processes` lists the processes of a mark, `descendants` those below a
+process and `command_line` names one (for tests and checks).
 """
 
 from __future__ import annotations
@@ -37,7 +38,15 @@ import time
 import uuid
 from typing import Any
 
-__all__ = ["GRACE_S", "SESSION_ENV", "end_session", "session_processes", "start_local_ray"]
+__all__ = [
+    "GRACE_S",
+    "SESSION_ENV",
+    "command_line",
+    "descendants",
+    "end_session",
+    "session_processes",
+    "start_local_ray",
+]
 
 SESSION_ENV = "RLFLOW_RAY_SESSION"
 """The environment variable that marks the processes of a Ray session rlflow started."""
@@ -98,7 +107,7 @@ def _note_started() -> None:
     """Send the reaper this process's descendants now (``pid:start time`` pairs, one line):
     Ray's processes of ``ray.init``, its agents among them, in which the mark may not survive."""
     if _pipe_write_end is not None:
-        pairs = ",".join(f"{pid}:{start}" for pid, start in _descendants(os.getpid()).items())
+        pairs = ",".join(f"{pid}:{start}" for pid, start in descendants(os.getpid()).items())
         os.write(_pipe_write_end, f"{pairs}\n".encode())
 
 
@@ -144,8 +153,11 @@ def _stat(pid: int) -> tuple[int, bytes, int] | None:
     return int(fields[1]), fields[0], int(fields[19])
 
 
-def _descendants(root: int) -> dict[int, int]:
-    """``{pid: start time}`` of the processes below ``root`` now."""
+def descendants(root: int) -> dict[int, int]:
+    """``{pid: start time}`` of the processes below ``root`` now (children, their children...);
+    {} where there is no ``/proc``."""
+    if not os.path.isdir("/proc"):
+        return {}
     children: dict[int, list[int]] = {}
     starts: dict[int, int] = {}
     for name in os.listdir("/proc"):
@@ -161,6 +173,15 @@ def _descendants(root: int) -> dict[int, int]:
             found[child] = starts[child]
             todo.append(child)
     return found
+
+
+def command_line(pid: int) -> str | None:
+    """The command line of ``pid`` (arguments joined by spaces), None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return None
 
 
 def _signal_all(pids: list[int], sig: int) -> None:
@@ -197,7 +218,7 @@ def _wait_for_end(read_end: int, driver: int) -> dict[int, int]:
         if data == b"":
             return seen  # the driver ended, or ended the session
         if data is None:
-            seen.update(_descendants(driver))
+            seen.update(descendants(driver))
             seen.pop(me, None)
             continue
         *lines, pending = (pending + data).split(b"\n")
