@@ -37,6 +37,7 @@ __all__ = [
     "check_spaces",
     "close_quietly",
     "env_failure_note",
+    "env_location",
     "env_name",
     "restart_seed",
 ]
@@ -150,10 +151,19 @@ def env_name(env: Any) -> str:
     return str(name)
 
 
+def env_location(env_id: str, worker_index: int | None, index: int, unit: str = "sub-env") -> str:
+    """Which env in a message: its name, the rollout worker (if any) and its index.
+
+    >>> env_location("CartPole-v1", 2, 0)
+    "env 'CartPole-v1', rollout worker 2, sub-env 0"
+    """
+    worker = "" if worker_index is None else f", rollout worker {worker_index}"
+    return f"env {env_id!r}{worker}, {unit} {index}"
+
+
 def env_failure_note(env_id: str, worker_index: int | None, index: int, method: str) -> str:
     """The note an env error gets: which env, worker and sub-env raised, in which call."""
-    worker = "" if worker_index is None else f", rollout worker {worker_index}"
-    return f"raised by env {env_id!r}{worker}, sub-env {index}, in {method}()"
+    return f"raised by {env_location(env_id, worker_index, index)}, in {method}()"
 
 
 def restart_seed(seed: int | None, index: int, restarts: int) -> int | None:

@@ -28,6 +28,7 @@ from rlflow.envs.validation import (
     check_spaces,
     close_quietly,
     env_failure_note,
+    env_location,
     env_name,
     restart_seed,
 )
@@ -362,8 +363,7 @@ class VectorEnv:
 
     def _where(self, i: int) -> str:
         """Sub-env ``i`` in messages: the env, the worker and the index."""
-        worker = "" if self.worker_index is None else f", rollout worker {self.worker_index}"
-        return f"env {self.env_id!r}{worker}, sub-env {i}"
+        return env_location(self.env_id, self.worker_index, i)
 
     def _check_result(self, i: int, result: Any, method: str) -> None:
         """`check_returned` of what sub-env ``i``'s ``method`` returned, then

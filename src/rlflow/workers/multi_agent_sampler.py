@@ -66,6 +66,7 @@ from rlflow.envs.validation import (
     check_returned,
     close_quietly,
     env_failure_note,
+    env_location,
     env_name,
     restart_seed,
 )
@@ -358,8 +359,7 @@ class MultiAgentSampler(Sampler):
 
     def _where(self, j: int) -> str:
         """Env ``j`` in messages: the env, the worker and the index."""
-        index = self.spec.worker_index
-        return f"env {self.env_id!r}{'' if index is None else f', rollout worker {index}'}, env {j}"
+        return env_location(self.env_id, self.spec.worker_index, j, unit="env")
 
     def _check_obs(self, j: int, slot: EnvSlot, obs: Mapping[str, Any], method: str) -> None:
         """`check_observation` of each agent's observation from env ``j``'s ``method``."""

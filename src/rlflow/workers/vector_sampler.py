@@ -45,6 +45,7 @@ from rlflow.data.sequences import add_bootstrap_row
 from rlflow.envs.gym_vector import GymVectorEnv, make_vector_env
 from rlflow.envs.nonfinite import all_finite, finite_array, nonfinite_message
 from rlflow.envs.records import VectorStep
+from rlflow.envs.validation import env_location
 from rlflow.envs.vector import EpisodeStat, VectorEnv
 from rlflow.errors import ConfigError, NonFiniteError
 from rlflow.filters import MeanStdFilter
@@ -220,7 +221,7 @@ class VectorSampler(Sampler):
             if all_finite(obs[i]):
                 continue
             if self.spec.on_nonfinite == "raise":
-                where = f"env {venv.env_id!r}{_worker(self.spec.worker_index)}, sub-env {i}"
+                where = env_location(venv.env_id, self.spec.worker_index, i)
                 raise NonFiniteError(nonfinite_message(where, "observation of reset()", obs[i], 0))
             assert isinstance(venv, VectorEnv)  # resolve_vector_env: "skip" needs rlflow's loop
             obs[i] = venv.ensure_finite_start(i)
@@ -293,7 +294,7 @@ class VectorSampler(Sampler):
                 if i in bad_rows
                 else ("observation of reset()", step.next_obs[i])
             )
-            where = f"env {venv.env_id!r}{_worker(self.spec.worker_index)}, sub-env {i}"
+            where = env_location(venv.env_id, self.spec.worker_index, i)
             episode_step = self._num_steps - int(self._ep_first_step[i]) + 1
             if i in bad_starts:
                 episode_step = 0
@@ -302,10 +303,8 @@ class VectorSampler(Sampler):
         venv.drop_episodes(bad_rows, acted_on)
         for i in bad_starts:
             venv.ensure_finite_start(i)
+        # Both kinds now end an episode in this step: the caller gives them new episode ids.
         self._nonfinite_episodes += len(bad_rows) + len(bad_starts)
-        for i in bad_rows + bad_starts:
-            self._eps_ids[i] = self._new_eps_id()
-            self._ep_first_step[i] = self._num_steps + 1
 
     def _filtered(self, step: VectorStep, acted_on: Array) -> VectorStep:
         """``step`` with filtered observations (each new one added to the filter's statistics
@@ -444,8 +443,3 @@ class VectorSampler(Sampler):
         """Close the sub-envs."""
         if self.venv is not None:
             self.venv.close()
-
-
-def _worker(index: int | None) -> str:
-    """``", rollout worker N"`` for messages ("" without a worker)."""
-    return "" if index is None else f", rollout worker {index}"
