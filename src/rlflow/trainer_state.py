@@ -62,25 +62,22 @@ def _remote_states(workers: Any, timeout_s: float = WORKER_STATE_TIMEOUT_S) -> l
     ready, _ = flow.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
     answered = set(ready)
     states: list[Any] = []
-    missing = []
     for index, worker in enumerate(workers.remote_workers(), start=1):
         ref = refs.get(id(worker))
-        state = None
+        state, reason = None, f"silent for {timeout_s:g} s"
         if ref is not None and ref in answered:
             try:
                 state = flow.get(ref)
             except WorkerError as err:
-                logger.warning("rollout worker %d: no state for the checkpoint (%s)", index, err)
+                reason = f"dead: {err}"
         if ref is not None and state is None:
-            missing.append(index)
+            logger.warning(
+                "checkpoint: rollout worker %d gave no state (%s); a restore gives it the "
+                "learner's weights",
+                index,
+                reason,
+            )
         states.append(state)
-    if missing:
-        logger.warning(
-            "checkpoint: rollout workers %s gave no state (dead or silent for %g s); a restore "
-            "gives them the learner's weights",
-            missing,
-            timeout_s,
-        )
     return states
 
 

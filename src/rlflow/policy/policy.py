@@ -681,10 +681,13 @@ def _finite(values: Sequence[Any]) -> bool:
     gradient norm) is finite. On CPU each is read as a float (under a microsecond; building
     tensors for the check cost 19 us, 5% of a small PPO update); on an accelerator all are
     checked there and read back in one transfer."""
-    on_device = [v for v in values if isinstance(v, torch.Tensor) and v.device.type != "cpu"]
+    on_device: list[torch.Tensor] = []
+    on_host: list[Any] = []
+    for v in values:
+        (on_device if isinstance(v, torch.Tensor) and v.device.type != "cpu" else on_host).append(v)
     if on_device and not bool(torch.stack([torch.isfinite(v).all() for v in on_device]).all()):
         return False
-    return all(math.isfinite(float(v)) for v in values if not any(v is d for d in on_device))
+    return all(math.isfinite(float(v)) for v in on_host)
 
 
 def _is_number(value: Any) -> bool:
