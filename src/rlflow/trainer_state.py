@@ -30,9 +30,13 @@ logger = logging.getLogger(__name__)
 
 def run_state(workers: Any, *, replay: bool) -> dict[str, Any]:
     """The workers' states (learner and remotes), the driver's RNG states and, with ``replay``,
-    every replay buffer the plan registered (`rlflow.replay.register_replay_buffer`)."""
+    every replay buffer the plan registered (`rlflow.replay.register_replay_buffer`). With
+    learner actors (``num_learners``) the learner's state is learner 0's."""
     import torch
 
+    group = workers.learner_group()
+    if group is not None:  # learner actors train: the local worker takes learner 0's state
+        group.sync_to(workers.local_worker())
     state: dict[str, Any] = {
         "local_worker": workers.local_worker().get_state(),
         "remote_workers": _remote_states(workers),
@@ -91,6 +95,9 @@ def set_run_state(workers: Any, state: Mapping[str, Any]) -> None:
     import torch
 
     workers.local_worker().set_state(state["local_worker"])
+    group = workers.learner_group()
+    if group is not None:  # every learner actor continues from the saved learner state
+        group.sync_from(workers.local_worker())
     remotes, saved = workers.remote_workers(), state["remote_workers"]
     pairs = [(w, s) for w, s in zip(remotes, saved, strict=False) if s is not None]
     flow.get([w.set_state.remote(s) for w, s in pairs])

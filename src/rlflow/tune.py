@@ -60,12 +60,16 @@ def trial_config(algo: str, fields: Mapping[str, Any]) -> AlgorithmConfig:
 def resource_bundles(config: AlgorithmConfig) -> list[dict[str, float]]:
     """A trial's placement-group bundles: the learner's ``{"CPU": 1, "GPU": num_gpus}`` (GPU
     left out at 0) first, then one `ResourceConfig.worker_bundle` per remote worker (none when
-    a worker reserves nothing: its actors then land in the trial's group unreserved)."""
+    a worker reserves nothing: its actors then land in the trial's group unreserved), then one
+    `ResourceConfig.learner_bundle` per learner actor (``num_learners``)."""
     learner = {"CPU": 1.0, "GPU": float(config.num_gpus)}
     bundles = [{k: v for k, v in learner.items() if v > 0}]
     worker = config.worker_bundle()
     if worker:
         bundles.extend(dict(worker) for _ in range(config.num_workers))
+    learner_actor = config.learner_bundle()
+    if config.num_learners and learner_actor:
+        bundles.extend(dict(learner_actor) for _ in range(config.num_learners))
     return bundles
 
 

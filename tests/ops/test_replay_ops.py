@@ -220,6 +220,9 @@ class FakeWorkers:
     def local_worker(self) -> FakeLocalWorker:
         return self.local
 
+    def learner_group(self) -> None:
+        return None
+
 
 @pytest.mark.parametrize("by_steps_trained", [False, True])
 def test_update_target_network_every_freq_steps(by_steps_trained: bool) -> None:

@@ -59,6 +59,19 @@ class ResourceConfig(FieldGroup):
     """How the remote workers' bundles (one per worker) are placed on the cluster's nodes: one
     of PACK (few nodes, best effort), SPREAD (many nodes, best effort), STRICT_PACK (one node)
     or STRICT_SPREAD (one worker per node). Ignored locally."""
+    num_learners: int = 0
+    """Data-parallel learner actors, >= 0 (RLlib's name). 0: the learner is the driver's local
+    worker. N >= 1: the policies train in N Ray actors joined by ``torch.distributed`` (gloo on
+    CPU, NCCL on GPU); each optimizer step is split into N shards whose gradients are averaged
+    (`rlflow.workers.learner_group`), the same update one learner computes on the whole step.
+    For the algorithms that train with ``TrainOneStep`` or a learner thread (PG, PPO, DQN,
+    SAC, TD3, IMPALA, APPO, Ape-X, ppo_dqn). On the local backend the learners are threads."""
+    num_cpus_per_learner: float = 1
+    """CPUs each learner actor reserves, >= 0 (``num_learners`` >= 1). Ignored locally."""
+    num_gpus_per_learner: float = 0
+    """GPUs each learner actor reserves, >= 0 (fractions allowed: two learners on one GPU);
+    > 0: its policies train on ``cuda`` (the learners all-reduce over NCCL). With
+    ``num_learners`` >= 1 this replaces ``num_gpus`` (the driver's learner)."""
     num_torch_threads: int = 1
     """Torch intra-op threads per process (learner and each worker), >= 1."""
     cluster_wait_s: float = 0.0
@@ -83,12 +96,27 @@ class ResourceConfig(FieldGroup):
             check_number(amount, f"{label}[{key!r}]", low=0)
         check_choice(self.placement_strategy, f"{name}.placement_strategy", PLACEMENT_STRATEGIES)
         self._check_int("num_torch_threads", 1)
+        self._check_int("num_learners", 0)
+        check_number(self.num_cpus_per_learner, f"{name}.num_cpus_per_learner", low=0)
+        check_number(self.num_gpus_per_learner, f"{name}.num_gpus_per_learner", low=0)
+        if self.num_learners and self.num_gpus:
+            raise ConfigError(
+                f"{name}: num_gpus={self.num_gpus} is the driver's learner, which "
+                f"num_learners={self.num_learners} replaces by learner actors: set "
+                "num_gpus_per_learner instead (and num_gpus=0)"
+            )
         check_number(self.cluster_wait_s, f"{name}.cluster_wait_s", low=0)
 
     def worker_bundle(self) -> dict[str, float]:
         """The resources one remote worker reserves (zero amounts left out; may be empty)."""
         bundle = {"CPU": float(self.num_cpus_per_worker), "GPU": float(self.num_gpus_per_worker)}
         bundle.update({k: float(v) for k, v in self.custom_resources_per_worker.items()})
+        return {k: v for k, v in bundle.items() if v > 0}
+
+
+    def learner_bundle(self) -> dict[str, float]:
+        """The resources one learner actor reserves (zero amounts left out; may be empty)."""
+        bundle = {"CPU": float(self.num_cpus_per_learner), "GPU": float(self.num_gpus_per_learner)}
         return {k: v for k, v in bundle.items() if v > 0}
 
 
@@ -120,7 +148,10 @@ def bundles_that_fit(
 
 def check_cluster_fits(config: ResourceConfig, nodes: Sequence[Mapping[str, float]]) -> None:
     """Raise `ConfigError` naming ``num_workers`` and the per-worker fields when the cluster's
-    ``nodes`` cannot hold the remote workers' bundles (`bundles_that_fit`) at all."""
+    ``nodes`` cannot hold the remote workers' bundles (`bundles_that_fit`) at all, or naming
+    ``num_learners`` and the per-learner fields when the learner actors do not fit beside
+    them."""
+    _check_learners_fit(config, nodes)
     workers = int(getattr(config, "num_workers", 0))
     bundle = config.worker_bundle()
     if not workers or not bundle:
@@ -139,9 +170,37 @@ def check_cluster_fits(config: ResourceConfig, nodes: Sequence[Mapping[str, floa
     )
 
 
+def _check_learners_fit(config: ResourceConfig, nodes: Sequence[Mapping[str, float]]) -> None:
+    """With learner actors: the learners' bundles, and all bundles together (workers' and
+    learners'), must fit the cluster's total resources; a `ConfigError` names the fields."""
+    learners, learner = config.num_learners, config.learner_bundle()
+    if not learners or not learner:
+        return
+    workers = int(getattr(config, "num_workers", 0))
+    worker = config.worker_bundle()
+    need: dict[str, float] = {}
+    for bundle, count in ((worker, workers), (learner, learners)):
+        for key, amount in bundle.items():
+            need[key] = need.get(key, 0.0) + amount * count
+    have = {key: sum(float(n.get(key, 0.0)) for n in nodes) for key in need}
+    short = {key: (need[key], have[key]) for key in need if need[key] > have[key] + 1e-9}
+    if bundles_that_fit(learner, nodes, config.placement_strategy) >= learners and not short:
+        return
+    detail = ", ".join(f"{key}: {n:g} needed, {h:g} in the cluster" for key, (n, h) in short.items())
+    raise ConfigError(
+        f"{type(config).__name__}: num_learners={learners} learner actors of {learner} each "
+        f"(num_cpus_per_learner={config.num_cpus_per_learner}, num_gpus_per_learner="
+        f"{config.num_gpus_per_learner}) and num_workers={workers} workers of {worker} each do "
+        f"not fit the Ray cluster ({detail or 'the learners alone do not fit its nodes'}): "
+        "lower num_cpus_per_learner or num_cpus_per_worker (fractions share a core), "
+        "num_learners or num_workers, or add nodes"
+    )
+
+
 def resolve_device(config: ResourceConfig, worker_index: int) -> Any:
     """The ``torch.device`` of a policy on worker ``worker_index`` (0: the learner): ``cuda``
-    when its GPU field (``num_gpus``, ``num_gpus_per_worker``) is > 0, else ``cpu``."""
+    when its GPU field (``num_gpus``, ``num_gpus_per_worker``) is > 0, else ``cpu`` (a learner
+    actor's worker is built with ``num_gpus = num_gpus_per_learner``)."""
     import torch
 
     gpus = config.num_gpus if worker_index == 0 else config.num_gpus_per_worker

@@ -34,6 +34,7 @@ from rlflow.ops.learner_info import record_learner_info
 from rlflow.ops.train import TrainResult
 from rlflow.policy.policy import weights_to_host
 from rlflow.workers import RolloutWorker, WorkerSet
+from rlflow.workers.learner_group import LearnerGroup
 
 __all__ = [
     "LearnerThread",
@@ -98,7 +99,10 @@ class LearnerThread(threading.Thread):
             (a loader thread takes a batch from :attr:`inqueue` as soon as the learner took the
             last staged one and sends it with ``TorchPolicy.stage``: one batch waits staged,
             besides the queue's); None (default): when a trained policy is on an accelerator.
-            Without it the learner converts each batch itself.
+            Without it the learner converts each batch itself. Off with a ``learner_group``.
+        learner_group: the worker set's learner actors (``WorkerSet.learner_group()``,
+            ``num_learners`` >= 1): they train in the local worker's place and the local
+            worker receives learner 0's weights after each batch (under :attr:`lock`).
 
     Input (``inqueue``): a ``SampleBatch`` / ``MultiAgentBatch``, or an ``ActorItem(actor,
     batch)`` (from ``zip_with_source_actor``: e.g. the replay shard the batch came from).
@@ -126,10 +130,14 @@ class LearnerThread(threading.Thread):
         sgd_minibatch_size: int = 0,
         policies: Sequence[str] | None = None,
         prefetch: bool | None = None,
+        learner_group: LearnerGroup | None = None,
     ) -> None:
         """Create the queues; the thread starts with :meth:`start`."""
         super().__init__(name="rlflow-learner", daemon=True)
         self.local_worker = local_worker
+        self.learner_group = learner_group
+        """The learner actors that train in the local worker's place (``num_learners``), or
+        None."""
         self.policies = None if policies is None else list(policies)
         for pid in self.policies or ():
             local_worker.get_policy(pid)  # ConfigError naming the known ids if unknown
@@ -163,6 +171,8 @@ class LearnerThread(threading.Thread):
         """Batches learned so far."""
         self._inqueue_sizes: collections.deque[int] = collections.deque(maxlen=100)
         self._stopping = threading.Event()
+        if learner_group is not None:
+            prefetch = False  # the learner actors read the batch from the object store
         if prefetch is None:
             pids = self.policies or list(getattr(local_worker, "policy_map", ()))
             devices = {getattr(local_worker.get_policy(p), "device", None) for p in pids}
@@ -262,7 +272,7 @@ class LearnerThread(threading.Thread):
             )
         if self.policies is not None:
             options["policies"] = self.policies
-        return self.local_worker.learn_on_batch(batch, **options)
+        return (self.learner_group or self.local_worker).learn_on_batch(batch, **options)
 
     def check(self) -> bool:
         """True while the thread runs; False once it stopped normally (or never started).

@@ -372,9 +372,11 @@ class UpdateTargetNetwork:
         counters = flow.current_metrics().counters
         current = counters[self.counter]
         if current - counters[keys.LAST_TARGET_UPDATE_TS] >= self.freq:
-            local = self.workers.local_worker()
+            local, group = self.workers.local_worker(), self.workers.learner_group()
             for pid in self.policies:
                 local.get_policy(pid).update_target()  # type: ignore[attr-defined]
+                if group is not None:  # the learner actors' targets feed their losses
+                    group.foreach_policy(pid, "update_target")
             counters[keys.NUM_TARGET_UPDATES] += 1
             counters[keys.LAST_TARGET_UPDATE_TS] = current
         return item

@@ -68,6 +68,8 @@ class TrainOneStep:
     ``ConcatBatches``. One step on the whole batch, or with ``num_sgd_iter`` > 1 or
     ``sgd_minibatch_size`` > 0: ``num_sgd_iter`` epochs over shuffled minibatches of
     ``sgd_minibatch_size`` rows (0: whole batch). Only ``policies`` train (default: all).
+    With ``num_learners`` >= 1 the worker set's learner actors train (`WorkerSet.learner`,
+    `rlflow.workers.learner_group`) and the local worker receives their weights.
     Side effects: the local worker's weights; one ``put`` of the new weights, sent
     (fire-and-forget) to every remote worker with ``{"timestep": sampled steps}``; counters
     ``num_env_steps_trained``, ``num_agent_steps_trained``, ``num_train_steps`` (and, for
@@ -99,7 +101,7 @@ class TrainOneStep:
         _check_batch(batch, "TrainOneStep")
         ctx = flow.current_metrics()
         with ctx.timers[keys.LEARN_TIMER].timing(units=batch.env_steps()):
-            stats = self.workers.local_worker().learn_on_batch(
+            stats = self.workers.learner().learn_on_batch(
                 batch,
                 num_sgd_iter=self.num_sgd_iter,
                 sgd_minibatch_size=self.sgd_minibatch_size,
@@ -255,7 +257,8 @@ class UpdateKL:
     ``TrainOneStep``. Every policy of the result whose stats have ``kl`` and that has an
     ``update_kl`` method (PPO's) adapts; others are left alone. Side effects: ``kl_coeff`` of
     the learner's policies (only the learner computes the loss, so workers need not know it);
-    the new value as ``stats["kl_coeff"]`` (``info["learner"][pid]``).
+    the new value as ``stats["kl_coeff"]`` (``info["learner"][pid]``); with learner actors,
+    theirs too (the same update from the same value).
     """
 
     def __init__(self, workers: WorkerSet) -> None:
@@ -263,9 +266,12 @@ class UpdateKL:
         self.workers = workers
 
     def __call__(self, result: TrainResult) -> TrainResult:
+        group = self.workers.learner_group()
         for pid, stats in result.stats.items():
             policy = self.workers.local_worker().get_policy(pid)
             update = getattr(policy, "update_kl", None)
             if update is not None and "kl" in stats:
                 stats["kl_coeff"] = update(stats["kl"])
+                if group is not None:  # the learner actors compute the loss
+                    group.foreach_policy(pid, "update_kl", stats["kl"])
         return result

@@ -66,6 +66,7 @@ from rlflow.models import ActionDistribution, dist_class_for
 from rlflow.models.actors import ActorExport
 from rlflow.models.custom import build_policy_model, export_policy_model
 from rlflow.policy.adam import Adam
+from rlflow.policy.data_parallel import DataParallel
 from rlflow.policy.spaces import check_custom_model_support, check_policy_spaces
 from rlflow.policy.staging import HostStaging, StagedBatch
 from rlflow.returns import compute_advantages
@@ -194,6 +195,11 @@ class TorchPolicy(abc.ABC):
         `ActorCritic`, or the ``model.custom_model``)."""
         self._optimizer: Adam | None = None
         self._params = [p for p in self.model.parameters() if p.requires_grad]
+        self.data_parallel: DataParallel | None = None
+        """This policy's place in a group of data-parallel learners (``num_learners``), set by
+        the learner actor that holds it; None: it learns alone. With one, every optimizer step
+        learns on this learner's shard (:meth:`shard`) and averages gradients and loss with the
+        other learners (`rlflow.policy.data_parallel`)."""
 
     @property
     def optimizer(self) -> Adam:
@@ -373,25 +379,70 @@ class TorchPolicy(abc.ABC):
             ready.record(self._copy_stream)
         return StagedBatch(batch, tensors, owner=self, ready=ready)
 
-    def _backward(self, batch: Mapping[str, Array]) -> dict[str, Any]:
-        """Fill every parameter's ``.grad`` (clipped) from the loss on ``batch``; return stats
-        (tensors left on the device: `stats_to_host` brings them back)."""
-        return self._backward_tensors(self.batch_to_tensors(batch))
+    def shard(self, batch: Mapping[str, Array]) -> tuple[SampleBatch, float]:
+        """This learner's part of one step's ``batch`` and its weight in the step's mean loss,
+        under `data_parallel` (the whole batch and 1.0 without): contiguous rows
+        (`DataParallel.bounds`), weighted by their share of the rows. Policies whose loss is
+        not a mean over rows cut elsewhere (V-trace: at sequence ends, weighted by steps)."""
+        batch = batch if isinstance(batch, SampleBatch) else SampleBatch(batch)
+        if self.data_parallel is None or batch.count == 0:
+            return batch, 1.0
+        start, end = self.data_parallel.bounds(batch.count)
+        return batch.slice(start, end), (end - start) / batch.count
 
-    def _backward_tensors(self, tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
-        """`_backward` on a batch already converted by `batch_to_tensors`."""
+    def _backward(self, batch: Mapping[str, Array]) -> dict[str, Any]:
+        """Fill every parameter's ``.grad`` (clipped) from the loss on ``batch`` (this
+        learner's `shard` of it, averaged with the other learners'); return stats (tensors
+        left on the device: `stats_to_host` brings them back)."""
+        if self.data_parallel is None:
+            return self._backward_tensors(self.batch_to_tensors(batch))
+        part, weight = self.shard(batch)
+        return self._backward_tensors(self.batch_to_tensors(part), weight)
+
+    def _backward_tensors(
+        self, tensors: dict[str, torch.Tensor], weight: float = 1.0
+    ) -> dict[str, Any]:
+        """`_backward` on a batch already converted by `batch_to_tensors` (this learner's
+        shard of a step, of weight ``weight`` in it, under `data_parallel`)."""
         for p in self._params:
             p.grad = None
-        loss, stats = self.loss(tensors)
-        torch.autograd.backward(loss)
+        loss, stats = self._shard_loss(tensors, weight)
         for p in self._params:
             if p.grad is None:
                 # Parameters the loss skips (the value head without a critic) get zeros so that
                 # both learning paths feed Adam the same set of gradients.
                 p.grad = torch.zeros_like(p)
+        loss = self._average_with_learners(self._params, loss, weight)
         max_norm = float("inf") if self.grad_clip is None else self.grad_clip
         norm = torch.nn.utils.clip_grad_norm_(self._params, max_norm)
-        return {**stats, "total_loss": loss.detach(), "grad_gnorm": norm}
+        return {**stats, "total_loss": loss, "grad_gnorm": norm}
+
+    def _shard_loss(
+        self, tensors: dict[str, torch.Tensor], weight: float
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """The loss on ``tensors`` and its stats, backpropagated into the parameters' ``.grad``;
+        a learner whose shard is empty (``weight`` 0: fewer rows than learners) computes
+        nothing and adds zero to the average."""
+        if weight == 0.0:
+            return torch.zeros((), device=self.device), {}
+        loss, stats = self.loss(tensors)
+        torch.autograd.backward(loss)
+        return loss.detach(), stats
+
+    def _average_with_learners(
+        self, params: Sequence[nn.Parameter], loss: torch.Tensor, weight: float
+    ) -> torch.Tensor:
+        """Under `data_parallel`: replace each of ``params``' ``.grad`` (all set) and the loss
+        by their ``weight``-ed sum over the learners, one all-reduce (`DataParallel`); return
+        the loss (as it was without)."""
+        if self.data_parallel is None:
+            return loss
+        *grads, mean_loss = self.data_parallel.all_reduce_mean(
+            [p.grad for p in params if p.grad is not None] + [loss], weight
+        )
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g
+        return mean_loss.reshape(())
 
     def _step(self, batch: Mapping[str, Array]) -> dict[str, Any]:
         """One optimizer step on ``batch`` (`apply_update`); its stats, still on the device."""
@@ -549,8 +600,11 @@ class TorchPolicy(abc.ABC):
         for _ in range(num_sgd_iter):
             perm = torch.from_numpy(rng.permutation(count)).to(self.device)
             for start in range(0, count - size + 1, size) if size < count else [0] * (count > 0):
-                rows = perm[start : start + size]
-                stats = self._backward_tensors({k: t[rows] for k, t in tensors.items()})
+                rows, weight = perm[start : start + size], 1.0
+                if self.data_parallel is not None:  # this learner's shard of the minibatch
+                    first, end = self.data_parallel.bounds(len(rows))
+                    rows, weight = rows[first:end], (end - first) / len(rows)
+                stats = self._backward_tensors({k: t[rows] for k, t in tensors.items()}, weight)
                 self.apply_update(stats)
                 yield stats
 

@@ -579,6 +579,11 @@ class RolloutWorker(ParallelIteratorWorker):
         if state["env"] is not None:
             self._ensure_sampler().set_state(pickle.loads(state["env"]))
 
+    def set_rng_state(self, state: Mapping[str, Any]) -> None:
+        """Set the RNG that shuffles minibatches (``get_state()["rng"]`` of a worker): a
+        learner group hands learner 0's to the driver's worker before a checkpoint."""
+        self._rng.bit_generator.state = state
+
     def apply(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Call ``fn(self, *args)`` here (on the actor) and return its result."""
         return fn(self, *args)

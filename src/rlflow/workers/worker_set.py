@@ -19,6 +19,7 @@ from rlflow.config import AlgorithmConfig
 from rlflow.config.resources import check_cluster_fits, check_gpus
 from rlflow.errors import ConfigError, WorkerError
 from rlflow.policy import TorchPolicy
+from rlflow.workers.learner_group import LearnerGroup
 from rlflow.workers.rollout_worker import RolloutWorker
 
 __all__ = ["WorkerSet"]
@@ -54,6 +55,8 @@ class WorkerSet:
             check of the env); None: built here.
         start_timeout_s: how long :meth:`recreate_worker` waits for a new actor to answer
             when no other worker is healthy (seconds, > 0).
+        algorithm: the algorithm's registered name, for the messages of the learner actors
+            (``num_learners`` >= 1, `rlflow.workers.learner_group`).
     """
 
     def __init__(
@@ -63,6 +66,7 @@ class WorkerSet:
         *,
         local_worker: RolloutWorker | None = None,
         start_timeout_s: float = _START_TIMEOUT_S,
+        algorithm: str | None = None,
     ) -> None:
         """Build the local worker (the learner) here unless given, then start the remote
         actors."""
@@ -93,6 +97,16 @@ class WorkerSet:
         self.num_restarts = 0
         """Workers recreated so far in this run (a restored run continues the count)."""
         self._on_recreate: list[Callable[[Any], Any]] = []
+        self._learner_group: LearnerGroup | None = None
+        if config.num_learners:
+            placement = (
+                None
+                if self._first_learner_bundle is None
+                else (self._group, self._first_learner_bundle)
+            )
+            self._learner_group = LearnerGroup(
+                config, policy_cls, self._local, placement=placement, algorithm=algorithm
+            )
 
     @staticmethod
     def _actor_options(config: AlgorithmConfig) -> dict[str, Any]:
@@ -106,16 +120,21 @@ class WorkerSet:
 
     def _placement_group(self, config: AlgorithmConfig) -> Any:
         self._first_bundle = 0
+        self._first_learner_bundle: int | None = None  # the learner actors', when reserved
         self._release: Any = None  # a weakref.finalize that removes the set's own group
-        bundle = config.worker_bundle()
-        if not config.num_workers or not bundle:
+        bundle, learner = config.worker_bundle(), config.learner_bundle()
+        workers = config.num_workers if bundle else 0
+        learners = config.num_learners if learner else 0
+        if not workers and not learners:
             return None
         enclosing = flow.current_placement_group()
-        if enclosing is not None and enclosing.num_bundles == config.num_workers + 1:
-            self._first_bundle = 1  # bundle 0 is the learner's (this process)
+        if enclosing is not None and enclosing.num_bundles == 1 + workers + learners:
+            self._first_bundle = 1  # bundle 0 is the driver's learner (this process)
+            self._first_learner_bundle = 1 + workers if learners else None
             return enclosing.group
         self._wait_for_cluster(config)
-        bundles = [dict(bundle) for _ in range(config.num_workers)]
+        self._first_learner_bundle = workers if learners else None
+        bundles = [dict(bundle) for _ in range(workers)] + [dict(learner)] * learners
         group = flow.placement_group(
             bundles, config.placement_strategy, timeout_s=self.start_timeout_s
         )
@@ -153,8 +172,9 @@ class WorkerSet:
             time.sleep(1.0)
 
     def _start(self, index: int) -> Any:
+        in_group = self._group is not None and self.config.worker_bundle()
         actor_cls = self._actor_cls.options(
-            **flow.bundle_options(self._group, self._first_bundle + index - 1)
+            **flow.bundle_options(self._group if in_group else None, self._first_bundle + index - 1)
         )
         return actor_cls.remote(self.config, self.policy_cls, worker_index=index)
 
@@ -165,8 +185,20 @@ class WorkerSet:
         return self._group
 
     def local_worker(self) -> RolloutWorker:
-        """The learner: a plain object in this process."""
+        """The learner: a plain object in this process. With ``num_learners`` >= 1 it holds
+        the run's copy of the policies (learner 0's weights after every update; checkpoints,
+        evaluation, weight broadcasts) while the `learner_group` trains."""
         return self._local
+
+    def learner_group(self) -> LearnerGroup | None:
+        """The data-parallel learner actors (``num_learners`` >= 1), or None: the local worker
+        trains."""
+        return self._learner_group
+
+    def learner(self) -> RolloutWorker | LearnerGroup:
+        """What trains: the `learner_group` when there is one, else the local worker (both
+        have ``learn_on_batch(batch, num_sgd_iter=, sgd_minibatch_size=, policies=)``)."""
+        return self._local if self._learner_group is None else self._learner_group
 
     def remote_workers(self) -> list[Any]:
         """Handles of the remote workers, in index order (index i is at position i - 1); a
@@ -373,8 +405,10 @@ class WorkerSet:
             ) from err
 
     def stop(self) -> None:
-        """Close the local worker's envs and kill the remote actors."""
+        """Close the local worker's envs and kill the remote actors and the learner actors."""
         self._local.stop()
+        if self._learner_group is not None:
+            self._learner_group.stop()
         self._stop_remote()
 
     def _stop_remote(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlflow.algorithms.pg.config import PGConfig
+from rlflow.errors import ConfigError
 
 __all__ = ["A2CConfig"]
 
@@ -42,3 +43,9 @@ class A2CConfig(
         if self.microbatch_size is not None:
             self._check_int("microbatch_size", 1)
             self._check_le("microbatch_size", "train_batch_size")
+            if self.num_learners:
+                raise ConfigError(
+                    f"A2CConfig: num_learners={self.num_learners} takes whole train batches "
+                    f"(TrainOneStep); microbatch_size={self.microbatch_size} averages gradients "
+                    "on the driver's learner: set one of them, not both"
+                )

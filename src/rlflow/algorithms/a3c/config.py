@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlflow.algorithms.pg.config import PGConfig
+from rlflow.errors import ConfigError
 
 __all__ = ["A3CConfig"]
 
@@ -29,3 +30,13 @@ class A3CConfig(
     """A3C: each worker computes gradients on its own samples; the learner applies them as
     they arrive. ``train_batch_size`` is unused: one gradient per worker sample
     (``rollout_fragment_length`` env steps per env)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.num_learners:
+            raise ConfigError(
+                f"A3CConfig: num_learners={self.num_learners}: A3C's gradients are computed by "
+                "the rollout workers and applied by the driver's learner, so there is no batch "
+                "to split among learner actors; use a2c or ppo with num_learners, or set "
+                "num_learners=0"
+            )

@@ -60,6 +60,7 @@ def apex_plan(workers: WorkerSet, config: ApexConfig) -> LocalIterator[dict[str,
         workers.local_worker(),
         inqueue_size=config.learner_queue_size,
         policies=config.policies_to_train,
+        learner_group=workers.learner_group(),  # num_learners >= 1: the learner actors
     )
     learner.start()
     intensity = _intensity(config)

@@ -64,6 +64,7 @@ def impala_train_op(workers: WorkerSet, config: IMPALAConfig) -> LocalIterator[T
         num_sgd_iter=config.num_sgd_iter,
         sgd_minibatch_size=config.sgd_minibatch_size,
         policies=config.policies_to_train,
+        learner_group=workers.learner_group(),  # num_learners >= 1: the learner actors
     )
     learner.start()
     in_flight = config.max_sample_requests_in_flight_per_worker

@@ -51,6 +51,12 @@ class MAMLConfig(
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.num_learners:
+            raise ConfigError(
+                f"MAMLConfig: num_learners={self.num_learners}: MAML's inner steps run on the "
+                "rollout workers and its meta-update on the driver's learner; learner actors "
+                "are not supported, set num_learners=0"
+            )
         self._check_int("num_workers", 1)
         self._check_positive("inner_lr")
         self._check_int("inner_adaptation_steps", 0)

@@ -284,15 +284,17 @@ class TwinQPolicy(TorchPolicy):
 
     def _backward(self, batch: Mapping[str, Array]) -> dict[str, Any]:
         """Fill ``.grad`` of the parameters the loss reaches (the others stay None, so Adam
-        skips them), clipped by ``grad_clip``; return the stats."""
+        skips them), averaged with the other learners' under ``data_parallel`` and clipped by
+        ``grad_clip``; return the stats."""
         for p in self._params:
             p.grad = None
-        loss, stats = self.loss(self.batch_to_tensors(batch))
-        torch.autograd.backward(loss)
+        part, weight = (batch, 1.0) if self.data_parallel is None else self.shard(batch)
+        loss, stats = self._shard_loss(self.batch_to_tensors(part), weight)
         params = [p for p in self._params if p.grad is not None]
+        loss = self._average_with_learners(params, loss, weight)  # with data-parallel learners
         max_norm = float("inf") if self.grad_clip is None else self.grad_clip
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-        return {**stats, "total_loss": loss.detach(), "grad_gnorm": norm}
+        return {**stats, "total_loss": loss, "grad_gnorm": norm}
 
     def learn_on_batch(self, batch: Mapping[str, Array]) -> dict[str, Any]:
         """One Adam step on the batch; stats plus `TD_ERROR` and `BATCH_INDEXES` (if any), for

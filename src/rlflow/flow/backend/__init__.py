@@ -336,6 +336,16 @@ def current_placement_group() -> EnclosingGroup | None:
     return None if found is None else EnclosingGroup(*found)
 
 
+def node_address() -> str:
+    """This process's node address as the cluster's other nodes reach it (Ray's node IP);
+    ``"127.0.0.1"`` on the local backend."""
+    if backend_name() == "local":
+        return "127.0.0.1"
+    import ray.util
+
+    return str(ray.util.get_node_ip_address())
+
+
 def cluster_resources() -> dict[str, float] | None:
     """The Ray cluster's total resources (``{"CPU": 4.0, "GPU": 1.0, ...}``); None on the local
     backend, where everything runs in this process."""

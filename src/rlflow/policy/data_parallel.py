@@ -1,0 +1,110 @@
+"""`DataParallel`: one learner's place in a group of data-parallel learners.
+
+With ``num_learners = N`` (`rlflow.workers.learner_group.LearnerGroup`) every learner holds the
+same policies and receives the same batch. Each optimizer step (a whole batch, or one
+minibatch of an SGD epoch) is split into N contiguous shards, one per learner (a policy may
+split differently: V-trace cuts at sequence ends, `TorchPolicy.shard`); each learner computes
+the gradient of its shard's mean loss, and one all-reduce over a ``torch.distributed`` process
+group (gloo on CPU, NCCL on CUDA) makes every learner hold the weighted mean
+
+    g = sum_k w_k * g_k,   w_k = (the shard's rows) / (the step's rows),
+
+which is the gradient of the mean loss over the whole step: the same number a single learner
+computes on the whole batch (to float32 rounding), so every learner takes the same clipped
+step and their weights stay equal. The loss travels in the same all-reduce, so a NaN on one
+learner makes every learner skip the update together (`TorchPolicy.apply_update`).
+
+The process group is built from a ``torch.distributed`` store the group gives (a ``TCPStore``
+on the driver for Ray actors, a ``HashStore`` for learners that are threads of one process),
+under a prefix per generation: after a learner is restarted every learner joins a fresh group.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from rlflow.checks import check_int
+
+__all__ = ["DataParallel", "shard_bounds"]
+
+
+def shard_bounds(count: int, rank: int, world_size: int) -> tuple[int, int]:
+    """Rows ``[start, end)`` of shard ``rank`` when ``count`` rows are cut into ``world_size``
+    contiguous shards whose sizes differ by at most one (a shard may be empty when
+    ``count < world_size``).
+
+    >>> [shard_bounds(10, k, 3) for k in range(3)]
+    [(0, 3), (3, 6), (6, 10)]
+    """
+    return count * rank // world_size, count * (rank + 1) // world_size
+
+
+class DataParallel:
+    """A learner's rank in a group of ``world_size`` and the process group joining them.
+
+    Args:
+        rank: this learner's index, 0..world_size-1 (learner 0 publishes the weights).
+        world_size: how many learners, >= 1.
+        store: a ``torch.distributed.Store`` every learner of the group reaches.
+        generation: which incarnation of the group (a new one after a restart); process groups
+            of different generations never see each other's messages.
+        device: where the policy's gradients live (``cuda``: NCCL, else gloo).
+        timeout_s: how long a collective waits for the other learners before it raises.
+    """
+
+    def __init__(
+        self,
+        rank: int,
+        world_size: int,
+        store: Any,
+        *,
+        generation: int = 0,
+        device: torch.device | None = None,
+        timeout_s: float = 120.0,
+    ) -> None:
+        """Join the process group (blocks until every learner of ``world_size`` joined)."""
+        import torch.distributed as dist
+
+        self.world_size = check_int(world_size, "DataParallel: world_size", low=1)
+        self.rank = check_int(rank, "DataParallel: rank", low=0, high=world_size - 1)
+        self.generation = generation
+        prefixed = dist.PrefixStore(f"rlflow-learners/{generation}", store)
+        timeout = datetime.timedelta(seconds=timeout_s)
+        self.backend = "nccl" if device is not None and device.type == "cuda" else "gloo"
+        """``"nccl"`` for a CUDA device, else ``"gloo"``."""
+        if self.backend == "nccl":
+            self.process_group: Any = dist.ProcessGroupNCCL(prefixed, rank, world_size)
+        else:
+            self.process_group = dist.ProcessGroupGloo(prefixed, rank, world_size, timeout)
+
+    def bounds(self, count: int) -> tuple[int, int]:
+        """This learner's rows ``[start, end)`` of a step of ``count`` rows (`shard_bounds`)."""
+        return shard_bounds(count, self.rank, self.world_size)
+
+    def all_reduce_mean(
+        self, tensors: Sequence[torch.Tensor], weight: float
+    ) -> list[torch.Tensor]:
+        """``sum over learners of weight_k * tensor_k`` for each tensor (one flat all-reduce;
+        the weights of a step sum to 1 over the learners, so this is their weighted mean).
+        Every learner calls it with tensors of the same shapes, in the same order."""
+        if not tensors:
+            return []
+        flat = torch.cat([t.detach().reshape(-1).to(torch.float32) for t in tensors])
+        flat.mul_(float(weight))
+        self.process_group.allreduce([flat]).wait()
+        out: list[torch.Tensor] = []
+        offset = 0
+        for t in tensors:
+            out.append(flat[offset : offset + t.numel()].view(t.shape).to(t.dtype))
+            offset += t.numel()
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"DataParallel(rank={self.rank}, world_size={self.world_size}, "
+            f"backend={self.backend!r}, generation={self.generation})"
+        )
