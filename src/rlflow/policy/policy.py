@@ -200,6 +200,11 @@ class TorchPolicy(abc.ABC):
         the learner actor that holds it; None: it learns alone. With one, every optimizer step
         learns on this learner's shard (:meth:`shard`) and averages gradients and loss with the
         other learners (`rlflow.policy.data_parallel`)."""
+        self.shard_span: tuple[int, int, int] | None = None
+        """While a data-parallel step computes its loss: ``(start, end, rows)``, this learner's
+        rows of the step's ``rows``. A loss that draws noise per row (SAC, TD3) draws it for
+        every row of the step and keeps its own (`rlflow.algorithms.twin_q`), so the learners
+        use the noise one learner would."""
 
     @property
     def optimizer(self) -> Adam:
@@ -388,6 +393,7 @@ class TorchPolicy(abc.ABC):
         if self.data_parallel is None or batch.count == 0:
             return batch, 1.0
         start, end = self.data_parallel.bounds(batch.count)
+        self.shard_span = (start, end, batch.count)
         return batch.slice(start, end), (end - start) / batch.count
 
     def _backward(self, batch: Mapping[str, Array]) -> dict[str, Any]:
@@ -397,7 +403,10 @@ class TorchPolicy(abc.ABC):
         if self.data_parallel is None:
             return self._backward_tensors(self.batch_to_tensors(batch))
         part, weight = self.shard(batch)
-        return self._backward_tensors(self.batch_to_tensors(part), weight)
+        try:
+            return self._backward_tensors(self.batch_to_tensors(part), weight)
+        finally:
+            self.shard_span = None
 
     def _backward_tensors(
         self, tensors: dict[str, torch.Tensor], weight: float = 1.0

@@ -216,7 +216,14 @@ class TwinQPolicy(TorchPolicy):
         return (action - self._mid) / self._half
 
     def randn(self, shape: tuple[int, ...]) -> torch.Tensor:
-        """Standard normal noise from the policy's generator (kept in checkpoints)."""
+        """Standard normal noise from the policy's generator (kept in checkpoints). In a
+        data-parallel step (``shard_span``) the noise of every row of the step is drawn and this
+        learner's rows are kept: the same noise, and the same generator state, as one learner."""
+        span = self.shard_span
+        if span is not None and shape and shape[0] == span[1] - span[0]:
+            start, end, rows = span
+            full = torch.randn((rows, *shape[1:]), generator=self.generator)
+            return full[start:end].to(self.device)
         return torch.randn(shape, generator=self.generator).to(self.device)
 
     def flat_obs(self, obs: torch.Tensor) -> torch.Tensor:
@@ -289,7 +296,10 @@ class TwinQPolicy(TorchPolicy):
         for p in self._params:
             p.grad = None
         part, weight = (batch, 1.0) if self.data_parallel is None else self.shard(batch)
-        loss, stats = self._shard_loss(self.batch_to_tensors(part), weight)
+        try:
+            loss, stats = self._shard_loss(self.batch_to_tensors(part), weight)
+        finally:
+            self.shard_span = None
         params = [p for p in self._params if p.grad is not None]
         loss = self._average_with_learners(params, loss, weight)  # with data-parallel learners
         max_norm = float("inf") if self.grad_clip is None else self.grad_clip
