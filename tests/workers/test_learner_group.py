@@ -9,6 +9,7 @@ to float32 tolerance.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,9 @@ def _train(
     """One ``learn_on_batch`` of ``algo``'s tuned config with ``learners`` learner actors."""
     spec = get_algorithm(algo)
     workers_ = 1 if algo == "impala" else 0  # IMPALA needs one; its learner never samples
-    config = tuned_config(algo, env, num_workers=workers_, seed=7, num_learners=learners, **overrides)
+    config = tuned_config(
+        algo, env, num_workers=workers_, seed=7, num_learners=learners, **overrides
+    )
     workers = WorkerSet(config, spec.policy_cls)
     try:
         stats = workers.learner().learn_on_batch(batch, **options)["default_policy"]
@@ -76,9 +79,15 @@ def test_ppo_minibatch_epochs_on_learners_equal_one_learner(
     options = {"num_sgd_iter": 3, "sgd_minibatch_size": 100}  # 100 rows: 3 shards of 33-34
     one, one_stats, _ = _train("ppo", "CartPole-v1", 0, batch, {}, **options)
     many, many_stats, _ = _train("ppo", "CartPole-v1", learners, batch, {}, **options)
-    initial = WorkerSet(
-        tuned_config("ppo", "CartPole-v1", num_workers=0, seed=7), get_algorithm("ppo").policy_cls
-    ).local_worker().get_policy().get_weights()
+    initial = (
+        WorkerSet(
+            tuned_config("ppo", "CartPole-v1", num_workers=0, seed=7),
+            get_algorithm("ppo").policy_cls,
+        )
+        .local_worker()
+        .get_policy()
+        .get_weights()
+    )
     assert _moved(initial, one) > 1e-3  # the update did something
     _assert_same_weights(one, many)
     # The loss and the gradient norm are all-reduced: the whole minibatch's, on every learner.
@@ -142,7 +151,7 @@ def test_shard_bounds_cover_every_row_once() -> None:
         for world in (1, 2, 3, 7):
             bounds = [shard_bounds(count, k, world) for k in range(world)]
             assert bounds[0][0] == 0 and bounds[-1][1] == count
-            assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:], strict=False))
+            assert all(a[1] == b[0] for a, b in itertools.pairwise(bounds))
             sizes = [end - start for start, end in bounds]
             assert max(sizes) - min(sizes) <= 1
 

@@ -113,7 +113,6 @@ class ResourceConfig(FieldGroup):
         bundle.update({k: float(v) for k, v in self.custom_resources_per_worker.items()})
         return {k: v for k, v in bundle.items() if v > 0}
 
-
     def learner_bundle(self) -> dict[str, float]:
         """The resources one learner actor reserves (zero amounts left out; may be empty)."""
         bundle = {"CPU": float(self.num_cpus_per_learner), "GPU": float(self.num_gpus_per_learner)}
@@ -186,7 +185,9 @@ def _check_learners_fit(config: ResourceConfig, nodes: Sequence[Mapping[str, flo
     short = {key: (need[key], have[key]) for key in need if need[key] > have[key] + 1e-9}
     if bundles_that_fit(learner, nodes, config.placement_strategy) >= learners and not short:
         return
-    detail = ", ".join(f"{key}: {n:g} needed, {h:g} in the cluster" for key, (n, h) in short.items())
+    detail = ", ".join(
+        f"{key}: {n:g} needed, {h:g} in the cluster" for key, (n, h) in short.items()
+    )
     raise ConfigError(
         f"{type(config).__name__}: num_learners={learners} learner actors of {learner} each "
         f"(num_cpus_per_learner={config.num_cpus_per_learner}, num_gpus_per_learner="

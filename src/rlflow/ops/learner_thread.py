@@ -26,6 +26,7 @@ from typing import Any
 
 from rlflow import flow
 from rlflow.checks import check_int
+from rlflow.data.refs import BatchRef, BatchRefs
 from rlflow.data.sample_batch import MultiAgentBatch, SampleBatch
 from rlflow.errors import ConfigError, PlanError
 from rlflow.flow import ActorItem, TimerStat
@@ -104,8 +105,10 @@ class LearnerThread(threading.Thread):
             ``num_learners`` >= 1): they train in the local worker's place and the local
             worker receives learner 0's weights after each batch (under :attr:`lock`).
 
-    Input (``inqueue``): a ``SampleBatch`` / ``MultiAgentBatch``, or an ``ActorItem(actor,
-    batch)`` (from ``zip_with_source_actor``: e.g. the replay shard the batch came from).
+    Input (``inqueue``): a ``SampleBatch`` / ``MultiAgentBatch`` or a reference to one
+    (`rlflow.data.refs.BatchRef`, `BatchRefs`: passed on to a ``learner_group``, fetched here
+    otherwise), or an ``ActorItem(actor, batch)`` (from ``zip_with_source_actor``: e.g. the
+    replay shard the batch came from).
     Output (``outqueue``): a :class:`~rlflow.ops.TrainResult` per batch, wrapped as
     ``ActorItem(actor, result)`` when the input was. Feed it with :class:`Enqueue`, read it
     with ``dequeue(learner.outqueue, check=learner.check)``. Start it with :meth:`start`; stop
@@ -206,6 +209,10 @@ class LearnerThread(threading.Thread):
             return None
         self._inqueue_sizes.append(self.inqueue.qsize())
         actor, batch = (item.actor, item.item) if isinstance(item, ActorItem) else (None, item)
+        if isinstance(batch, BatchRef | BatchRefs):
+            if self.learner_group is None:  # the local worker trains: fetch it here
+                batch = batch.resolve()
+            return actor, batch
         if not isinstance(batch, SampleBatch | MultiAgentBatch):
             raise PlanError(f"LearnerThread takes SampleBatch or MultiAgentBatch, got {batch!r}")
         return actor, batch

@@ -20,6 +20,7 @@ import numpy as np
 
 from rlflow import flow
 from rlflow.checks import check_int, check_number
+from rlflow.data.refs import BatchRef, store_batch
 from rlflow.data.sample_batch import MultiAgentBatch, SampleBatch, from_multi_agent_if_single
 from rlflow.errors import ActorDiedError, ConfigError, PlanError
 from rlflow.flow import NOT_READY, ActorItem, LocalIterator
@@ -148,20 +149,30 @@ class StoreToReplayBuffer:
             replace_shard_in_plan(self.shards, index, dead=actor, error=err)
             logger.warning("%s died: %d rows stored to it lost", self.shards.label(index), rows)
 
-    def __call__(self, batch: Batch) -> Batch:
+    def __call__(self, batch: Batch | BatchRef) -> Any:
+        if isinstance(batch, BatchRef):
+            if self.shards is not None:  # the shard fetches the batch from the worker
+                return self._store_in_shard(batch, batch.ref)
+            batch = batch.resolve()
         _check_batch(batch, "StoreToReplayBuffer")
         if isinstance(self.local_buffer, MultiAgentReplayBuffer):
             self.local_buffer.add(batch)
         elif self.local_buffer is not None:
             self.local_buffer.add(_as_single(batch, "StoreToReplayBuffer"))
         else:
-            assert self.shards is not None
-            self._check_pending()
-            index = int(self._rng.integers(len(self.shards)))
-            actor = self.shards.actors[index]
-            self._pending.append((actor.add_batch.remote(batch), index, actor, batch.count))
+            return self._store_in_shard(batch, batch)
         flow.current_metrics().counters[keys.NUM_ENV_STEPS_STORED] += batch.env_steps()
         return batch
+
+    def _store_in_shard(self, item: Any, payload: Any) -> Any:
+        """``add_batch(payload)`` on a random shard (a reference is resolved there)."""
+        assert self.shards is not None
+        self._check_pending()
+        index = int(self._rng.integers(len(self.shards)))
+        actor = self.shards.actors[index]
+        self._pending.append((actor.add_batch.remote(payload), index, actor, item.count))
+        flow.current_metrics().counters[keys.NUM_ENV_STEPS_STORED] += item.env_steps()
+        return item
 
 
 class _ReplayLocal:
@@ -194,6 +205,11 @@ class _ReplayLocal:
         return batch
 
 
+def _store_unless_none(batch: SampleBatch | None) -> BatchRef | None:
+    """On a replay shard: its replayed batch into its object store (None: none yet)."""
+    return None if batch is None else store_batch(batch)
+
+
 def _none_to_not_ready(items: Iterator[Any]) -> Iterator[Any]:
     """A shard's None ("below learning_starts") becomes NOT_READY, so a union moves on instead
     of pulling Nones in a loop (a local shard answers at once, forever)."""
@@ -214,6 +230,7 @@ def replay(
     num_items: int = 32,
     learning_starts: int = 0,
     beta: float | LinearSchedule | None = None,
+    by_reference: bool = False,
 ) -> LocalIterator[SampleBatch]:
     """Source of replayed batches, from a local buffer or from replay shards; lazy, endless.
 
@@ -233,7 +250,9 @@ def replay(
       becomes ``NOT_READY``, so a concurrent union runs its other ops meanwhile;
       ``current_actor`` is the shard each batch came from. A shard of a `ReplayShardTable`
       that dies is started again empty and read in its place (counter
-      ``num_replay_shard_restarts``); of a plain list, its death ends the read.
+      ``num_replay_shard_restarts``); of a plain list, its death ends the read. With
+      ``by_reference`` each shard keeps its batch in its object store and the items are
+      `rlflow.data.refs.BatchRef` (for learner actors: Ape-X's shards feed them directly).
 
     Side effect: counter ``num_env_steps_replayed``.
 
@@ -257,6 +276,8 @@ def replay(
     recovery = replay_shard_recovery(handles)
     name = f"replay_shards[{len(handles)}]"
     shards = flow.from_actors(list(handles.actors), name=name, recovery=recovery)
+    if by_reference:
+        shards = shards.for_each(_store_unless_none)
     replies = shards.gather_async(num_async=num_async).transform(_none_to_not_ready)
     return replies.for_each(_count_replayed)
 

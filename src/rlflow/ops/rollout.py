@@ -18,6 +18,7 @@ from rlflow import flow
 from rlflow.checks import check_int
 from rlflow.config import DEFAULT_POLICY_ID
 from rlflow.data import MultiAgentBatch, SampleBatch
+from rlflow.data.refs import BatchRef, BatchRefs, store_batch
 from rlflow.errors import ConfigError, ConfigTypeError, PlanError
 from rlflow.ops import keys
 from rlflow.ops.recovery import rollout_recovery
@@ -57,9 +58,13 @@ def _count_late(num_late: int) -> None:
     flow.current_metrics().counters[keys.NUM_LATE_SAMPLES] += num_late
 
 
-def _concat_round(batches: list[Batch]) -> Batch:
-    """One bulk-sync round (a list, one batch per worker) as one batch."""
-    return SampleBatch.concat_samples(batches)
+def _concat_round(batches: list[Any]) -> Batch | BatchRefs:
+    """One bulk-sync round (a list, one batch per worker) as one batch (of references, when
+    the workers sent `BatchRef`)."""
+    if batches and all(isinstance(b, BatchRef) for b in batches):
+        return BatchRefs(batches)
+    out: Batch = SampleBatch.concat_samples(batches)
+    return out
 
 
 def _worker_shards(workers: WorkerSet) -> flow.ParallelIterator[Any]:
@@ -83,7 +88,12 @@ class _LocalSamples:
 
 @overload
 def parallel_rollouts(
-    workers: WorkerSet, *, mode: Literal["raw"], num_async: int = 1, ahead: bool = False
+    workers: WorkerSet,
+    *,
+    mode: Literal["raw"],
+    num_async: int = 1,
+    ahead: bool = False,
+    by_reference: bool = False,
 ) -> flow.ParallelIterator[Batch]: ...
 
 
@@ -94,11 +104,17 @@ def parallel_rollouts(
     mode: Literal["bulk_sync", "async"] = "bulk_sync",
     num_async: int = 1,
     ahead: bool = False,
+    by_reference: bool = False,
 ) -> flow.LocalIterator[Batch]: ...
 
 
 def parallel_rollouts(
-    workers: WorkerSet, *, mode: str = "bulk_sync", num_async: int = 1, ahead: bool = False
+    workers: WorkerSet,
+    *,
+    mode: str = "bulk_sync",
+    num_async: int = 1,
+    ahead: bool = False,
+    by_reference: bool = False,
 ) -> flow.LocalIterator[Batch] | flow.ParallelIterator[Batch]:
     """Source of experience from the rollout workers; pushes the learner's weights first.
 
@@ -114,6 +130,12 @@ def parallel_rollouts(
       flight per worker; ``current_actor`` is the worker that sampled it.
     - ``"raw"``: the ``ParallelIterator`` over the remote workers, for custom gathering; the
       caller counts the steps.
+
+    With ``by_reference`` each worker keeps its batch in its object store and the items are
+    `rlflow.data.refs.BatchRef` (a bulk_sync round: `BatchRefs`): references with their
+    counts, which `ConcatBatches`, the learner thread and the learner actors
+    (``num_learners``) take, so the data goes from the workers to the learners and never
+    through the driver.
 
     With no remote workers, bulk_sync and async sample on the local worker. Side effects:
     ``workers.sync_weights()`` now; counters ``num_env_steps_sampled`` and
@@ -144,9 +166,15 @@ def parallel_rollouts(
         )
     workers.sync_weights()
     if not remote:
-        local = flow.from_iterable(_LocalSamples(workers), name="local_rollouts")
+        local: flow.LocalIterator[Any] = flow.from_iterable(
+            _LocalSamples(workers), name="local_rollouts"
+        )
+        if by_reference:
+            local = local.for_each(store_batch)
         return local.for_each(_count_sampled)
     shards = _worker_shards(workers)
+    if by_reference:  # on each worker: its batch into its object store, its reference out
+        shards = shards.for_each(store_batch)
     if mode == "raw":
         return shards
     rounds: flow.LocalIterator[Any]
@@ -218,9 +246,11 @@ def async_gradients(workers: WorkerSet) -> flow.LocalIterator[Gradients]:
 class ConcatBatches:
     """Buffer batches until they hold at least ``min_batch_size`` env steps; emit them as one.
 
-    Items: ``SampleBatch -> list[SampleBatch]`` (empty until enough steps arrived). Use with
-    ``.combine``. Side effects: timer ``sample`` (time from the first fetch of a train batch to
-    its emission, with its steps as units). Batches are never split, so the result can exceed
+    Items: ``SampleBatch -> list[SampleBatch]`` (empty until enough steps arrived); batch
+    references (`rlflow.data.refs.BatchRef`, `BatchRefs`) ``-> list[BatchRefs]``, the data left
+    where it is (the learner actors concatenate it). Use with ``.combine``. Side effects: timer
+    ``sample`` (time from the first fetch of a train batch to its emission, with its steps as
+    units). Batches are never split, so the result can exceed
     ``min_batch_size`` by up to one input batch.
 
     >>> from rlflow import flow
@@ -233,7 +263,7 @@ class ConcatBatches:
     def __init__(self, min_batch_size: int) -> None:
         """Validate ``min_batch_size`` (an int >= 1)."""
         self.min_batch_size = check_int(min_batch_size, "ConcatBatches: min_batch_size", low=1)
-        self._buffer: list[Batch] = []
+        self._buffer: list[Any] = []
         self._count = 0
         self._start: float | None = None
 
@@ -241,13 +271,22 @@ class ConcatBatches:
         if self._start is None:
             self._start = time.perf_counter()
 
-    def __call__(self, batch: Batch) -> list[Batch]:
-        _check_batch(batch, "ConcatBatches")
-        self._buffer.append(batch)
+    def __call__(self, batch: Batch | BatchRef | BatchRefs) -> list[Any]:
+        if isinstance(batch, BatchRefs):
+            self._buffer.extend(batch.parts)
+        elif isinstance(batch, BatchRef):
+            self._buffer.append(batch)
+        else:
+            self._buffer.append(_check_batch(batch, "ConcatBatches"))
         self._count += batch.env_steps()
         if self._count < self.min_batch_size:
             return []
-        out = SampleBatch.concat_samples(self._buffer)
+        if any(isinstance(b, BatchRef) for b in self._buffer):
+            # References: a batch among them (a restored replay ring's) is stored here too.
+            parts = [b if isinstance(b, BatchRef) else store_batch(b) for b in self._buffer]
+            out: Any = BatchRefs(parts)
+        else:
+            out = SampleBatch.concat_samples(self._buffer)
         if self._start is not None:
             timer = flow.current_metrics().timers[keys.SAMPLE_TIMER]
             timer.push(time.perf_counter() - self._start, units=self._count)

@@ -72,12 +72,16 @@ class DataParallel:
         self.world_size = check_int(world_size, "DataParallel: world_size", low=1)
         self.rank = check_int(rank, "DataParallel: rank", low=0, high=world_size - 1)
         self.generation = generation
-        prefixed = dist.PrefixStore(f"rlflow-learners/{generation}", store)
+        prefixed = dist.PrefixStore(  # type: ignore[attr-defined]
+            f"rlflow-learners/{generation}", store
+        )
         timeout = datetime.timedelta(seconds=timeout_s)
         self.backend = "nccl" if device is not None and device.type == "cuda" else "gloo"
         """``"nccl"`` for a CUDA device, else ``"gloo"``."""
         if self.backend == "nccl":
-            self.process_group: Any = dist.ProcessGroupNCCL(prefixed, rank, world_size)
+            options = dist.ProcessGroupNCCL.Options()
+            options._timeout = timeout
+            self.process_group: Any = dist.ProcessGroupNCCL(prefixed, rank, world_size, options)
         else:
             self.process_group = dist.ProcessGroupGloo(prefixed, rank, world_size, timeout)
 
@@ -85,9 +89,7 @@ class DataParallel:
         """This learner's rows ``[start, end)`` of a step of ``count`` rows (`shard_bounds`)."""
         return shard_bounds(count, self.rank, self.world_size)
 
-    def all_reduce_mean(
-        self, tensors: Sequence[torch.Tensor], weight: float
-    ) -> list[torch.Tensor]:
+    def all_reduce_mean(self, tensors: Sequence[torch.Tensor], weight: float) -> list[torch.Tensor]:
         """``sum over learners of weight_k * tensor_k`` for each tensor (one flat all-reduce;
         the weights of a step sum to 1 over the learners, so this is their weighted mean).
         Every learner calls it with tensors of the same shapes, in the same order."""

@@ -38,6 +38,7 @@ import numpy as np
 
 from rlflow import flow
 from rlflow.config import AlgorithmConfig
+from rlflow.data.refs import BatchRef, BatchRefs
 from rlflow.data.sample_batch import BATCH_INDEXES, MultiAgentBatch, SampleBatch
 from rlflow.errors import ConfigError, WorkerError
 from rlflow.policy import TorchPolicy
@@ -62,12 +63,10 @@ def _open_store(store: Any, timeout_s: float) -> Any:
         return store
     import datetime
 
-    import torch.distributed as dist
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
     _, host, port = store
-    return dist.TCPStore(
-        host, int(port), None, False, datetime.timedelta(seconds=timeout_s)
-    )
+    return TCPStore(host, int(port), None, False, datetime.timedelta(seconds=timeout_s))
 
 
 class Learner:
@@ -117,16 +116,19 @@ class Learner:
 
     def learn_on_batch(
         self,
-        batch: Batch,
+        batch: Batch | BatchRef | BatchRefs,
         global_vars: Mapping[str, Any],
         options: Mapping[str, Any],
-        publish: bool,
+        publish: bool,  # noqa: FBT001 (per rank, passed positionally by LearnerGroup._call)
     ) -> dict[str, Any]:
-        """Learn this learner's shards of ``batch`` (`RolloutWorker.learn_on_batch` with
+        """Learn this learner's shards of ``batch`` (references are fetched first;
+        `RolloutWorker.learn_on_batch` with
         ``options``) after taking ``global_vars``; the reply holds ``"stats"`` and, with
         ``publish``, the trained policies' ``"weights"``, ``"versions"`` (their
         ``num_grad_updates``) and ``"nonfinite"`` (their skipped updates)."""
         self.worker.set_global_vars(global_vars)
+        if isinstance(batch, BatchRef | BatchRefs):  # from the workers' object stores
+            batch = batch.resolve()
         stats = self.worker.learn_on_batch(batch, **options)
         reply: dict[str, Any] = {"stats": stats}
         if publish:
@@ -219,9 +221,9 @@ class LearnerGroup:
         self._local = flow.backend_name() == "local"
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         if self._local:
-            import torch.distributed as dist
+            from torch.distributed import HashStore  # type: ignore[attr-defined]
 
-            self._store: Any = dist.HashStore()
+            self._store: Any = HashStore()
             self._store_spec: Any = self._store
             self._pool = concurrent.futures.ThreadPoolExecutor(
                 self.num_learners, thread_name_prefix="rlflow-learner"
@@ -229,10 +231,10 @@ class LearnerGroup:
         else:
             import datetime
 
-            import torch.distributed as dist
+            from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
             host = flow.node_address()
-            self._store = dist.TCPStore(
+            self._store = TCPStore(
                 host,
                 0,
                 None,
@@ -248,7 +250,11 @@ class LearnerGroup:
     # ------------------------------------------------------------------ actors and calls
     def _start(self, rank: int) -> Any:
         args = (self.config, self.policy_cls)
-        kwargs = {"rank": rank, "world_size": self.num_learners, "algorithm": self.algorithm}
+        kwargs: dict[str, Any] = {
+            "rank": rank,
+            "world_size": self.num_learners,
+            "algorithm": self.algorithm,
+        }
         if self._local:
             return Learner(*args, **kwargs)
         options: dict[str, Any] = {
@@ -337,15 +343,17 @@ class LearnerGroup:
 
     def learn_on_batch(
         self,
-        batch: Batch,
+        batch: Batch | BatchRef | BatchRefs,
         *,
         num_sgd_iter: int = 1,
         sgd_minibatch_size: int = 0,
         policies: Sequence[PolicyID] | None = None,
     ) -> dict[PolicyID, dict[str, Any]]:
         """Train every learner on its shards of ``batch`` (arguments as
-        `RolloutWorker.learn_on_batch`); load learner 0's new weights into the local worker;
-        return the merged stats per policy (`_merge_stats`)."""
+        `RolloutWorker.learn_on_batch`; a batch is stored once for all of them, references
+        from ``parallel_rollouts(by_reference=True)`` are fetched by each); load learner 0's
+        new weights into the local worker; return the merged stats per policy
+        (`_merge_stats`)."""
         options: dict[str, Any] = {}
         if num_sgd_iter != 1 or sgd_minibatch_size != 0:
             options.update(num_sgd_iter=num_sgd_iter, sgd_minibatch_size=sgd_minibatch_size)
@@ -356,7 +364,9 @@ class LearnerGroup:
             for k, v in self.local_worker.global_vars.items()
             if k != "num_grad_updates_per_policy"
         }
-        payload = batch if self._local else flow.put(batch)
+        # Stored once for all learners; references travel as they are (each learner fetches).
+        by_reference = self._local or isinstance(batch, BatchRef | BatchRefs)
+        payload = batch if by_reference else flow.put(batch)
         replies = self._with_recovery(
             "learn_on_batch",
             payload,

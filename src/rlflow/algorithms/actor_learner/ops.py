@@ -15,6 +15,7 @@ from typing import Any
 from rlflow import flow
 from rlflow.checks import check_int, check_number
 from rlflow.data import MultiAgentBatch, SampleBatch
+from rlflow.data.refs import BatchRef
 from rlflow.errors import ConfigError, PlanError
 from rlflow.flow import ActorItem
 from rlflow.ops import keys
@@ -100,11 +101,11 @@ class MixInReplay:
             )
         self.num_slots = num_slots
         self.replay_proportion = float(replay_proportion)
-        self._ring: list[SampleBatch | MultiAgentBatch] = []
+        self._ring: list[SampleBatch | MultiAgentBatch | BatchRef] = []
         self._next_slot = 0
         self._rng = random.Random(seed)
 
-    def __call__(self, batch: SampleBatch | MultiAgentBatch) -> list[SampleBatch | MultiAgentBatch]:
+    def __call__(self, batch: Any) -> list[Any]:
         if self.replay_proportion == 0:
             return [batch]
         if len(self._ring) < self.num_slots:
@@ -120,8 +121,10 @@ class MixInReplay:
         return out
 
     def get_state(self) -> dict[str, Any]:
-        """The ring (batches by reference), its next slot and the RNG state, for checkpoints."""
-        return {"ring": list(self._ring), "next_slot": self._next_slot, "rng": self._rng.getstate()}
+        """The ring, its next slot and the RNG state, for checkpoints (batch references,
+        `rlflow.data.refs.BatchRef`, are fetched: a checkpoint holds the data)."""
+        ring = [b.resolve() if isinstance(b, BatchRef) else b for b in self._ring]
+        return {"ring": ring, "next_slot": self._next_slot, "rng": self._rng.getstate()}
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore from :meth:`get_state` output (the ring cut to ``num_slots``)."""

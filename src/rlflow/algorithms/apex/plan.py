@@ -63,10 +63,16 @@ def apex_plan(workers: WorkerSet, config: ApexConfig) -> LocalIterator[dict[str,
         learner_group=workers.learner_group(),  # num_learners >= 1: the learner actors
     )
     learner.start()
+    by_reference = workers.learner_group() is not None
     intensity = _intensity(config)
     store_op = (
         # (1) Batches from each worker as they come (initial priorities computed there).
-        parallel_rollouts(workers, mode="async", num_async=config.num_async_rollout_requests)
+        parallel_rollouts(
+            workers,
+            mode="async",
+            num_async=config.num_async_rollout_requests,
+            by_reference=by_reference,  # learner actors: the shards fetch from the workers
+        )
         # (2) Into a random shard.
         .for_each(StoreToReplayBuffer(actors=shards, seed=config.seed))
         # (3) New weights to the worker that sampled, every max_weight_sync_delay of its steps.
@@ -78,7 +84,7 @@ def apex_plan(workers: WorkerSet, config: ApexConfig) -> LocalIterator[dict[str,
     # (4) Prioritized batches from the shards, held while ahead of training_intensity;
     # (5) to the learner thread (backpressure).
     replay_op = (
-        replay(actors=shards, num_async=config.num_async_replay_requests)
+        replay(actors=shards, num_async=config.num_async_replay_requests, by_reference=by_reference)
         .zip_with_source_actor()
         .for_each(intensity.hold_replay)
         .for_each(Enqueue(learner.inqueue))

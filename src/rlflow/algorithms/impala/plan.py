@@ -67,13 +67,16 @@ def impala_train_op(workers: WorkerSet, config: IMPALAConfig) -> LocalIterator[T
         learner_group=workers.learner_group(),  # num_learners >= 1: the learner actors
     )
     learner.start()
+    by_reference = workers.learner_group() is not None
     in_flight = config.max_sample_requests_in_flight_per_worker
     mix_in = MixInReplay(config.replay_buffer_num_slots, config.replay_proportion, seed=config.seed)
     register_replay_buffer(workers, "mix_in_replay", mix_in)  # checkpoint_replay_buffers
     enqueue_op = (
         # (1) Each worker's batches as they arrive; (2) with replayed ones mixed in (none when
         # replay_proportion is 0), whole batches up to train_batch_size.
-        parallel_rollouts(workers, mode="async", num_async=in_flight)
+        # With learner actors the batches stay on the workers: references travel (driver off
+        # the data path) and the learners fetch them.
+        parallel_rollouts(workers, mode="async", num_async=in_flight, by_reference=by_reference)
         .combine(mix_in)
         .combine(ConcatBatches(config.train_batch_size))
         # (3) To the learner thread; a full queue pauses sampling (backpressure).

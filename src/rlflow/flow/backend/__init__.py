@@ -343,7 +343,7 @@ def node_address() -> str:
         return "127.0.0.1"
     import ray.util
 
-    return str(ray.util.get_node_ip_address())
+    return str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
 
 
 def cluster_resources() -> dict[str, float] | None:
