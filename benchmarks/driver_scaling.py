@@ -12,6 +12,14 @@ simulator, and returns a `SampleBatch` of ``--fragment`` rows. Three driver loop
 - ``impala``: IMPALA's enqueue / broadcast loop: batches concatenated to 4 fragments
   (``ConcatBatches``), put on a learner queue that a thread empties, and the cached weights sent
   to the worker of every batch.
+- ``impala_refs``: the same loop as it runs with learner actors (``num_learners``): each worker
+  keeps its batch in its object store (``parallel_rollouts(by_reference=True)`` does this with
+  ``store_batch``), the driver concatenates references (``BatchRefs``) and a thread hands each
+  train batch to a learner actor that fetches the fragments from the workers; the driver
+  handles references and counts only.
+
+``--row-bytes`` adds an image-like uint8 column of that many bytes per row (Atari frames stacked
+4 deep are 28224 bytes), where moving the data is what the driver pays for.
 
 The baseline is the simulators' own rate (``N / (step_ms * fragment)`` batches/s: what an
 infinitely fast driver would get); the ratio says where the driver saturates. Per-item cost is
@@ -19,7 +27,7 @@ the driver process's CPU seconds (user + sys) per batch. Each size is measured `
 times (median printed) with the load average. Memory: a worker process takes about 70 MB.
 
     python benchmarks/driver_scaling.py [--sizes 16,64,256] [--seconds 10] [--rounds 3]
-        [--step-ms 2] [--fragment 50] [--loops gather,apex,impala]
+        [--step-ms 2] [--fragment 50] [--row-bytes 0] [--loops gather,apex,impala,impala_refs]
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ import numpy as np
 
 from rlflow import flow
 from rlflow.data import ACTIONS, OBS, REWARDS, SampleBatch
+from rlflow.data.refs import BatchRef, BatchRefs, store_batch
 from rlflow.flow import ActorItem
 from rlflow.ops import ConcatBatches, Enqueue, StoreToReplayBuffer, concurrently, keys, replay
 from rlflow.replay import ReplayShardSpec, create_replay_shards
@@ -49,18 +58,22 @@ OBS_DIM = 8
 class SimWorker(flow.ParallelIteratorWorker):
     """A rollout worker stand-in: a slow simulator and a one-matrix numpy policy."""
 
-    def __init__(self, step_s: float, fragment: int, seed: int) -> None:
+    def __init__(self, step_s: float, fragment: int, seed: int, row_bytes: int = 0) -> None:
         super().__init__(self._forever, repeat=False)
         self.step_s, self.fragment = step_s, fragment
         self.rng = np.random.default_rng(seed)
         self.weights = np.zeros((OBS_DIM, 2), dtype=np.float32)
+        self.frames = np.zeros((fragment, row_bytes), dtype=np.uint8)
 
     def sample(self) -> SampleBatch:
         """``fragment`` env steps, sleeping ``step_s`` each (in one sleep)."""
         time.sleep(self.step_s * self.fragment)
         obs = self.rng.standard_normal((self.fragment, OBS_DIM), dtype=np.float32)
         actions = (obs @ self.weights).argmax(axis=1)
-        return SampleBatch({OBS: obs, ACTIONS: actions, REWARDS: np.ones(self.fragment)})
+        columns = {OBS: obs, ACTIONS: actions, REWARDS: np.ones(self.fragment)}
+        if self.frames.shape[1]:
+            columns["frames"] = self.frames
+        return SampleBatch(columns)
 
     def set_weights(self, weights: Any, global_vars: Any) -> None:
         """Take the learner's weights (a reference resolved by Ray)."""
@@ -71,7 +84,7 @@ class SimWorker(flow.ParallelIteratorWorker):
             yield self.sample()
 
 
-def _counted(batch: SampleBatch) -> SampleBatch:
+def _counted(batch: SampleBatch | BatchRef) -> SampleBatch | BatchRef:
     flow.current_metrics().counters[keys.NUM_ENV_STEPS_SAMPLED] += batch.count
     return batch
 
@@ -140,6 +153,49 @@ def impala_loop(workers: list[Any], fragment: int) -> Any:
     )
 
 
+class SimLearner:
+    """A learner actor stand-in: fetches the fragments of each train batch it is handed."""
+
+    def learn(self, refs: BatchRefs) -> int:
+        """Fetch and concatenate the batch (what a learner actor does first); its rows."""
+        return refs.resolve().count
+
+
+def impala_refs_loop(workers: list[Any], fragment: int) -> Any:
+    """IMPALA's loop with a learner actor: references through the driver, data to the learner."""
+    inqueue: queue.Queue[Any] = queue.Queue(maxsize=16)
+    learner = flow.remote(SimLearner).options(num_cpus=0).remote()
+
+    def feed() -> None:
+        pending: Any = None
+        try:
+            while True:
+                refs = inqueue.get()
+                if pending is not None:
+                    flow.get(pending)  # one batch in flight: backpressure, as the learner thread
+                pending = learner.learn.remote(refs)
+        except Exception:  # noqa: BLE001 - the size's workers were killed: this loop is over
+            return
+
+    threading.Thread(target=feed, daemon=True).start()
+    ref = flow.put(np.ones((OBS_DIM, 2), dtype=np.float32))
+
+    def broadcast(item: ActorItem) -> ActorItem:
+        item.actor.set_weights.remote(ref, None)
+        return item
+
+    return (
+        flow.from_actors(workers)
+        .for_each(store_batch)  # on each worker: the batch stays in its object store
+        .gather_async(num_async=2)
+        .for_each(_counted)
+        .combine(ConcatBatches(4 * fragment))
+        .for_each(Enqueue(inqueue))
+        .zip_with_source_actor()
+        .for_each(broadcast)
+    )
+
+
 def measure(build: Callable[[], Any], seconds: float, fragment: int) -> tuple[float, float]:
     """Batches/s of sampled fragments and driver CPU microseconds per fragment."""
     stream = build()
@@ -166,7 +222,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--step-ms", type=float, default=2.0)
     parser.add_argument("--fragment", type=int, default=50)
-    parser.add_argument("--loops", default="gather,apex,impala")
+    parser.add_argument("--row-bytes", type=int, default=0)
+    parser.add_argument("--loops", default="gather,apex,impala,impala_refs")
     args = parser.parse_args()
     import ray
 
@@ -177,13 +234,17 @@ def main() -> None:
         "gather": gather_loop,
         "apex": apex_loop,
         "impala": lambda w: impala_loop(w, args.fragment),
+        "impala_refs": lambda w: impala_refs_loop(w, args.fragment),
     }
-    print(f"simulator: {args.step_ms} ms per step, {args.fragment} steps per batch")
+    print(
+        f"simulator: {args.step_ms} ms per step, {args.fragment} steps per batch, "
+        f"{OBS_DIM * 4 + 16 + args.row_bytes} bytes per step"
+    )
     try:
         for n in (int(s) for s in args.sizes.split(",")):
             actor_cls = flow.remote(SimWorker).options(num_cpus=0)
             started = time.perf_counter()
-            workers = [actor_cls.remote(step_s, args.fragment, i) for i in range(n)]
+            workers = [actor_cls.remote(step_s, args.fragment, i, args.row_bytes) for i in range(n)]
             flow.get([w.sample.remote() for w in workers])
             print(f"\n{n} workers (started in {time.perf_counter() - started:.1f}s)")
             ideal = n / (step_s * args.fragment)

@@ -43,6 +43,17 @@ def test_resource_request_is_one_learner_bundle_and_one_per_worker() -> None:
     assert trainable("a2c").__name__ == "A2CTrainable"
 
 
+def test_learner_actors_get_a_bundle_each_after_the_workers() -> None:
+    fields = {"num_workers": 2, "num_learners": 2, "num_gpus_per_learner": 0.5}
+    assert resource_bundles(trial_config("ppo", fields)) == [
+        {"CPU": 1.0},
+        {"CPU": 1.0},
+        {"CPU": 1.0},
+        {"CPU": 1.0, "GPU": 0.5},
+        {"CPU": 1.0, "GPU": 0.5},
+    ]
+
+
 def test_workers_reserving_nothing_get_no_bundles() -> None:
     config = trial_config("ppo", {"num_workers": 3, "num_cpus_per_worker": 0})
     assert resource_bundles(config) == [{"CPU": 1.0}]

@@ -217,3 +217,31 @@ def test_learners_that_do_not_fit_the_cluster_are_refused_naming_the_fields() ->
     check_cluster_fits(ppo(num_workers=2, num_learners=2, num_cpus_per_learner=0), [{"CPU": 2.0}])
     with pytest.raises(ConfigError, match="num_gpus_per_learner=1"):
         check_cluster_fits(ppo(num_learners=2, num_gpus_per_learner=1), [{"CPU": 8.0, "GPU": 1.0}])
+
+
+def test_rollouts_by_reference_are_the_batches_left_where_they_were_sampled(
+    local_backend: None,
+) -> None:
+    from rlflow.data.refs import BatchRef, BatchRefs
+    from rlflow.ops import ConcatBatches, parallel_rollouts
+
+    spec = get_algorithm("impala")
+    config = tuned_config("impala", "CartPole-v1", num_workers=2, seed=4)
+    batches = []
+    for by_reference in (False, True):
+        workers = WorkerSet(config, spec.policy_cls)
+        try:
+            stream = parallel_rollouts(workers, mode="bulk_sync", by_reference=by_reference)
+            combined = stream.combine(ConcatBatches(3 * config.rollout_fragment_length))
+            batches.append(combined.take(1)[0])
+            counted = stream.metrics.counters["num_env_steps_sampled"]
+        finally:
+            workers.stop()
+        assert counted == batches[-1].env_steps()  # the driver counts without the data
+    plain, refs = batches
+    assert isinstance(refs, BatchRefs) and all(isinstance(p, BatchRef) for p in refs.parts)
+    assert refs.env_steps() == plain.env_steps() and refs.count == plain.count
+    resolved = refs.resolve()
+    assert set(resolved) == set(plain)
+    for name in plain:
+        np.testing.assert_array_equal(resolved[name], plain[name], err_msg=name)

@@ -80,3 +80,71 @@ def test_a_killed_learner_is_restarted_and_the_run_goes_on(ray_backend: None) ->
         published = trainer.workers.local_worker().get_policy().get_weights()
     assert _max_diff(a, b) == 0.0  # the restarted learner took learner 0's state
     assert _max_diff(a, published) == 0.0
+
+
+def test_impala_learner_actors_get_references_and_never_the_batches(ray_backend: None) -> None:
+    import ray
+
+    from rlflow.data.refs import BatchRefs
+    from rlflow.ops.learner_thread import LearnerThread
+
+    seen: list[Any] = []
+    original = LearnerThread._take
+
+    def spy(self: LearnerThread) -> Any:
+        taken = original(self)
+        if taken is not None:
+            seen.append(taken[1])
+        return taken
+
+    LearnerThread._take = spy  # type: ignore[method-assign]
+    try:
+        fields = {**FIELDS, "num_workers": 1, "train_batch_size": 200}
+        fields.pop("sgd_minibatch_size")
+        fields.pop("num_sgd_iter")
+        with Trainer("impala", **fields) as trainer:
+            result = trainer.train()
+            a, b = _learner_weights(trainer)
+    finally:
+        LearnerThread._take = original  # type: ignore[method-assign]
+    assert result["num_env_steps_trained"] > 0
+    assert seen and all(isinstance(item, BatchRefs) for item in seen)
+    assert all(isinstance(part.ref, ray.ObjectRef) for item in seen for part in item.parts)
+    assert _max_diff(a, b) == 0.0
+
+
+class _Holder:
+    """Stores a batch in its own object store (as a rollout worker does), then can die."""
+
+    def store(self, batch: Any) -> Any:
+        from rlflow.data.refs import store_batch
+
+        return store_batch(batch)
+
+
+def test_parts_lost_with_their_worker_are_left_out_by_every_learner(ray_backend: None) -> None:
+    import ray
+
+    from rlflow.data.refs import BatchRefs, store_batch
+
+    spec = get_algorithm("ppo")
+    config = tuned_config(
+        "ppo", "CartPole-v1", num_workers=0, seed=5, rollout_fragment_length=64
+    ).replace(num_learners=2, num_cpus_per_learner=0)
+    workers = WorkerSet(config, spec.policy_cls)
+    try:
+        batch = workers.local_worker().sample()
+        holder = flow.remote(_Holder).options(num_cpus=0).remote()
+        lost = flow.get(holder.store.remote(batch))
+        ray.kill(holder)  # its stored batch goes with it (OwnerDiedError on a fetch)
+        kept = store_batch(batch)
+        stats = workers.learner().learn_on_batch(BatchRefs([lost, kept]))
+        assert stats["default_policy"]["total_loss"] > 0  # learned on the part that is left
+        assert workers.local_worker().get_policy().num_grad_updates == 1
+        group = workers.learner_group()
+        assert group is not None and group.num_restarts == 0
+        refs = [learner.apply.remote(lambda w: w.get_weights()) for learner in group.learners()]
+        a, b = (w["default_policy"] for w in flow.get(refs))
+    finally:
+        workers.stop()
+    assert _max_diff(a, b) == 0.0

@@ -77,6 +77,7 @@ class DataParallel:
         )
         timeout = datetime.timedelta(seconds=timeout_s)
         self.backend = "nccl" if device is not None and device.type == "cuda" else "gloo"
+        self._collective_device = device if self.backend == "nccl" else torch.device("cpu")
         """``"nccl"`` for a CUDA device, else ``"gloo"``."""
         if self.backend == "nccl":
             options = dist.ProcessGroupNCCL.Options()
@@ -104,6 +105,19 @@ class DataParallel:
             out.append(flat[offset : offset + t.numel()].view(t.shape).to(t.dtype))
             offset += t.numel()
         return out
+
+    def all_min(self, values: Sequence[int]) -> list[int]:
+        """The element-wise minimum of ``values`` over the learners (one small all-reduce):
+        what every learner has, e.g. which parts of a batch every learner could fetch."""
+        import torch.distributed as dist
+
+        if not values:
+            return []
+        tensor = torch.tensor([float(v) for v in values], device=self._collective_device)
+        options = dist.AllreduceOptions()
+        options.reduceOp = dist.ReduceOp.MIN
+        self.process_group.allreduce([tensor], options).wait()
+        return [int(v) for v in tensor.cpu().tolist()]
 
     def __repr__(self) -> str:
         return (

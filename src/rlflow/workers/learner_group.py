@@ -128,8 +128,10 @@ class Learner:
         ``num_grad_updates``) and ``"nonfinite"`` (their skipped updates)."""
         self.worker.set_global_vars(global_vars)
         if isinstance(batch, BatchRef | BatchRefs):  # from the workers' object stores
-            batch = batch.resolve()
-        stats = self.worker.learn_on_batch(batch, **options)
+            fetched = self._fetch(batch if isinstance(batch, BatchRefs) else BatchRefs([batch]))
+        else:
+            fetched = batch
+        stats = {} if fetched is None else self.worker.learn_on_batch(fetched, **options)
         reply: dict[str, Any] = {"stats": stats}
         if publish:
             trained = list(stats)
@@ -139,6 +141,38 @@ class Learner:
                 pid: self.worker.get_policy(pid).num_nonfinite_updates for pid in trained
             }
         return reply
+
+    def _fetch(self, refs: BatchRefs) -> Batch | None:
+        """The parts of ``refs`` that every learner could fetch, concatenated (None: none).
+
+        A part is lost when the rollout worker that stored it died (its owner); the learners
+        agree on what they all have (`DataParallel.all_min`), so they split the same rows and
+        take the same number of steps."""
+        try:
+            parts: list[Any] = list(flow.get([p.ref for p in refs.parts]))
+        except Exception:  # noqa: BLE001 - a lost part: fetch each, keep what is there
+            parts = []
+            for part in refs.parts:
+                try:
+                    parts.append(flow.get(part.ref))
+                except Exception as err:  # noqa: BLE001
+                    logger.warning("learner %d: a batch part is lost (%s)", self.rank, err)
+                    parts.append(None)
+        have = [int(p is not None) for p in parts]
+        if self.data_parallel is not None:
+            have = self.data_parallel.all_min(have)
+        kept = [p for p, ok in zip(parts, have, strict=True) if ok]
+        if len(kept) < len(parts):
+            logger.warning(
+                "learner %d: %d of %d parts of a train batch were lost (their rollout workers "
+                "died); learning on the rest",
+                self.rank,
+                len(parts) - len(kept),
+                len(parts),
+            )
+        if not kept:
+            return None
+        return kept[0] if len(kept) == 1 else SampleBatch.concat_samples(kept)
 
     def get_state(self) -> dict[str, Any]:
         """The policies' states and the shuffling RNG (`RolloutWorker.get_state`)."""
