@@ -17,6 +17,8 @@ simulator, and returns a `SampleBatch` of ``--fragment`` rows. Three driver loop
   ``store_batch``), the driver concatenates references (``BatchRefs``) and a thread hands each
   train batch to a learner actor that fetches the fragments from the workers; the driver
   handles references and counts only.
+- ``impala_values``: the same learner actor fed by value, the way it would be without
+  references: the batches come to the driver, are concatenated there and sent on.
 
 ``--row-bytes`` adds an image-like uint8 column of that many bytes per row (Atari frames stacked
 4 deep are 28224 bytes), where moving the data is what the driver pays for.
@@ -27,7 +29,8 @@ the driver process's CPU seconds (user + sys) per batch. Each size is measured `
 times (median printed) with the load average. Memory: a worker process takes about 70 MB.
 
     python benchmarks/driver_scaling.py [--sizes 16,64,256] [--seconds 10] [--rounds 3]
-        [--step-ms 2] [--fragment 50] [--row-bytes 0] [--loops gather,apex,impala,impala_refs]
+        [--step-ms 2] [--fragment 50] [--row-bytes 0]
+        [--loops gather,apex,impala,impala_values,impala_refs]
 """
 
 from __future__ import annotations
@@ -156,13 +159,14 @@ def impala_loop(workers: list[Any], fragment: int) -> Any:
 class SimLearner:
     """A learner actor stand-in: fetches the fragments of each train batch it is handed."""
 
-    def learn(self, refs: BatchRefs) -> int:
+    def learn(self, batch: BatchRefs | SampleBatch) -> int:
         """Fetch and concatenate the batch (what a learner actor does first); its rows."""
-        return refs.resolve().count
+        return (batch.resolve() if isinstance(batch, BatchRefs) else batch).count
 
 
-def impala_refs_loop(workers: list[Any], fragment: int) -> Any:
-    """IMPALA's loop with a learner actor: references through the driver, data to the learner."""
+def impala_refs_loop(workers: list[Any], fragment: int, *, by_reference: bool = True) -> Any:
+    """IMPALA's loop with a learner actor: references through the driver, data to the learner
+    (``by_reference=False``: the batches through the driver, concatenated and sent on)."""
     inqueue: queue.Queue[Any] = queue.Queue(maxsize=16)
     learner = flow.remote(SimLearner).options(num_cpus=0).remote()
 
@@ -174,7 +178,7 @@ def impala_refs_loop(workers: list[Any], fragment: int) -> Any:
                 if pending is not None:
                     flow.get(pending)  # one batch in flight: backpressure, as the learner thread
                 pending = learner.learn.remote(refs)
-        except Exception:  # noqa: BLE001 - the size's workers were killed: this loop is over
+        except Exception:  # the size's workers were killed: this loop is over
             return
 
     threading.Thread(target=feed, daemon=True).start()
@@ -184,10 +188,11 @@ def impala_refs_loop(workers: list[Any], fragment: int) -> Any:
         item.actor.set_weights.remote(ref, None)
         return item
 
+    shards = flow.from_actors(workers)
+    if by_reference:
+        shards = shards.for_each(store_batch)  # on each worker: the batch stays in its store
     return (
-        flow.from_actors(workers)
-        .for_each(store_batch)  # on each worker: the batch stays in its object store
-        .gather_async(num_async=2)
+        shards.gather_async(num_async=2)
         .for_each(_counted)
         .combine(ConcatBatches(4 * fragment))
         .for_each(Enqueue(inqueue))
@@ -223,7 +228,7 @@ def main() -> None:
     parser.add_argument("--step-ms", type=float, default=2.0)
     parser.add_argument("--fragment", type=int, default=50)
     parser.add_argument("--row-bytes", type=int, default=0)
-    parser.add_argument("--loops", default="gather,apex,impala,impala_refs")
+    parser.add_argument("--loops", default="gather,apex,impala,impala_values,impala_refs")
     args = parser.parse_args()
     import ray
 
@@ -235,6 +240,7 @@ def main() -> None:
         "apex": apex_loop,
         "impala": lambda w: impala_loop(w, args.fragment),
         "impala_refs": lambda w: impala_refs_loop(w, args.fragment),
+        "impala_values": lambda w: impala_refs_loop(w, args.fragment, by_reference=False),
     }
     print(
         f"simulator: {args.step_ms} ms per step, {args.fragment} steps per batch, "

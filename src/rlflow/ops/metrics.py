@@ -235,6 +235,7 @@ class CollectMetrics:
             "num_env_steps_trained_this_iter": trained - counters[keys.LAST_REPORT_TRAINED],
             keys.NUM_HEALTHY_WORKERS: self.workers.num_healthy_workers(),
             keys.NUM_WORKER_RESTARTS: counters[keys.NUM_WORKER_RESTARTS],
+            keys.NUM_LEARNER_RESTARTS: self._learner_restarts(),
             keys.NUM_ENV_RESTARTS: counters[keys.NUM_ENV_RESTARTS],
             keys.NUM_LATE_SAMPLES: counters[keys.NUM_LATE_SAMPLES],
             keys.NUM_NONFINITE_EPISODES: counters[keys.NUM_NONFINITE_EPISODES],
@@ -248,6 +249,10 @@ class CollectMetrics:
         counters[keys.LAST_REPORT_SAMPLED] = sampled
         counters[keys.LAST_REPORT_TRAINED] = trained
         return result
+
+    def _learner_restarts(self) -> int:
+        group = self.workers.learner_group()
+        return 0 if group is None else group.num_restarts
 
     @staticmethod
     def _episode_stats(window: list[EpisodeStat]) -> dict[str, float | None]:

@@ -53,6 +53,8 @@ class DataParallel:
         generation: which incarnation of the group (a new one after a restart); process groups
             of different generations never see each other's messages.
         device: where the policy's gradients live (``cuda``: NCCL, else gloo).
+        shared_device: several learners share the device (fractional ``num_gpus_per_learner``):
+            NCCL takes one rank per GPU, so they all-reduce over gloo, through host memory.
         timeout_s: how long a collective waits for the other learners before it raises.
     """
 
@@ -64,6 +66,7 @@ class DataParallel:
         *,
         generation: int = 0,
         device: torch.device | None = None,
+        shared_device: bool = False,
         timeout_s: float = 120.0,
     ) -> None:
         """Join the process group (blocks until every learner of ``world_size`` joined)."""
@@ -76,9 +79,10 @@ class DataParallel:
             f"rlflow-learners/{generation}", store
         )
         timeout = datetime.timedelta(seconds=timeout_s)
-        self.backend = "nccl" if device is not None and device.type == "cuda" else "gloo"
+        on_gpu = device is not None and device.type == "cuda"
+        self.backend = "nccl" if on_gpu and not shared_device else "gloo"
+        """``"nccl"`` for a CUDA device of this learner's own, else ``"gloo"``."""
         self._collective_device = device if self.backend == "nccl" else torch.device("cpu")
-        """``"nccl"`` for a CUDA device, else ``"gloo"``."""
         if self.backend == "nccl":
             options = dist.ProcessGroupNCCL.Options()
             options._timeout = timeout
@@ -98,7 +102,10 @@ class DataParallel:
             return []
         flat = torch.cat([t.detach().reshape(-1).to(torch.float32) for t in tensors])
         flat.mul_(float(weight))
+        device = flat.device
+        flat = flat.to(self._collective_device)  # gloo: through host memory
         self.process_group.allreduce([flat]).wait()
+        flat = flat.to(device)
         out: list[torch.Tensor] = []
         offset = 0
         for t in tensors:
@@ -115,7 +122,7 @@ class DataParallel:
             return []
         tensor = torch.tensor([float(v) for v in values], device=self._collective_device)
         options = dist.AllreduceOptions()
-        options.reduceOp = dist.ReduceOp.MIN
+        options.reduceOp = dist.ReduceOp.MIN  # type: ignore[assignment]
         self.process_group.allreduce([tensor], options).wait()
         return [int(v) for v in tensor.cpu().tolist()]
 

@@ -96,6 +96,7 @@ class Learner:
         """The learner's policies (and the seeded RNG its minibatches are shuffled with)."""
         self.rank = rank
         self.world_size = world_size
+        self.num_gpus = float(config.num_gpus_per_learner)
         self.data_parallel: DataParallel | None = None
 
     def join(self, store: Any, generation: int, timeout_s: float = _COLLECTIVE_TIMEOUT_S) -> int:
@@ -108,6 +109,7 @@ class Learner:
             _open_store(store, timeout_s),
             generation=generation,
             device=device,
+            shared_device=0 < self.num_gpus < 1,
             timeout_s=timeout_s,
         )
         for policy in self.worker.policy_map.values():
@@ -172,7 +174,8 @@ class Learner:
             )
         if not kept:
             return None
-        return kept[0] if len(kept) == 1 else SampleBatch.concat_samples(kept)
+        out: Batch = kept[0] if len(kept) == 1 else SampleBatch.concat_samples(kept)
+        return out
 
     def get_state(self) -> dict[str, Any]:
         """The policies' states and the shuffling RNG (`RolloutWorker.get_state`)."""
@@ -280,6 +283,12 @@ class LearnerGroup:
         self._learners: list[Any] = [self._start(rank) for rank in range(self.num_learners)]
         self._join_all()
         self.sync_from(local_worker)
+        logger.info(
+            "%d learner actors joined (%s; %s)",
+            self.num_learners,
+            "threads of this process" if self._local else "Ray actors",
+            self.config.learner_bundle() or "no reserved resources",
+        )
 
     # ------------------------------------------------------------------ actors and calls
     def _start(self, rank: int) -> Any:
