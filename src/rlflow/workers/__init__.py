@@ -1,5 +1,6 @@
 """Rollout workers: :class:`RolloutWorker` (vector env + policy map) and :class:`WorkerSet`
-(the local learner plus remote rollout actors).
+(the local learner plus remote rollout actors), and :class:`LearnerGroup` (data-parallel learner
+actors, ``num_learners``).
 
 Where to start: :meth:`RolloutWorker.sample` (postprocessed experience) and
 :meth:`WorkerSet.sync_weights` (one ``put`` of the learner's weights, pushed to every actor).
@@ -7,8 +8,17 @@ Env stepping, for training and evaluation alike, is `rlflow.workers.sampler.Samp
 single-agent hot loop is `rlflow.workers.vector_sampler.VectorSampler._step`.
 """
 
+from rlflow.workers.learner_group import Learner, LearnerGroup
 from rlflow.workers.records import Gradients, WorkerMetrics
 from rlflow.workers.rollout_worker import RolloutWorker, current_worker
 from rlflow.workers.worker_set import WorkerSet
 
-__all__ = ["Gradients", "RolloutWorker", "WorkerMetrics", "WorkerSet", "current_worker"]
+__all__ = [
+    "Gradients",
+    "Learner",
+    "LearnerGroup",
+    "RolloutWorker",
+    "WorkerMetrics",
+    "WorkerSet",
+    "current_worker",
+]
