@@ -148,3 +148,14 @@ def test_parts_lost_with_their_worker_are_left_out_by_every_learner(ray_backend:
     finally:
         workers.stop()
     assert _max_diff(a, b) == 0.0
+
+
+def test_learner_bundles_join_the_workers_placement_group(ray_backend: None) -> None:
+    fields = {**FIELDS, "num_learners": 1, "num_cpus_per_learner": 1, "num_sgd_iter": 1}
+    with Trainer("ppo", **fields) as trainer:  # 1 worker + 1 learner: both CPUs reserved
+        result = trainer.train()
+        group = trainer.workers.placement_group()
+        assert group is not None and group.bundle_specs == [{"CPU": 1.0}, {"CPU": 1.0}]
+        learner = trainer.workers.learner_group().learners()[0]  # type: ignore[union-attr]
+        assert flow.get(learner.ping.remote()) == "ok"
+    assert result["num_env_steps_trained"] == 512
