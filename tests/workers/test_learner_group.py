@@ -209,6 +209,20 @@ def test_learner_fields_are_checked_before_anything_starts() -> None:
         get_algorithm("maml").config_cls(num_learners=2)
 
 
+def test_learner_gpus_that_are_not_there_are_refused(local_backend: None) -> None:
+    import torch
+
+    from rlflow.config.resources import check_gpus
+
+    config = get_algorithm("ppo").config_cls(num_learners=2, num_gpus_per_learner=0.5)
+    with pytest.raises(ConfigError, match=r"num_gpus_per_learner=0.5 x num_learners=2 needs 1"):
+        check_gpus(config, cluster_gpus=0.0)
+    check_gpus(config, cluster_gpus=1.0)
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="this process has 0"):
+            WorkerSet(config, get_algorithm("ppo").policy_cls)
+
+
 def test_learners_that_do_not_fit_the_cluster_are_refused_naming_the_fields() -> None:
     ppo = get_algorithm("ppo").config_cls
     config = ppo(num_workers=2, num_learners=2)

@@ -222,14 +222,40 @@ def check_learner_gpu(config: ResourceConfig) -> None:
         )
 
 
+def _check_learner_actor_gpus(config: ResourceConfig, cluster_gpus: float | None) -> None:
+    """Learner actors asking for GPUs: the cluster (or, on the local backend, this process)
+    must have them."""
+    import torch
+
+    wanted = config.num_gpus_per_learner * config.num_learners
+    if wanted <= 0:
+        return
+    if cluster_gpus is None:
+        have, enough, where = (
+            float(torch.cuda.is_available()),
+            torch.cuda.is_available(),
+            ("this process"),
+        )
+    else:
+        have, enough, where = cluster_gpus, cluster_gpus >= wanted, "the Ray cluster"
+    if not enough:
+        raise ConfigError(
+            f"{type(config).__name__}: num_gpus_per_learner={config.num_gpus_per_learner} x "
+            f"num_learners={config.num_learners} needs {wanted:g} GPUs but {where} has "
+            f"{have:g}: set num_gpus_per_learner=0 (learners on CPU) or add GPUs"
+        )
+
+
 def check_gpus(config: ResourceConfig, *, cluster_gpus: float | None) -> None:
     """Raise `ConfigError` when a GPU is asked for that does not exist: ``num_gpus > 0`` with
-    no GPU visible to torch in this process (`check_learner_gpu`), or ``num_gpus_per_worker >
+    no GPU visible to torch in this process (`check_learner_gpu`), learner actors
+    (``num_gpus_per_learner`` x ``num_learners``) or ``num_gpus_per_worker >
     0`` with fewer GPUs in the cluster (``cluster_gpus``; None on the local backend, where
     workers live in this process and torch must see one) than the workers ask for in all."""
     import torch
 
     check_learner_gpu(config)
+    _check_learner_actor_gpus(config, cluster_gpus)
     wanted = config.num_gpus_per_worker * getattr(config, "num_workers", 0)
     if wanted <= 0:
         return
