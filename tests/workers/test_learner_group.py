@@ -20,7 +20,7 @@ from rlflow import Trainer
 from rlflow.algorithms import get_algorithm, tuned_config
 from rlflow.config.resources import check_cluster_fits
 from rlflow.data import SampleBatch
-from rlflow.data.sample_batch import BATCH_INDEXES, TD_ERROR, WEIGHTS
+from rlflow.data.sample_batch import BATCH_INDEXES, BOOTSTRAP, TD_ERROR, WEIGHTS
 from rlflow.data.sequences import SequenceLayout
 from rlflow.errors import ConfigError
 from rlflow.policy.data_parallel import shard_bounds
@@ -134,15 +134,14 @@ def test_vtrace_shards_are_whole_sequences_weighted_by_steps(local_backend: None
     workers = WorkerSet(config, spec.policy_cls)
     try:
         learners = workers.learner_group().learners()  # type: ignore[union-attr]
-        parts = [learner.worker.get_policy().shard(batch) for learner in learners]
+        shards = [learner.worker.get_policy().shard(batch) for learner in learners]
     finally:
         workers.stop()
-    assert sum(part.count for part, _ in parts) == batch.count
-    assert sum(weight for _, weight in parts) == pytest.approx(1.0)
-    for part, weight in parts:
-        assert part[  # every shard ends with a bootstrap row: whole sequences
-            "bootstrap"
-        ][-1]
+    assert shards[0][0] == 0 and shards[0][1] == shards[1][0] and shards[1][1] == batch.count
+    assert sum(weight for _, _, weight in shards) == pytest.approx(1.0)
+    for start, end, weight in shards:
+        part = batch.slice(start, end)
+        assert part[BOOTSTRAP][-1]  # every shard ends with a bootstrap row: whole sequences
         assert weight == pytest.approx(part.env_steps() / batch.env_steps())
 
 

@@ -94,6 +94,11 @@ class DataParallel:
         """This learner's rows ``[start, end)`` of a step of ``count`` rows (`shard_bounds`)."""
         return shard_bounds(count, self.rank, self.world_size)
 
+    def share(self, count: int) -> tuple[int, int, float]:
+        """`bounds` and their share of the ``count`` rows (0.0 for an empty step)."""
+        start, end = self.bounds(count)
+        return start, end, (end - start) / count if count else 0.0
+
     def all_reduce_mean(self, tensors: Sequence[torch.Tensor], weight: float) -> list[torch.Tensor]:
         """``sum over learners of weight_k * tensor_k`` for each tensor (one flat all-reduce;
         the weights of a step sum to 1 over the learners, so this is their weighted mean).

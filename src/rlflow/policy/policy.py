@@ -38,6 +38,7 @@ this package keeps the base and the pieces several algorithms share.
 from __future__ import annotations
 
 import abc
+import contextlib
 import copy
 import logging
 import math
@@ -384,29 +385,35 @@ class TorchPolicy(abc.ABC):
             ready.record(self._copy_stream)
         return StagedBatch(batch, tensors, owner=self, ready=ready)
 
-    def shard(self, batch: Mapping[str, Array]) -> tuple[SampleBatch, float]:
-        """This learner's part of one step's ``batch`` and its weight in the step's mean loss,
-        under `data_parallel` (the whole batch and 1.0 without): contiguous rows
-        (`DataParallel.bounds`), weighted by their share of the rows. Policies whose loss is
-        not a mean over rows cut elsewhere (V-trace: at sequence ends, weighted by steps)."""
+    def shard(self, batch: SampleBatch) -> tuple[int, int, float]:
+        """This learner's rows ``[start, end)`` of one step's ``batch`` under `data_parallel`,
+        and their weight in the step's mean loss: contiguous rows weighted by their share
+        (`DataParallel.share`). Policies whose loss is not a mean over rows cut elsewhere
+        (V-trace: at sequence ends, weighted by steps)."""
+        assert self.data_parallel is not None
+        return self.data_parallel.share(batch.count)
+
+    @contextlib.contextmanager
+    def _sharded(self, batch: Mapping[str, Array]) -> Iterator[tuple[Mapping[str, Array], float]]:
+        """This learner's part of one step's ``batch`` and its weight (the whole batch and 1.0
+        without `data_parallel`); inside, `shard_span` says which rows of the step it holds."""
+        if self.data_parallel is None:
+            yield batch, 1.0
+            return
         batch = batch if isinstance(batch, SampleBatch) else SampleBatch(batch)
-        if self.data_parallel is None or batch.count == 0:
-            return batch, 1.0
-        start, end = self.data_parallel.bounds(batch.count)
+        start, end, weight = self.shard(batch)
         self.shard_span = (start, end, batch.count)
-        return batch.slice(start, end), (end - start) / batch.count
+        try:
+            yield batch.slice(start, end), weight
+        finally:
+            self.shard_span = None
 
     def _backward(self, batch: Mapping[str, Array]) -> dict[str, Any]:
         """Fill every parameter's ``.grad`` (clipped) from the loss on ``batch`` (this
         learner's `shard` of it, averaged with the other learners'); return stats (tensors
         left on the device: `stats_to_host` brings them back)."""
-        if self.data_parallel is None:
-            return self._backward_tensors(self.batch_to_tensors(batch))
-        part, weight = self.shard(batch)
-        try:
+        with self._sharded(batch) as (part, weight):
             return self._backward_tensors(self.batch_to_tensors(part), weight)
-        finally:
-            self.shard_span = None
 
     def _backward_tensors(
         self, tensors: dict[str, torch.Tensor], weight: float = 1.0
@@ -611,8 +618,8 @@ class TorchPolicy(abc.ABC):
             for start in range(0, count - size + 1, size) if size < count else [0] * (count > 0):
                 rows, weight = perm[start : start + size], 1.0
                 if self.data_parallel is not None:  # this learner's shard of the minibatch
-                    first, end = self.data_parallel.bounds(len(rows))
-                    rows, weight = rows[first:end], (end - first) / len(rows)
+                    first, end, weight = self.data_parallel.share(len(rows))
+                    rows = rows[first:end]
                 stats = self._backward_tensors({k: t[rows] for k, t in tensors.items()}, weight)
                 self.apply_update(stats)
                 yield stats

@@ -112,20 +112,18 @@ class VTracePolicyBase(TorchPolicy):
             _LAST_ROWS: layout.last_rows,
         }
 
-    def shard(self, batch: Mapping[str, Array]) -> tuple[SampleBatch, float]:
+    def shard(self, batch: SampleBatch) -> tuple[int, int, float]:
         """Under ``data_parallel``: this learner's run of whole sequences (the sequences cut
         into contiguous shards by count, `rlflow.policy.data_parallel.shard_bounds`), weighted
         by its share of the steps (V-trace's losses are means over steps, padding left out)."""
-        batch = batch if isinstance(batch, SampleBatch) else SampleBatch(batch)
-        if self.data_parallel is None or batch.count == 0:
-            return batch, 1.0
+        assert self.data_parallel is not None
         layout = SequenceLayout(batch)
         first, end = self.data_parallel.bounds(layout.num_sequences)
         total = int(layout.lengths.sum())
         if first == end or total == 0:
-            return batch.slice(0, 0), 0.0
-        rows = batch.slice(int(layout.starts[first]), int(layout.bootstrap_rows[end - 1]) + 1)
-        return rows, int(layout.lengths[first:end].sum()) / total
+            return 0, 0, 0.0
+        rows = int(layout.starts[first]), int(layout.bootstrap_rows[end - 1]) + 1
+        return *rows, int(layout.lengths[first:end].sum()) / total
 
     def compute_vtrace(
         self,

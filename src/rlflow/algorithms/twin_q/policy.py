@@ -295,11 +295,8 @@ class TwinQPolicy(TorchPolicy):
         ``grad_clip``; return the stats."""
         for p in self._params:
             p.grad = None
-        part, weight = (batch, 1.0) if self.data_parallel is None else self.shard(batch)
-        try:
+        with self._sharded(batch) as (part, weight):
             loss, stats = self._shard_loss(self.batch_to_tensors(part), weight)
-        finally:
-            self.shard_span = None
         params = [p for p in self._params if p.grad is not None]
         loss = self._average_with_learners(params, loss, weight)  # with data-parallel learners
         max_norm = float("inf") if self.grad_clip is None else self.grad_clip
