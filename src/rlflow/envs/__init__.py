@@ -2,14 +2,17 @@
 (`rlflow.envs.flatten`: the env creator of a config applies `FlattenObservations`).
 
 Importing this package registers the Gymnasium ids :data:`POINT_NAV_ID`
-(``rlflow/PointNav2D-v0``, `rlflow.envs.point_nav.PointNavigation2D`) and
+(``rlflow/PointNav2D-v0``, `rlflow.envs.point_nav.PointNavigation2D`),
 :data:`~rlflow.envs.crashing.CARTPOLE_CRASHING_ID` (``rlflow/CartPoleCrashing-v1``,
-`rlflow.envs.crashing.make_cartpole_crashing`), once per process.
+`rlflow.envs.crashing.make_cartpole_crashing`) and
+:data:`~rlflow.envs.stateless.STATELESS_CARTPOLE_ID` (``rlflow/StatelessCartPole-v1``:
+CartPole-v1 without its velocities, `rlflow.envs.stateless`), once per process.
 """
 
 from rlflow.envs.crashing import CARTPOLE_CRASHING_ID
 from rlflow.envs.creator import EnvCreator, config_env_creator, make_env_creator
 from rlflow.envs.flatten import FlattenObservations, flatten_observation, flatten_space
+from rlflow.envs.stateless import STATELESS_CARTPOLE_ID
 from rlflow.envs.vector import AgentReturn, EpisodeStat, VectorEnv, VectorStep
 
 __all__ = [
@@ -18,6 +21,7 @@ __all__ = [
     "EnvCreator",
     "EpisodeStat",
     "FlattenObservations",
+    "STATELESS_CARTPOLE_ID",
     "VectorEnv",
     "VectorStep",
     "config_env_creator",
@@ -46,6 +50,13 @@ def _register_task_envs() -> None:
         gym.register(
             CARTPOLE_CRASHING_ID,
             entry_point="rlflow.envs.crashing:make_cartpole_crashing",
+            disable_env_checker=True,
+        )
+    if STATELESS_CARTPOLE_ID not in gym.registry:
+        # The inner CartPole-v1 has its TimeLimit and env checker already.
+        gym.register(
+            STATELESS_CARTPOLE_ID,
+            entry_point="rlflow.envs.stateless:make_stateless_cartpole",
             disable_env_checker=True,
         )
 
