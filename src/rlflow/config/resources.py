@@ -222,27 +222,28 @@ def check_learner_gpu(config: ResourceConfig) -> None:
         )
 
 
-def _check_learner_actor_gpus(config: ResourceConfig, cluster_gpus: float | None) -> None:
-    """Learner actors asking for GPUs: the cluster (or, on the local backend, this process)
-    must have them."""
+def _check_gpus_for(
+    config: ResourceConfig, cluster_gpus: float | None, per: str, count: str, on_cpu: str
+) -> None:
+    """Raise `ConfigError` when ``per`` (a GPUs-per-actor field) x ``count`` (how many such
+    actors) asks for more GPUs than there are: in the cluster (``cluster_gpus``), or on the
+    local backend (None), where the actors live in this process and torch must see one;
+    ``on_cpu`` says what ``per=0`` means, for the message."""
     import torch
 
-    wanted = config.num_gpus_per_learner * config.num_learners
+    amount, actors = getattr(config, per), getattr(config, count, 0)
+    wanted = amount * actors
     if wanted <= 0:
         return
     if cluster_gpus is None:
-        have, enough, where = (
-            float(torch.cuda.is_available()),
-            torch.cuda.is_available(),
-            ("this process"),
-        )
+        visible = torch.cuda.is_available()
+        have, enough, where = float(visible), visible, "this process"
     else:
         have, enough, where = cluster_gpus, cluster_gpus >= wanted, "the Ray cluster"
     if not enough:
         raise ConfigError(
-            f"{type(config).__name__}: num_gpus_per_learner={config.num_gpus_per_learner} x "
-            f"num_learners={config.num_learners} needs {wanted:g} GPUs but {where} has "
-            f"{have:g}: set num_gpus_per_learner=0 (learners on CPU) or add GPUs"
+            f"{type(config).__name__}: {per}={amount} x {count}={actors} needs {wanted:g} "
+            f"GPUs but {where} has {have:g}: set {per}=0 ({on_cpu}) or add GPUs"
         )
 
 
@@ -252,22 +253,8 @@ def check_gpus(config: ResourceConfig, *, cluster_gpus: float | None) -> None:
     (``num_gpus_per_learner`` x ``num_learners``) or ``num_gpus_per_worker >
     0`` with fewer GPUs in the cluster (``cluster_gpus``; None on the local backend, where
     workers live in this process and torch must see one) than the workers ask for in all."""
-    import torch
-
     check_learner_gpu(config)
-    _check_learner_actor_gpus(config, cluster_gpus)
-    wanted = config.num_gpus_per_worker * getattr(config, "num_workers", 0)
-    if wanted <= 0:
-        return
-    # Local backend: the workers share this process's GPUs; on Ray the cluster must hold them.
-    visible = torch.cuda.is_available()
-    if cluster_gpus is None:
-        have, enough, where = float(visible), visible, "this process"
-    else:
-        have, enough, where = cluster_gpus, cluster_gpus >= wanted, "the Ray cluster"
-    if not enough:
-        raise ConfigError(
-            f"{type(config).__name__}: num_gpus_per_worker={config.num_gpus_per_worker} x "
-            f"num_workers={getattr(config, 'num_workers', 0)} needs {wanted:g} GPUs but {where} "
-            f"has {have:g}: set num_gpus_per_worker=0 (workers act on CPU) or add GPUs"
-        )
+    _check_gpus_for(config, cluster_gpus, "num_gpus_per_learner", "num_learners", "learners on CPU")
+    _check_gpus_for(
+        config, cluster_gpus, "num_gpus_per_worker", "num_workers", "workers act on CPU"
+    )

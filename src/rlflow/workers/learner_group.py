@@ -447,7 +447,13 @@ class LearnerGroup:
         """Load learner 0's full policy states (weights, optimizer, counters) and RNG into
         ``worker`` (the driver's learner worker, before a checkpoint); its observation filters
         and envs stay its own."""
-        state = self._with_recovery("get_state")[0]
+        lead = self._learners[0]
+        try:  # only learner 0's: every learner holds the same state
+            state = lead.get_state() if self._local else flow.get(lead.get_state.remote())
+        except Exception as err:  # a dead learner 0: restarted, then asked again
+            if not self._restart_dead(err):
+                raise
+            state = flow.get(self._learners[0].get_state.remote())
         for pid, policy_state in state["policies"].items():
             worker.get_policy(pid).set_state(policy_state)
         worker.set_rng_state(state["rng"])
