@@ -22,6 +22,7 @@ import argparse
 import time
 from typing import Any, NamedTuple
 
+from profiling import profiled
 from rlflow import Trainer, flow
 from rlflow.algorithms import IMPALAConfig, tuned_config
 from sampling import raw_steps_per_s
@@ -40,18 +41,22 @@ class PlanRates(NamedTuple):
     """Mean milliseconds per ``learn_on_batch`` (the last result's)."""
 
 
-def actor_learner_rates(algo: str, config: IMPALAConfig, seconds: float) -> PlanRates:
+def actor_learner_rates(
+    algo: str, config: IMPALAConfig, seconds: float, *, profile: str | None = None
+) -> PlanRates:
     """Rates of ``algo``'s plan ("impala" or "appo") run by `rlflow.Trainer` on the running flow
     backend for ``seconds`` after its first result (actors started, envs built, the learner has
-    trained); stops the trainer."""
+    trained); stops the trainer. With ``profile`` (a path prefix), the window is profiled
+    (`profiling.profiled`: the driver's threads, a rollout worker and a learner actor)."""
     with Trainer(algo, config=config) as trainer:
         first = last = trainer.train()
         start = time.perf_counter()
         occupancy: list[float] = []
-        while time.perf_counter() - start < seconds:
-            last = trainer.train()
-            occupancy.append(last["info"]["learner_thread"]["inqueue_size_mean"])
-        elapsed = time.perf_counter() - start
+        with profiled(profile, seconds, actors=("RolloutWorker", "Learner")):
+            while time.perf_counter() - start < seconds:
+                last = trainer.train()
+                occupancy.append(last["info"]["learner_thread"]["inqueue_size_mean"])
+            elapsed = time.perf_counter() - start
     sampled = last["num_env_steps_sampled"] - first["num_env_steps_sampled"]
     trained = last["num_env_steps_trained"] - first["num_env_steps_trained"]
     return PlanRates(

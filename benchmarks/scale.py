@@ -79,6 +79,13 @@ class Setup(NamedTuple):
     """Window of each measurement."""
     gpu: bool
     """Whether torch sees a GPU: GPU learner rows and the CPU-learner comparison."""
+    learner_actors: int = 0
+    """With more than 0: IMPALA and APPO rows at the most workers with this many learner
+    actors (``num_learners``; sharing the GPU if there is one) instead of the driver's
+    learner thread, so the driver passes references only."""
+    profile: str | None = None
+    """A folder for each plan row's profile (py-spy of the driver, a ``top`` of every
+    process), or None."""
 
 
 class RawRow(NamedTuple):
@@ -95,6 +102,8 @@ class PlanRow(NamedTuple):
     algo: str
     workers: int
     learner: str
+    """Where the learner runs: "gpu" or "cpu" (the driver's learner thread), with
+    "-N-actors" when it is N learner actors (``num_learners``)."""
     inference: str
     """Where the workers compute actions: "gpu" (``num_gpus_per_worker`` > 0) or "cpu"."""
     sampled_frames_per_s: float
@@ -145,17 +154,27 @@ def frame_skip(env_id: str) -> int:
 
 
 def plan_config(
-    algo: str, setup: Setup, workers: int, *, gpu: bool, worker_gpu: bool = True
+    algo: str,
+    setup: Setup,
+    workers: int,
+    *,
+    gpu: bool,
+    worker_gpu: bool = True,
+    learner_actors: int = 0,
 ) -> IMPALAConfig:
     """``algo``'s tuned config of the run at ``workers`` workers, its learner on the GPU or not
     (the config's ``num_gpus``, 1 if that is 0), its workers' inference as the config has it
     when ``worker_gpu`` and torch sees a GPU, else on the CPU; iterations of a quarter of the
-    window."""
+    window. With ``learner_actors`` the learner is that many learner actors of one CPU each
+    (``num_learners``), sharing one GPU when ``gpu``, and the driver handles references only."""
     tuned = tuned_config(algo, setup.env, hardware=setup.hardware)
+    learner_gpus = (tuned.num_gpus or 1) if gpu else 0
     config = dataclasses.replace(
         tuned,
         num_workers=workers,
-        num_gpus=(tuned.num_gpus or 1) if gpu else 0,
+        num_gpus=0 if learner_actors else learner_gpus,
+        num_learners=learner_actors,
+        num_gpus_per_learner=learner_gpus / learner_actors if learner_actors else 0,
         num_gpus_per_worker=tuned.num_gpus_per_worker if worker_gpu and setup.gpu else 0,
         min_time_s_per_iteration=setup.seconds / 4,
         min_steps_per_iteration=0,
@@ -178,23 +197,34 @@ def measure_raw(setup: Setup) -> dict[int, float]:
 
 def measure_plans(setup: Setup, raw: dict[int, float]) -> list[PlanRow]:
     """IMPALA and APPO at every worker count (learner on the GPU if there is one), and IMPALA
-    with a CPU learner at the most workers when there is a GPU; one Ray session for all."""
+    with a CPU learner at the most workers when there is a GPU; with ``setup.learner_actors``,
+    IMPALA and APPO at the most workers with that many learner actors; one Ray session for
+    all. With ``setup.profile``, each row's window is profiled into that folder
+    (`impala_throughput.actor_learner_rates`)."""
     most = setup.workers[-1]
-    runs = [(algo, n, setup.gpu, True) for algo in ("impala", "appo") for n in setup.workers]
+    runs = [(algo, n, setup.gpu, True, 0) for algo in ("impala", "appo") for n in setup.workers]
     if setup.gpu:
-        runs.append(("impala", most, False, True))
+        runs.append(("impala", most, False, True, 0))
         if plan_config("impala", setup, most, gpu=True).num_gpus_per_worker > 0:
-            runs.append(("impala", most, True, False))  # the workers' inference on the CPU
+            runs.append(("impala", most, True, False, 0))  # the workers' inference on the CPU
+    if setup.learner_actors:
+        runs += [(algo, most, setup.gpu, True, setup.learner_actors) for algo in ("impala", "appo")]
     skip, rows = frame_skip(setup.env), []
-    num_cpus = max(os.cpu_count() or 1, setup.workers[-1] + 1)
+    num_cpus = max(os.cpu_count() or 1, most + 1 + setup.learner_actors)
     flow.init(backend="ray", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     try:
-        for algo, n, gpu, worker_gpu in runs:
-            config = plan_config(algo, setup, n, gpu=gpu, worker_gpu=worker_gpu)
-            rates = actor_learner_rates(algo, config, setup.seconds)
-            sampled, trained = skip * rates.sampled, skip * rates.trained
-            learner = "gpu" if gpu else "cpu"
+        for algo, n, gpu, worker_gpu, actors in runs:
+            config = plan_config(
+                algo, setup, n, gpu=gpu, worker_gpu=worker_gpu, learner_actors=actors
+            )
+            learner = ("gpu" if gpu else "cpu") + (f"-{actors}-actors" if actors else "")
             inference = "gpu" if config.num_gpus_per_worker > 0 else "cpu"
+            profile = None
+            if setup.profile:
+                os.makedirs(setup.profile, exist_ok=True)
+                profile = os.path.join(setup.profile, f"{algo}-{n}-{learner}-{inference}")
+            rates = actor_learner_rates(algo, config, setup.seconds, profile=profile)
+            sampled, trained = skip * rates.sampled, skip * rates.trained
             row = PlanRow(
                 algo,
                 n,
@@ -379,13 +409,14 @@ def plan_gpu_over_cpu(plans: Sequence[PlanRow]) -> float | None:
     return by_learner["gpu"].trained_frames_per_s / by_learner["cpu"].trained_frames_per_s
 
 
-def make_setup(args: argparse.Namespace) -> Setup:
+def make_setup(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Setup:
     """The run's counts and configs: full (``ALE/Pong-v5``, the GPU-tuned configs, up to the
-    machine's cores) or ``--quick`` (CartPole-v1, at most 2 processes and 1 worker)."""
+    machine's cores) or ``--quick`` (CartPole-v1, at most 2 processes and 1 worker), with the
+    flags' worker counts, learner actors and profile folder (a bad flag: ``parser.error``)."""
     cores = os.cpu_count() or 1
     gpu = torch.cuda.is_available()
     if args.quick:
-        return Setup(
+        setup = Setup(
             "CartPole-v1",
             "cpu",
             geometric(min(cores, 2)),
@@ -394,16 +425,29 @@ def make_setup(args: argparse.Namespace) -> Setup:
             args.seconds or 2.0,
             gpu,
         )
-    max_workers = max(cores - 2, 1)
-    return Setup(
-        "ALE/Pong-v5",
-        "gpu",
-        geometric(cores),
-        geometric(max_workers),
-        [128, 512, 2048],
-        args.seconds or 8.0,
-        gpu,
-    )
+    else:
+        setup = Setup(
+            "ALE/Pong-v5",
+            "gpu",
+            geometric(cores),
+            geometric(max(cores - 2, 1)),
+            [128, 512, 2048],
+            args.seconds or 8.0,
+            gpu,
+        )
+    actors = args.learner_actors if args.learner_actors is not None else int(gpu)
+    if actors < 0:
+        parser.error(f"--learner-actors={actors}: 0 or more")
+    setup = setup._replace(learner_actors=actors, profile=args.profile)
+    if args.workers:
+        try:
+            counts = sorted({int(n) for n in args.workers.split(",") if n.strip()})
+        except ValueError:
+            counts = []
+        if not counts or counts[0] < 1:
+            parser.error(f"--workers={args.workers!r}: positive integers, comma-separated")
+        setup = setup._replace(workers=counts)
+    return setup
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -422,6 +466,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         help=f"which phases, in this order, comma-separated (default {','.join(PHASES)})",
     )
     parser.add_argument(
+        "--learner-actors",
+        type=int,
+        default=None,
+        help="add IMPALA and APPO rows at the most workers with this many learner actors "
+        "(num_learners; default 1 with a GPU, else 0)",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="profile each plan row's window into DIR: py-spy of the driver (collapsed "
+        "stacks, by thread) and a top of every process",
+    )
+    parser.add_argument(
         "--workers",
         default=None,
         help="rollout-worker counts of the plan rows, comma-separated (default 1, 2, 4, ... "
@@ -432,15 +489,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     unknown = sorted(set(order) - set(PHASES))
     if unknown or not order:
         parser.error(f"--phases: unknown {unknown or 'empty'}; allowed: {', '.join(PHASES)}")
-    setup = make_setup(args)
-    if args.workers:
-        try:
-            counts = sorted({int(n) for n in args.workers.split(",") if n.strip()})
-        except ValueError:
-            counts = []
-        if not counts or counts[0] < 1:
-            parser.error(f"--workers={args.workers!r}: positive integers, comma-separated")
-        setup = setup._replace(workers=counts)
+    setup = make_setup(args, parser)
     start = time.perf_counter()
     print(
         f"{setup.env}: raw at {setup.processes} processes, plans at {setup.workers} workers, "

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from rlflow import Trainer
 from rlflow.algorithms import get_algorithm, tuned_config
@@ -116,6 +117,28 @@ def test_vtrace_step_on_learners_equals_one_learner(local_backend: None, minibat
     options = {} if not minibatch else {"num_sgd_iter": 2, "sgd_minibatch_size": minibatch}
     one, one_stats, _ = _train("impala", "CartPole-v1", 0, batch, {}, **options)
     many, many_stats, _ = _train("impala", "CartPole-v1", 2, batch, {}, **options)
+    _assert_same_weights(one, many)
+    assert many_stats["total_loss"] == pytest.approx(one_stats["total_loss"], rel=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize(("learners", "gpus", "backend"), [(1, 1.0, "nccl"), (2, 0.5, "gloo")])
+def test_gpu_learners_equal_the_driver_gpu_learner(
+    local_backend: None, learners: int, gpus: float, backend: str
+) -> None:
+    """A learner with a GPU of its own all-reduces over NCCL; two sharing one over gloo, through
+    host memory; either way the update is the driver's GPU learner's."""
+    batch = _sample("ppo", "CartPole-v1", 300)
+    options = {"num_sgd_iter": 3, "sgd_minibatch_size": 100}
+    one, one_stats, _ = _train("ppo", "CartPole-v1", 0, batch, {"num_gpus": 1}, **options)
+    many, many_stats, workers = _train(
+        "ppo", "CartPole-v1", learners, batch, {"num_gpus_per_learner": gpus}, **options
+    )
+    group = workers.learner_group()
+    assert group is not None
+    for learner in group.learners():
+        assert learner.data_parallel is not None and learner.data_parallel.backend == backend
+        assert learner.worker.get_policy().device.type == "cuda"
     _assert_same_weights(one, many)
     assert many_stats["total_loss"] == pytest.approx(one_stats["total_loss"], rel=1e-5)
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from rlflow import Trainer, flow
 from rlflow.algorithms import get_algorithm, tuned_config
@@ -55,6 +56,47 @@ def test_learner_actors_update_as_one_learner(ray_backend: None) -> None:
             weights.append(workers.local_worker().get_policy().get_weights())
         finally:
             workers.stop()
+    assert _max_diff(weights[0], weights[1]) < 2e-6
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize(("learners", "gpus", "backend"), [(1, 1.0, "nccl"), (2, 0.5, "gloo")])
+def test_learner_actors_on_the_gpu_update_as_the_driver_gpu_learner(
+    ray_backend: None, learners: int, gpus: float, backend: str
+) -> None:
+    """Ray gives each learner actor its GPU (``num_gpus_per_learner``): one of its own joins
+    NCCL, two sharing one join gloo; the weights are the driver's GPU learner's."""
+    spec = get_algorithm("ppo")
+    config = tuned_config("ppo", "CartPole-v1", num_workers=0, seed=5, rollout_fragment_length=256)
+    sampler = WorkerSet(config, spec.policy_cls)
+    batch = sampler.local_worker().sample()
+    sampler.stop()
+    weights, backends = [], []
+    settings: list[dict[str, Any]] = [
+        {"num_gpus": 1},
+        {"num_learners": learners, "num_cpus_per_learner": 0, "num_gpus_per_learner": gpus},
+    ]
+    for fields in settings:
+        workers = WorkerSet(config.replace(**fields), spec.policy_cls)
+        try:
+            workers.learner().learn_on_batch(batch, num_sgd_iter=2, sgd_minibatch_size=128)
+            weights.append(workers.local_worker().get_policy().get_weights())
+            group = workers.learner_group()
+            if group is not None:
+                backends = flow.get(
+                    [
+                        learner.apply.remote(
+                            lambda w: (
+                                w.get_policy().device.type,
+                                w.get_policy().data_parallel.backend,
+                            )
+                        )
+                        for learner in group.learners()
+                    ]
+                )
+        finally:
+            workers.stop()
+    assert backends == [("cuda", backend)] * learners
     assert _max_diff(weights[0], weights[1]) < 2e-6
 
 
