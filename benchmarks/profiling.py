@@ -8,8 +8,9 @@
   stack that ends in a lock's ``wait`` or a queue's ``get`` is a thread that waits.
 - ``<prefix>.pyspy-<name>.txt``: with ``py-spy`` on the PATH, its collapsed stacks
   (``--format raw``, by thread, active samples only: what runs) of this process and of the
-  first Ray actor process of each name in ``actors`` (found by their process titles, ``ray::Name``); ``.log`` beside each
-  says why one is missing (py-spy needs ptrace rights over the process).
+  first Ray actor process of each name in ``actors`` (found by their process titles,
+  ``ray::Name``); the ``.log`` beside each says why one is missing (py-spy needs ptrace
+  rights over the process).
 - ``<prefix>.top.txt``: two frames of ``top`` over the window (the second is the window's
   CPU use of every process).
 
