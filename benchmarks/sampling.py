@@ -8,7 +8,9 @@ ratio. Run: ``python benchmarks/sampling.py [--seconds 10] [--envs 8] [--fragmen
 ``--vector-env rlflow,gymnasium-sync,gymnasium,envpool`` (and ``--env``) measures each env
 engine (`rlflow.envs.gym_vector`, config ``vector_env``): its raw stepping and its sampling
 plan, medians of ``--rounds`` paired rounds, each beside rlflow's raw loop and the ratio, with
-the load average. ``--modes`` picks the ``parallel_rollouts`` modes (default both). With an
+the load average. ``--modes`` picks the ``parallel_rollouts`` modes (default both);
+``--models mlp,lstm,lstm256`` measures the plans with each policy model (`MODELS`: an LSTM
+policy carries its state through the sampler, issue 25). With an
 ``ALE/`` id, ``ale-vector`` adds the raw stepping of ale_py's C++ ``AtariVectorEnv``
 (`ALE_VECTOR`).
 """
@@ -16,6 +18,7 @@ the load average. ``--modes`` picks the ``parallel_rollouts`` modes (default bot
 from __future__ import annotations
 
 import argparse
+import itertools
 import multiprocessing as mp
 import os
 import statistics
@@ -101,14 +104,17 @@ def plan_steps_per_s(
     seconds: float,
     env_id: str = "CartPole-v1",
     vector_env: str = "rlflow",
+    model: str = "mlp",
 ) -> float:
-    """Env steps/s read from ``parallel_rollouts(mode)`` over 2 Ray rollout workers."""
+    """Env steps/s read from ``parallel_rollouts(mode)`` over 2 Ray rollout workers acting with
+    the policy model ``model`` (a key of `MODELS`)."""
     config = PPOConfig(
         env=env_id,
         num_workers=2,
         num_envs_per_worker=num_envs,
         rollout_fragment_length=fragment,
         vector_env=vector_env,
+        model=MODELS[model],
     )
     workers = WorkerSet(config, PPOPolicy)
     rollouts = parallel_rollouts(workers, mode=mode)  # type: ignore[call-overload]
@@ -123,6 +129,15 @@ def plan_steps_per_s(
     steps = ctx.counters[keys.NUM_ENV_STEPS_SAMPLED] - start_steps
     workers.stop()
     return float(steps / elapsed)
+
+
+MODELS: dict[str, dict[str, Any]] = {
+    "mlp": {},
+    "lstm": {"use_lstm": True, "lstm_cell_size": 64, "hidden": [64]},
+    "lstm256": {"use_lstm": True},
+}
+"""``--models``: PPO's default MLP (64x64), the LSTM of the tuned StatelessCartPole config (an
+MLP of 64 into 64 LSTM units) and the recurrent defaults (256 units after 64x64)."""
 
 
 def _load() -> str:
@@ -141,11 +156,12 @@ def measure(args: argparse.Namespace) -> dict[tuple[str, str], list[float]]:
         flow.init(backend="ray", num_cpus=2, include_dashboard=False, log_to_driver=False)
         try:
             for engine in (e for e in engines if e != ALE_VECTOR):
-                for mode in modes:
+                for mode, model in itertools.product(modes, args.models.split(",")):
                     rate = plan_steps_per_s(
-                        mode, args.envs, args.fragment, args.seconds, args.env, engine
+                        mode, args.envs, args.fragment, args.seconds, args.env, engine, model
                     )
-                    rates.setdefault((engine, mode), []).append(rate)
+                    what = mode if model == "mlp" else f"{mode}, {model}"
+                    rates.setdefault((engine, what), []).append(rate)
         finally:
             flow.shutdown()
         print(f"round {r + 1}/{args.rounds} done; {_load()}", flush=True)
@@ -162,7 +178,13 @@ def main() -> None:
     parser.add_argument("--vector-env", default="rlflow", help="engines, comma-separated")
     parser.add_argument("--modes", default="bulk_sync,async")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument(
+        "--models", default="mlp", help=f"policy models of the plans, from {sorted(MODELS)}"
+    )
     args = parser.parse_args()
+    unknown = sorted(set(args.models.split(",")) - set(MODELS))
+    if unknown:
+        parser.error(f"--models: unknown {unknown}; allowed: {sorted(MODELS)}")
     print(f"{args.env}, 2 processes / workers x {args.envs} envs; before: {_load()}")
     rates = {k: statistics.median(v) for k, v in measure(args).items()}
     engines = args.vector_env.split(",")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -337,33 +337,82 @@ class Trainer:
         *,
         explore: bool = False,
         policy_id: str = DEFAULT_POLICY_ID,
-    ) -> npt.NDArray[Any]:
+        state: Sequence[npt.ArrayLike] | None = None,
+        prev_actions: npt.ArrayLike | None = None,
+        prev_rewards: npt.ArrayLike | None = None,
+    ) -> Any:
         """Actions ``[B, ...]`` of policy ``policy_id`` for raw observations ``[B,
         *obs_shape]`` (normalized first by the learner's observation filter, frozen, if the
         run has one): greedy, or sampled with ``explore=True`` (drawing from the policy's
         generator, and for DQN counting towards its epsilon schedule, as sampling does). Box
         actions are clipped to the bounds, as the env gets them. `ConfigError` for an unknown
-        ``policy_id`` or observations that are not a batch of the policy's observation space."""
+        ``policy_id`` or observations that are not a batch of the policy's observation space.
+
+        A policy with memory (``model.use_lstm``; `rlflow.models.recurrent`) acts from
+        ``state`` (None: `get_initial_state`, one row per observation), with the previous
+        actions and rewards when its model reads them, and returns ``(actions, state_out)``:
+        pass ``state_out`` back with the next observations (RLlib's convention)."""
         explore = check_bool(explore, "Trainer.compute_actions: explore")
         policy = self._policy("compute_actions", policy_id)
         obs = obs_batch(policy.observation_space, obs_batch_, "Trainer.compute_actions")
+        if state is not None and not policy.recurrent:
+            raise ConfigError(
+                f"Trainer.compute_actions: state= given, but policy {policy_id!r} has no memory "
+                "(model.use_lstm / use_gru)"
+            )
+        inputs: dict[str, Any] = {}
+        if policy.recurrent:
+            inputs = {"state": state, "prev_actions": prev_actions, "prev_rewards": prev_rewards}
         local = self.workers.local_worker()
         with learners_paused(local):
             obs_filter = local.filters.get(policy_id)
             if obs_filter is not None:
                 obs = obs_filter(obs, update=False)
-            actions, _ = policy.compute_actions(obs, explore=explore)
-        return batch_actions(policy.action_space, np.asarray(actions))
+            actions, extra = policy.compute_actions(obs, explore=explore, **inputs)
+        actions = batch_actions(policy.action_space, np.asarray(actions))
+        if not policy.recurrent:
+            return actions
+        states = len(policy.initial_state(1))
+        return actions, [extra[f"state_out_{k}"] for k in range(states)]
+
+    def get_initial_state(self, policy_id: str = DEFAULT_POLICY_ID) -> list[npt.NDArray[Any]]:
+        """The initial state of policy ``policy_id`` for one observation (``[]`` without
+        memory): what `compute_single_action` takes as ``state`` at an episode's start."""
+        return [s[0] for s in self._policy("get_initial_state", policy_id).initial_state(1)]
 
     def compute_single_action(
-        self, obs: npt.ArrayLike, *, explore: bool = False, policy_id: str = DEFAULT_POLICY_ID
+        self,
+        obs: npt.ArrayLike,
+        *,
+        explore: bool = False,
+        policy_id: str = DEFAULT_POLICY_ID,
+        state: Sequence[npt.ArrayLike] | None = None,
+        prev_action: Any = None,
+        prev_reward: float | None = None,
     ) -> Any:
         """The action of policy ``policy_id`` for one observation (an ``int`` for a Discrete
-        action space); as :meth:`compute_actions` otherwise."""
+        action space); as :meth:`compute_actions` otherwise. A policy with memory returns
+        ``(action, state_out)`` from ``state`` (None: `get_initial_state`)."""
         batch = np.expand_dims(np.asarray(obs), 0)
-        actions = self.compute_actions(batch, explore=explore, policy_id=policy_id)
-        space = self._policy("compute_single_action", policy_id).action_space
-        return single_action(space, actions)
+        policy = self._policy("compute_single_action", policy_id)
+        space = policy.action_space
+        if not policy.recurrent:
+            if state is not None:
+                raise ConfigError(
+                    f"Trainer.compute_single_action: state= given, but policy {policy_id!r} "
+                    "has no memory (model.use_lstm / use_gru)"
+                )
+            actions = self.compute_actions(batch, explore=explore, policy_id=policy_id)
+            return single_action(space, actions)
+        actions, state_out = self.compute_actions(
+            batch,
+            explore=explore,
+            policy_id=policy_id,
+            state=None if state is None else [np.asarray(s)[None] for s in state],
+            prev_actions=None if prev_action is None else np.asarray(prev_action)[None],
+            prev_rewards=None if prev_reward is None else np.asarray([prev_reward], np.float32),
+        )
+        return single_action(space, actions), [s[0] for s in state_out]
 
     def export_policy(self, path: str | Path, *, policy_id: str = DEFAULT_POLICY_ID) -> str:
         """Write policy ``policy_id`` as the directory ``path`` for `rlflow.load_policy`, which

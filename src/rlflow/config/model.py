@@ -20,17 +20,39 @@ from rlflow.errors import ConfigError
 __all__ = [
     "ACTIVATION_NAMES",
     "MODEL_KEYS",
+    "RECURRENT_KEYS",
     "ModelConfig",
     "check_model",
     "custom_model_class",
     "import_object",
 ]
 
-MODEL_KEYS = ("hidden", "activation", "shared", "custom_model", "custom_model_config")
+RECURRENT_KEYS = (
+    "use_lstm",
+    "use_gru",
+    "lstm_cell_size",
+    "max_seq_len",
+    "lstm_use_prev_action",
+    "lstm_use_prev_reward",
+)
+"""The keys of policies with memory (RLlib's; `rlflow.models.recurrent`): ``use_lstm`` /
+``use_gru`` wrap the built-in network with a cell of ``lstm_cell_size`` units (256), fed the
+previous action / reward with ``lstm_use_prev_action`` / ``lstm_use_prev_reward``; learning
+cuts episodes into sequences of at most ``max_seq_len`` steps (20), also for a recurrent
+custom model."""
+
+MODEL_KEYS = (
+    "hidden",
+    "activation",
+    "shared",
+    "custom_model",
+    "custom_model_config",
+    *RECURRENT_KEYS,
+)
 """The keys a config's ``model`` dict may set: the built-in network's ``hidden``, ``activation``
 and ``shared`` (`rlflow.models.build_model`), or a user's network: ``custom_model``
 (``"package.module:Class"`` or the class) with its options ``custom_model_config`` (a dict;
-see `rlflow.models.custom`)."""
+see `rlflow.models.custom`); and :data:`RECURRENT_KEYS`."""
 
 
 ACTIVATION_NAMES = ("tanh", "relu", "elu")
@@ -66,7 +88,7 @@ def import_object(path: str, what: str) -> Any:
 def custom_model_class(spec: Any, label: str = "model.custom_model") -> type:
     """The class ``spec`` names: ``"package.module:Class"`` (imported) or the class itself;
     `ConfigError` naming ``label`` unless it is a ``torch.nn.Module`` subclass with a ``value``
-    method (torch is imported only here)."""
+    method, or an ``initial_state`` one (a recurrent model; torch is imported only here)."""
     if not isinstance(spec, str | type):
         raise ConfigError(f"{label}={spec!r} must be 'package.module:Class' or a class")
     cls = import_object(spec, label) if isinstance(spec, str) else spec
@@ -74,10 +96,14 @@ def custom_model_class(spec: Any, label: str = "model.custom_model") -> type:
 
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         raise ConfigError(f"{label}={spec!r} must be a torch.nn.Module subclass, got {cls!r}")
-    if not callable(getattr(cls, "value", None)):
+    if not callable(getattr(cls, "value", None)) and not callable(
+        getattr(cls, "initial_state", None)
+    ):
         raise ConfigError(
             f"{label}={spec!r}: {cls.__name__} has no value(obs) method; a custom model gives "
-            "forward(obs) -> (dist_inputs, value) and value(obs) -> value (rlflow.models.custom)"
+            "forward(obs) -> (dist_inputs, value) and value(obs) -> value (rlflow.models.custom), "
+            "or, with memory, initial_state(batch_size) and forward(obs, state, prev_actions, "
+            "prev_rewards) -> (dist_inputs, value, state) (rlflow.models.recurrent)"
         )
     return cls
 
@@ -119,7 +145,8 @@ model.custom_model; name the model class it configures
 def _check_builtin_keys(model: dict[str, Any], label: str) -> None:
     """The built-in network's keys, checked where the config is built (not first when a worker
     builds the network): ``hidden`` a list of layer sizes >= 1, ``activation`` one of
-    :data:`ACTIVATION_NAMES`, ``shared`` a bool.
+    :data:`ACTIVATION_NAMES`, ``shared`` a bool, and :data:`RECURRENT_KEYS` (flags bools, sizes
+    ints >= 1, one cell, and the built-in network only).
 
     >>> _check_builtin_keys({"hidden": [64, -1]}, "PPOConfig.model")
     Traceback (most recent call last):
@@ -141,8 +168,21 @@ each an int >= 1 (e.g. [64, 64]; [] for none)
             f"{label}.activation={model['activation']!r} is not supported; use one of "
             f"{sorted(ACTIVATION_NAMES)}"
         )
-    if "shared" in model and not isinstance(model["shared"], bool):
-        raise ConfigError(f"{label}.shared={model['shared']!r} must be true or false")
+    for key in ("shared", "use_lstm", "use_gru", "lstm_use_prev_action", "lstm_use_prev_reward"):
+        if key in model and not isinstance(model[key], bool):
+            raise ConfigError(f"{label}.{key}={model[key]!r} must be true or false")
+    for key in ("lstm_cell_size", "max_seq_len"):
+        value = model.get(key, 1)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"{label}.{key}={value!r} must be an int >= 1")
+    if model.get("use_lstm") and model.get("use_gru"):
+        raise ConfigError(f"{label}: use_lstm and use_gru are both true; pick one cell")
+    if (model.get("use_lstm") or model.get("use_gru")) and model.get("custom_model") is not None:
+        raise ConfigError(
+            f"{label}: use_lstm/use_gru wrap the built-in network, not model.custom_model; a "
+            "custom model with memory gives initial_state(batch_size) and forward(obs, state, "
+            "prev_actions, prev_rewards) itself (rlflow.models.recurrent)"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,7 +192,9 @@ class ModelConfig(FieldGroup):
     model: dict[str, Any] = field(default_factory=dict)
     """Model options: ``hidden`` (tuple of layer sizes), ``activation``, ``shared``; or a
     user's network, ``custom_model`` (``"package.module:Class"`` or the class; see
-    `rlflow.models.custom`) with ``custom_model_config`` (a dict of its options). SAC and TD3
+    `rlflow.models.custom`) with ``custom_model_config`` (a dict of its options); memory:
+    ``use_lstm`` / ``use_gru``, ``lstm_cell_size``, ``max_seq_len``, ``lstm_use_prev_action``,
+    ``lstm_use_prev_reward`` (:data:`RECURRENT_KEYS`). SAC and TD3
     shape the actor and each critic alike with ``hidden`` and ``activation``. A key left out
     takes the policy's default (two hidden layers of 64)."""
 

@@ -22,6 +22,11 @@ the actor-critic policies (PG, A2C, A3C, PPO, IMPALA, APPO) call::
 - ``model_config``: the run's ``model`` dict; the options are
   ``model_config["custom_model_config"]`` (``{}`` when not given).
 
+A custom model with memory (PG, A2C, A3C and PPO) has ``initial_state(batch_size)`` and
+``forward(obs [B, T, ...], state, prev_actions, prev_rewards) -> (dist_inputs [B, T,
+num_outputs], value [B, T], state)`` instead of ``value`` (`rlflow.models.recurrent`); learning
+cuts episodes into sequences of at most ``model_config["max_seq_len"]`` steps.
+
 The model is built under the policy's seed; its ``state_dict`` is its weights (synced to the
 rollout workers, saved in checkpoints). A policy exports it as :class:`CustomModelActor`
 (`rlflow.load_policy`) when the class is importable by name, i.e. defined at the top level of
@@ -44,6 +49,7 @@ from rlflow.errors import ConfigError
 from rlflow.models.actors import ActorCriticActor, ActorExport, ExportableActor
 from rlflow.models.distributions import ActionDistribution, dist_class_for
 from rlflow.models.nets import ActorCritic, build_model
+from rlflow.models.recurrent import RecurrentActorCritic, is_recurrent
 
 __all__ = [
     "CUSTOM_MODEL",
@@ -73,12 +79,49 @@ def _dummy_obs(space: gym.Space[Any]) -> torch.Tensor:
     return torch.from_numpy(np.zeros((1, *(space.shape or ())), dtype=dtype))
 
 
+def _check_recurrent_outputs(model: nn.Module, obs: torch.Tensor, num_outputs: int) -> None:
+    """`_check_outputs` of a recurrent model: ``forward(obs [1, 1, ...], initial_state(1))``
+    must give ``([1, 1, num_outputs], [1, 1], state)`` with the state's shapes kept."""
+    name = type(model).__name__
+    state = model.initial_state(1)  # type: ignore[operator]
+    out = model(obs[:, None], state, None, None)
+    ok = (
+        isinstance(out, tuple)
+        and len(out) == 3
+        and tuple(out[0].shape) == (1, 1, num_outputs)
+        and tuple(out[1].shape) == (1, 1)
+        and [tuple(s.shape) for s in out[2]] == [tuple(s.shape) for s in state]
+    )
+    if not ok:
+        got = [getattr(x, "shape", x) for x in out] if isinstance(out, tuple) else out
+        raise ConfigError(
+            f"{CUSTOM_MODEL}: {name}.forward(obs [B, T, ...], state) must return (dist_inputs "
+            f"[B, T, {num_outputs}], value [B, T], state shaped as initial_state(B)); for B=T=1 "
+            f"it returned {got}"
+        )
+
+
 def _check_outputs(model: nn.Module, obs_space: gym.Space[Any], num_outputs: int) -> None:
     """Call the model once (in eval mode, without gradients) on a zero observation;
-    `ConfigError` unless ``forward`` gives ``([1, num_outputs], [1])`` and ``value`` ``[1]``."""
+    `ConfigError` unless ``forward`` gives ``([1, num_outputs], [1])`` and ``value`` ``[1]``
+    (a recurrent model: `_check_recurrent_outputs`)."""
     name = type(model).__name__
     obs = _dummy_obs(obs_space)
     training = model.training
+    if is_recurrent(model):
+        try:
+            with torch.no_grad():
+                _check_recurrent_outputs(model.train(False), obs, num_outputs)
+        except ConfigError:
+            raise
+        except Exception as err:  # the user's code: reported with its key
+            raise ConfigError(
+                f"{CUSTOM_MODEL}: {name} raised {err!r} on a sequence of one zero observation "
+                f"of {obs_space} from initial_state(1)"
+            ) from err
+        finally:
+            model.train(training)
+        return
     try:
         with torch.no_grad():  # in eval mode: no batch-norm statistics move
             out = model.train(False)(obs)
@@ -212,10 +255,22 @@ def build_policy_model(
     obs_space: gym.Space[Any], action_space: gym.Space[Any], model_config: dict[str, Any]
 ) -> nn.Module:
     """The network of an actor-critic policy: ``model_config["custom_model"]`` when set
-    (:func:`build_custom_model`), else the built-in `ActorCritic` from ``hidden``,
-    ``activation`` and ``shared`` (`rlflow.models.build_model`)."""
+    (:func:`build_custom_model`), the built-in `RecurrentActorCritic` with ``use_lstm`` /
+    ``use_gru``, else the built-in `ActorCritic` from ``hidden``, ``activation`` and
+    ``shared`` (`rlflow.models.build_model`)."""
     if model_config.get("custom_model") is not None:
         return build_custom_model(obs_space, action_space, model_config)
+    if model_config.get("use_lstm") or model_config.get("use_gru"):
+        return RecurrentActorCritic(
+            obs_space,
+            action_space,
+            hidden=tuple(model_config["hidden"]),
+            activation=str(model_config["activation"]),
+            cell="lstm" if model_config.get("use_lstm") else "gru",
+            cell_size=int(model_config.get("lstm_cell_size", 256)),
+            use_prev_action=bool(model_config.get("lstm_use_prev_action", False)),
+            use_prev_reward=bool(model_config.get("lstm_use_prev_reward", False)),
+        )
     return build_model(
         obs_space,
         action_space,
@@ -234,6 +289,12 @@ def export_policy_model(
     """The export of a network :func:`build_policy_model` made: `ActorCriticActor` for the
     built-in one, :class:`CustomModelActor` for a custom one (`ConfigError` when its class is
     not importable by name)."""
+    if is_recurrent(model):
+        raise ConfigError(
+            f"cannot export {type(model).__name__}: a policy with memory (model.use_lstm / "
+            "use_gru or a recurrent custom model) does not export yet; exported actors are "
+            "stateless. Act with Trainer.compute_single_action(obs, state=...) instead"
+        )
     if model_config.get("custom_model") is not None:
         return CustomModelActor.export_of(model, model_config)
     if type(model) is ActorCritic:

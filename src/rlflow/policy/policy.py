@@ -8,7 +8,8 @@ first by `rlflow.policy.spaces.check_policy_spaces`. Subclasses write only
 :meth:`TorchPolicy.loss` (and, when needed, :meth:`TorchPolicy.postprocess_trajectory`);
 everything a rollout worker or a learner calls is here:
 
-- acting: :meth:`~TorchPolicy.compute_actions`, :meth:`~TorchPolicy.value` (batched, no grad);
+- acting: :meth:`~TorchPolicy.compute_actions`, :meth:`~TorchPolicy.value` (batched, no grad;
+  a model with memory takes and returns its state: :meth:`~TorchPolicy.initial_state`);
 - learning: :meth:`~TorchPolicy.compute_gradients` / :meth:`~TorchPolicy.apply_gradients`
   (gradients travel as numpy), :meth:`~TorchPolicy.learn_on_batch`,
   :meth:`~TorchPolicy.learn_on_minibatches` (several SGD epochs over shuffled minibatches);
@@ -58,6 +59,7 @@ from rlflow.data.sample_batch import (
     ACTION_DIST_INPUTS,
     LOGP,
     NUM_GRAD_UPDATES,
+    OBS,
     VF_PREDS,
     SampleBatch,
 )
@@ -66,6 +68,13 @@ from rlflow.errors import ConfigError, NonFiniteError
 from rlflow.models import ActionDistribution, dist_class_for
 from rlflow.models.actors import ActorExport
 from rlflow.models.custom import build_policy_model, export_policy_model
+from rlflow.models.recurrent import (
+    RECURRENT_DEFAULTS,
+    SEQ_START,
+    is_recurrent,
+    sequence_bounds,
+    sequence_outputs,
+)
 from rlflow.policy.adam import Adam
 from rlflow.policy.data_parallel import DataParallel
 from rlflow.policy.spaces import check_custom_model_support, check_policy_spaces
@@ -78,6 +87,7 @@ __all__ = [
     "ActorCriticPolicy",
     "TorchPolicy",
     "adaptive_kl_coeff",
+    "sequence_minibatches",
     "stats_to_host",
     "weights_to_host",
 ]
@@ -93,6 +103,7 @@ _MODEL_DEFAULTS: dict[str, Any] = {
     "hidden": (64, 64),
     "activation": "tanh",
     "shared": False,
+    **RECURRENT_DEFAULTS,
 }
 
 
@@ -124,6 +135,10 @@ class TorchPolicy(abc.ABC):
     """The action spaces the policy takes (1-D Box: `rlflow.models.dist_class_for`)."""
     supports_custom_model: ClassVar[bool] = False
     """Whether ``model.custom_model`` may replace the network (`rlflow.models.custom`)."""
+    supports_recurrent: ClassVar[bool] = False
+    """Whether the model may carry state (``model.use_lstm`` / ``use_gru``, or a recurrent
+    custom model: `rlflow.models.recurrent`): the loss reads the model's outputs through
+    :meth:`model_outputs`, which runs it over whole sequences."""
 
     def __init__(
         self,
@@ -191,9 +206,20 @@ class TorchPolicy(abc.ABC):
         host buffer and one copy (`rlflow.policy.staging`); None on CPU, where columns become
         tensors without a copy."""
         self._copy_stream: Any = None  # the CUDA stream of stage(), made on first use
+        model_config = self.model_config
+        if (model_config["use_lstm"] or model_config["use_gru"]) and not self.supports_recurrent:
+            raise ConfigError(self._no_memory_message("model.use_lstm/use_gru"))
         self.model: nn.Module = self._build_model(config, seed).to(self.device)
         """The network: ``forward(obs) -> (dist_inputs, value)`` and ``value(obs)`` (an
-        `ActorCritic`, or the ``model.custom_model``)."""
+        `ActorCritic`, or the ``model.custom_model``); a recurrent one
+        (`rlflow.models.recurrent`) takes and returns state."""
+        self.recurrent = is_recurrent(self.model)
+        """Whether the model carries state: acting takes and returns it (`compute_actions`
+        with ``state=``), learning runs whole sequences (`model_outputs`)."""
+        if self.recurrent and not self.supports_recurrent:
+            raise ConfigError(self._no_memory_message("a recurrent model.custom_model"))
+        self.max_seq_len = int(model_config["max_seq_len"])
+        """The longest sequence a recurrent model learns on (``model.max_seq_len``)."""
         self._optimizer: Adam | None = None
         self._params = [p for p in self.model.parameters() if p.requires_grad]
         self.data_parallel: DataParallel | None = None
@@ -206,6 +232,12 @@ class TorchPolicy(abc.ABC):
         rows of the step's ``rows``. A loss that draws noise per row (SAC, TD3) draws it for
         every row of the step and keeps its own (`rlflow.algorithms.twin_q`), so the learners
         use the noise one learner would."""
+
+    def _no_memory_message(self, what: str) -> str:
+        return (
+            f"{what}: {type(self).__name__} does not train policies with memory (yet); "
+            "recurrent models fit PG, A2C and PPO (rlflow.models.recurrent)"
+        )
 
     @property
     def optimizer(self) -> Adam:
@@ -267,7 +299,13 @@ class TorchPolicy(abc.ABC):
         return self._to_device(torch.from_numpy(array))
 
     def compute_actions(
-        self, obs: npt.ArrayLike, *, explore: bool = True
+        self,
+        obs: npt.ArrayLike,
+        *,
+        explore: bool = True,
+        state: Sequence[npt.ArrayLike] | None = None,
+        prev_actions: npt.ArrayLike | None = None,
+        prev_rewards: npt.ArrayLike | None = None,
     ) -> tuple[Array, dict[str, Array]]:
         """Return actions for a batch of observations ``[B, *obs_shape]``, without gradients.
 
@@ -276,9 +314,20 @@ class TorchPolicy(abc.ABC):
         `LOGP` ``[B]``, `VF_PREDS` ``[B]`` and `ACTION_DIST_INPUTS` ``[B, input_dim]``.
         ``Box`` actions are not clipped to the space; the env side clips. Outputs that are NaN
         or infinite (weights that diverged) are a `NonFiniteError` saying so.
+
+        A recurrent policy (`recurrent`) acts from ``state`` (as :meth:`initial_state` gives,
+        one row per observation; None: the initial state), with the previous actions ``[B,
+        ...]`` and rewards ``[B]`` when its model reads them, and the extra dict also holds the
+        state after the step: ``"state_out_0"``, ``"state_out_1"``... ``[B, ...]``.
         """
+        state_out: list[torch.Tensor] = []
         with torch.inference_mode():
-            dist_inputs, values = self.model(self.obs_to_tensor(obs))
+            if self.recurrent:
+                dist_inputs, values, state_out = self._recurrent_step(
+                    obs, state, prev_actions, prev_rewards
+                )
+            else:
+                dist_inputs, values = self.model(self.obs_to_tensor(obs))
             dist_inputs, values = dist_inputs.cpu(), values.cpu()
             try:
                 dist = self.dist_class(dist_inputs, generator=self.generator)
@@ -295,7 +344,50 @@ class TorchPolicy(abc.ABC):
             VF_PREDS: values.numpy(),
             ACTION_DIST_INPUTS: dist_inputs.numpy(),
         }
+        for k, tensor in enumerate(state_out):
+            extra[f"state_out_{k}"] = tensor.cpu().numpy()
         return actions.numpy(), extra
+
+    def initial_state(self, batch_size: int) -> list[Array]:
+        """A recurrent model's initial state for ``batch_size`` rows, as numpy arrays (what
+        `compute_actions` takes as ``state``); ``[]`` for a feed-forward one."""
+        if not self.recurrent:
+            return []
+        with torch.inference_mode():
+            tensors = self.model.initial_state(batch_size)  # type: ignore[operator]
+        return [t.cpu().numpy().astype(np.float32) for t in tensors]
+
+    def _recurrent_step(
+        self,
+        obs: npt.ArrayLike,
+        state: Sequence[npt.ArrayLike] | None,
+        prev_actions: npt.ArrayLike | None,
+        prev_rewards: npt.ArrayLike | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """One step of the recurrent model for a batch: ``(dist_inputs [B, D], value [B],
+        state)``."""
+        obs_t = self.obs_to_tensor(obs)
+        rows = int(obs_t.shape[0])
+        arrays = self.initial_state(rows) if state is None else state
+        state_t = [self._to_device(torch.as_tensor(np.asarray(a, np.float32))) for a in arrays]
+        prev_a = prev_r = None
+        if prev_actions is not None:
+            prev_a = self._to_device(torch.as_tensor(np.asarray(prev_actions)))[:, None]
+        if prev_rewards is not None:
+            prev_r = self._to_device(torch.as_tensor(np.asarray(prev_rewards, np.float32)))[:, None]
+        dist_inputs, values, new_state = self.model(obs_t[:, None], state_t, prev_a, prev_r)
+        return dist_inputs[:, 0], values[:, 0], list(new_state)
+
+    def model_outputs(
+        self, tensors: Mapping[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(dist_inputs [N, D], value [N])`` of the model for the ``N`` rows of a batch's
+        tensors (what a loss reads): ``model(obs)``, or for a recurrent model its outputs over
+        the batch's sequences, padding dropped (`rlflow.models.recurrent.sequence_outputs`)."""
+        if self.recurrent:
+            return sequence_outputs(self.model, tensors)
+        dist_inputs, values = self.model(tensors[OBS])
+        return dist_inputs, values
 
     def _nonfinite_outputs_message(self, obs: npt.ArrayLike) -> str:
         """Why the model's action-distribution inputs on ``obs`` were NaN or infinite."""
@@ -313,10 +405,22 @@ class TorchPolicy(abc.ABC):
             "rewards' scale"
         )
 
-    def value(self, obs: npt.ArrayLike) -> Array:
-        """Return the value estimates ``[B]`` for a batch of observations, without gradients."""
+    def value(
+        self,
+        obs: npt.ArrayLike,
+        *,
+        state: Sequence[npt.ArrayLike] | None = None,
+        prev_actions: npt.ArrayLike | None = None,
+        prev_rewards: npt.ArrayLike | None = None,
+    ) -> Array:
+        """Return the value estimates ``[B]`` for a batch of observations, without gradients
+        (a recurrent policy: from ``state`` and the previous actions and rewards, as in
+        `compute_actions`)."""
         with torch.inference_mode():
-            values: torch.Tensor = self.model.value(self.obs_to_tensor(obs))  # type: ignore[operator]
+            if self.recurrent:
+                _, values, _ = self._recurrent_step(obs, state, prev_actions, prev_rewards)
+            else:
+                values = self.model.value(self.obs_to_tensor(obs))  # type: ignore[operator]
         return values.cpu().numpy()
 
     def postprocess_trajectory(self, batch: SampleBatch, *, last_value: float) -> SampleBatch:
@@ -388,10 +492,18 @@ class TorchPolicy(abc.ABC):
     def shard(self, batch: SampleBatch) -> tuple[int, int, float]:
         """This learner's rows ``[start, end)`` of one step's ``batch`` under `data_parallel`,
         and their weight in the step's mean loss: contiguous rows weighted by their share
-        (`DataParallel.share`). Policies whose loss is not a mean over rows cut elsewhere
-        (V-trace: at sequence ends, weighted by steps)."""
+        (`DataParallel.share`); a recurrent model's, whole sequences (`SEQ_START`) weighted
+        by their rows. Policies whose loss is not a mean over rows cut elsewhere (V-trace: at
+        sequence ends, weighted by steps)."""
         assert self.data_parallel is not None
-        return self.data_parallel.share(batch.count)
+        if not self.recurrent:
+            return self.data_parallel.share(batch.count)
+        starts, lengths = sequence_bounds(batch[SEQ_START], batch.count)
+        first, end = self.data_parallel.bounds(len(starts))
+        if first == end:
+            return 0, 0, 0.0
+        rows = int(starts[first]), int(starts[first] + lengths[first:end].sum())
+        return *rows, (rows[1] - rows[0]) / batch.count
 
     @contextlib.contextmanager
     def _sharded(self, batch: Mapping[str, Array]) -> Iterator[tuple[Mapping[str, Array], float]]:
@@ -572,7 +684,9 @@ class TorchPolicy(abc.ABC):
         """Run ``num_sgd_iter`` passes over shuffled minibatches, one optimizer step each.
 
         Each epoch reshuffles with ``rng`` and uses ``batch.minibatches(sgd_minibatch_size, rng)``
-        (full minibatches only; the whole batch when it is smaller). Returns every stat
+        (full minibatches only; the whole batch when it is smaller); a recurrent model's
+        minibatches are whole sequences, about ``sgd_minibatch_size`` rows each
+        (`sequence_minibatches`). Returns every stat
         averaged over all steps, plus ``"num_steps"``: summed on the device and brought to the
         host once, after the last step.
         """
@@ -605,6 +719,9 @@ class TorchPolicy(abc.ABC):
             type(self).learn_on_batch is TorchPolicy.learn_on_batch
             and type(self)._backward is TorchPolicy._backward
         )
+        if self.recurrent:
+            yield from self._sequence_minibatch_steps(batch, num_sgd_iter, size, rng, plain=plain)
+            return
         if not plain:
             for _ in range(num_sgd_iter):
                 for minibatch in batch.minibatches(size, rng):
@@ -621,6 +738,37 @@ class TorchPolicy(abc.ABC):
                     first, end, weight = self.data_parallel.share(len(rows))
                     rows = rows[first:end]
                 stats = self._backward_tensors({k: t[rows] for k, t in tensors.items()}, weight)
+                self.apply_update(stats)
+                yield stats
+
+    def _sequence_minibatch_steps(
+        self,
+        batch: SampleBatch,
+        num_sgd_iter: int,
+        size: int,
+        rng: np.random.Generator,
+        *,
+        plain: bool,
+    ) -> Iterator[dict[str, Any]]:
+        """`_minibatch_steps` of a recurrent model: each epoch shuffles whole sequences and
+        cuts them into ``count // size`` minibatches of about ``size`` rows
+        (`sequence_minibatches`); under `data_parallel` each learner takes a run of a
+        minibatch's sequences, weighted by their rows."""
+        size = check_int(size, "SampleBatch.minibatches: size", low=1)
+        tensors = self.batch_to_tensors(batch) if plain else None
+        for _ in range(num_sgd_iter):
+            for sequences in sequence_minibatches(batch[SEQ_START], batch.count, size, rng):
+                weight, total = 1.0, sum(len(s) for s in sequences)
+                if self.data_parallel is not None:
+                    first, end = self.data_parallel.bounds(len(sequences))
+                    sequences = sequences[first:end]
+                    weight = sum(len(s) for s in sequences) / total
+                rows = np.concatenate(sequences) if sequences else np.zeros(0, np.int64)
+                if tensors is None:
+                    yield self.learn_on_batch(_take_rows(batch, rows))
+                    continue
+                index = torch.from_numpy(rows).to(self.device)
+                stats = self._backward_tensors({k: t[index] for k, t in tensors.items()}, weight)
                 self.apply_update(stats)
                 yield stats
 
@@ -697,6 +845,7 @@ class ActorCriticPolicy(TorchPolicy):
 
     config_class: ClassVar[type[AlgorithmConfig]] = ActorCriticConfig
     supports_custom_model: ClassVar[bool] = True
+    supports_recurrent: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -730,6 +879,28 @@ class ActorCriticPolicy(TorchPolicy):
             use_gae=self.use_gae and self.use_critic,
             use_critic=self.use_critic,
         )
+
+
+def sequence_minibatches(
+    seq_start: npt.ArrayLike, count: int, size: int, rng: np.random.Generator
+) -> list[list[npt.NDArray[np.int64]]]:
+    """One epoch of minibatches of whole sequences: the sequences marked by ``seq_start``
+    (`SEQ_START`) shuffled with ``rng`` and cut into ``max(count // size, 1)`` minibatches of
+    about ``size`` rows each; each minibatch a list of its sequences' row indices, each
+    sequence's rows in order (so every minibatch starts with a sequence start)."""
+    starts, lengths = sequence_bounds(np.asarray(seq_start), count)
+    if count == 0:
+        return []
+    order = rng.permutation(len(starts))
+    ends = np.cumsum(lengths[order])
+    parts = max(count // size, 1)
+    cuts = np.searchsorted(ends, np.arange(1, parts) * (count / parts), side="left") + 1
+    groups = [g for g in np.split(order, np.unique(np.clip(cuts, 1, len(order)))) if len(g)]
+    return [[np.arange(starts[i], starts[i] + lengths[i]) for i in group] for group in groups]
+
+
+def _take_rows(batch: SampleBatch, rows: npt.NDArray[np.int64]) -> SampleBatch:
+    return SampleBatch({name: np.asarray(column)[rows] for name, column in batch.items()})
 
 
 def weights_to_host(snapshot: Mapping[str, torch.Tensor]) -> dict[str, Array]:

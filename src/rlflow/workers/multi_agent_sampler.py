@@ -112,6 +112,13 @@ class MultiAgentSampler(Sampler):
     ) -> None:
         """Build the envs (reset on the first ``sample()``)."""
         super().__init__(spec)
+        with_memory = sorted(pid for pid, policy in policies.items() if policy.recurrent)
+        if with_memory:
+            raise ConfigError(
+                f"policies {with_memory} have memory (model.use_lstm/use_gru or a recurrent "
+                "custom model): multi-agent sampling does not carry recurrent state yet; "
+                "recurrent policies train on single-agent envs"
+            )
         self.filters = dict(filters or {})
         """``{policy id: observation filter}``; policies not in it see raw observations."""
         num_envs = spec.num_envs

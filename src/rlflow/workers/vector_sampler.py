@@ -49,6 +49,7 @@ from rlflow.envs.validation import env_location
 from rlflow.envs.vector import EpisodeStat, VectorEnv
 from rlflow.errors import ConfigError, NonFiniteError
 from rlflow.filters import MeanStdFilter
+from rlflow.models.recurrent import PREV_ACTIONS, PREV_REWARDS, SEQ_START, state_in_key
 from rlflow.policy import TorchPolicy
 from rlflow.workers.sampler import Sampler, SamplerSpec
 
@@ -85,6 +86,32 @@ class _Buffers:
         self.boot_values = np.zeros(shape, dtype=np.float32)
         self.dropped = np.zeros(shape, dtype=bool)
         """Rows of failed steps (a sub-env rebuilt), left out of the fragment."""
+        self.state_in: list[Array] = []
+        """A recurrent policy's state at each row (before its step), one array per tensor."""
+        self.prev_actions: Array | None = None
+        self.prev_rewards: Array | None = None
+
+    def add_memory(self, memory: _Memory) -> None:
+        """Columns for a recurrent policy's inputs: its state and the previous action and
+        reward at every row."""
+        shape = (self.length,)
+        self.state_in = [np.zeros(shape + s.shape, dtype=s.dtype) for s in memory.state]
+        self.prev_actions = np.zeros(shape + memory.prev_actions.shape, memory.prev_actions.dtype)
+        self.prev_rewards = np.zeros(shape + memory.prev_rewards.shape, dtype=np.float32)
+
+    def record_memory(self, t: int, memory: _Memory) -> None:
+        """Row ``t``'s recurrent inputs (the state before the step)."""
+        assert self.prev_actions is not None and self.prev_rewards is not None
+        for column, state in zip(self.state_in, memory.state, strict=True):
+            column[t] = state
+        self.prev_actions[t] = memory.prev_actions
+        self.prev_rewards[t] = memory.prev_rewards
+
+    def memory_at(self, t: int, env: int) -> _MemoryRow:
+        """The recurrent inputs stored at row ``t`` of sub-env ``env``."""
+        assert self.prev_actions is not None and self.prev_rewards is not None
+        state = [column[t, env].copy() for column in self.state_in]
+        return state, self.prev_actions[t, env].copy(), float(self.prev_rewards[t, env])
 
     def fragment(self, a: int, b: int, env: int) -> SampleBatch:
         """Rows ``a:b`` of sub-env ``env`` as a batch of views."""
@@ -103,7 +130,72 @@ class _Buffers:
         )
         if self.next_obs is not None:
             batch[NEXT_OBS] = self.next_obs[a:b, env]
+        for k, column in enumerate(self.state_in):
+            batch[state_in_key(k)] = column[a:b, env]
+        if self.prev_actions is not None and self.prev_rewards is not None:
+            batch[PREV_ACTIONS] = self.prev_actions[a:b, env]
+            batch[PREV_REWARDS] = self.prev_rewards[a:b, env]
         return batch
+
+
+_MemoryRow = tuple[list[Array], Array, float]
+"""One sub-env's recurrent inputs: its state tensors, previous action and previous reward."""
+
+
+class _Memory:
+    """A recurrent policy's inputs for every sub-env: its state (reset to the initial one at
+    each episode start), the previous action and the previous reward (zeros there)."""
+
+    def __init__(self, policy: TorchPolicy, num_envs: int) -> None:
+        self.policy = policy
+        self.state = policy.initial_state(num_envs)
+        space = policy.action_space
+        dtype = np.int64 if space.dtype is None or space.dtype.kind in "iu" else space.dtype
+        self.prev_actions: Array = np.zeros((num_envs, *(space.shape or ())), dtype=dtype)
+        self.prev_rewards: Array = np.zeros(num_envs, dtype=np.float32)
+
+    def inputs(self) -> dict[str, Any]:
+        """The recurrent keyword arguments of `TorchPolicy.compute_actions` / ``value``."""
+        return {
+            "state": self.state,
+            "prev_actions": self.prev_actions,
+            "prev_rewards": self.prev_rewards,
+        }
+
+    def advance(self, extra: dict[str, Array], actions: Array, rewards: Array) -> None:
+        """Take the step's new state (``state_out_k`` of ``extra``), actions and rewards."""
+        self.state = [np.array(extra[f"state_out_{k}"]) for k in range(len(self.state))]
+        self.prev_actions = (
+            np.asarray(actions).astype(self.prev_actions.dtype).reshape(self.prev_actions.shape)
+        )
+        self.prev_rewards = np.asarray(rewards, dtype=np.float32).copy()
+
+    def row(self, env: int) -> _MemoryRow:
+        """Sub-env ``env``'s inputs now (copies)."""
+        state = [s[env].copy() for s in self.state]
+        return state, self.prev_actions[env].copy(), float(self.prev_rewards[env])
+
+    def reset(self, envs: Any) -> None:
+        """Back to the initial inputs for the sub-envs ``envs`` (their episodes start anew)."""
+        envs = np.asarray(envs, dtype=np.int64)
+        if envs.size == 0:
+            return
+        for column, initial in zip(self.state, self.policy.initial_state(1), strict=True):
+            column[envs] = initial[0]
+        self.prev_actions[envs] = 0
+        self.prev_rewards[envs] = 0.0
+
+    def get_state(self) -> tuple[list[Array], Array, Array]:
+        return [s.copy() for s in self.state], self.prev_actions.copy(), self.prev_rewards.copy()
+
+    def set_state(self, state: tuple[list[Array], Array, Array]) -> None:
+        self.state = [np.array(s) for s in state[0]]
+        self.prev_actions, self.prev_rewards = np.array(state[1]), np.array(state[2])
+
+
+_Truncated = tuple[int, int, Array, "_MemoryRow | None"]
+"""A truncated episode's last row ``t`` of sub-env ``i``: the observation after it and, for a
+recurrent policy, its inputs after it (to bootstrap V from)."""
 
 
 class _BootstrapObs:
@@ -112,10 +204,10 @@ class _BootstrapObs:
     observation: a terminal step bootstraps from nothing), or the one to act on next at the
     fragment's end."""
 
-    def __init__(self, buf: _Buffers, last_obs: Array, truncated: list[tuple[int, int, Array]]):
+    def __init__(self, buf: _Buffers, last_obs: Array, truncated: list[_Truncated]):
         self.buf = buf
         self.last_obs = last_obs
-        self.truncated = {(t, i): ob for t, i, ob in truncated}
+        self.truncated = {(t, i): ob for t, i, ob, _ in truncated}
 
     def __call__(self, t: int, i: int) -> Array:
         ob = self.truncated.get((t, i))
@@ -167,7 +259,9 @@ class VectorSampler(Sampler):
         self._eps_ids: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._buffers: _Buffers | None = None
         self._length = 0
-        self._truncated: list[tuple[int, int, Array]] = []
+        self._truncated: list[_Truncated] = []
+        self._memory: _Memory | None = None
+        """A recurrent policy's inputs per sub-env (None for a feed-forward one)."""
         self._num_steps = 0  # steps of the envs so far, for the episode step in messages
         self._ep_first_step: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
 
@@ -229,22 +323,20 @@ class VectorSampler(Sampler):
         self._ep_first_step = np.full(venv.num_envs, self._num_steps + 1, dtype=np.int64)
         self._obs = obs if self.obs_filter is None else self.obs_filter(obs)
         self._eps_ids = np.array([self._new_eps_id() for _ in range(venv.num_envs)], dtype=np.int64)
+        self._memory = _Memory(self.policy, venv.num_envs) if self.policy.recurrent else None
 
     def _step(self, t: int, *, record: bool) -> None:
         """The hot loop's body: act on every sub-env at once, step them, write row ``t``."""
         venv, obs = self.venv, self._obs
         assert venv is not None and obs is not None
-        actions, extra = self.policy.compute_actions(obs, explore=self.spec.explore)
+        memory = self._memory
+        inputs = {} if memory is None else memory.inputs()
+        actions, extra = self.policy.compute_actions(obs, explore=self.spec.explore, **inputs)
         buf = self._buffers
         if record and (buf is None or buf.length != self._length):
             buf = self._buffers = self._allocate(obs, actions, extra)
         if record and buf is not None:
-            buf.obs[t] = obs
-            buf.actions[t] = actions
-            buf.logp[t] = extra[LOGP]
-            buf.vf_preds[t] = extra[VF_PREDS]
-            buf.dist_inputs[t] = extra[ACTION_DIST_INPUTS]
-            buf.eps_id[t] = self._eps_ids
+            self._record_inputs(buf, t, obs, actions, extra)
         self._num_steps += 1
         step = venv.step(actions, copy=False)
         done = np.flatnonzero(step.terminateds | step.truncateds)
@@ -263,13 +355,40 @@ class VectorSampler(Sampler):
             buf.truncateds[t] = step.truncateds
             if buf.next_obs is not None:
                 buf.next_obs[t] = step.final_obs
-        for i in done:
-            if record and step.truncateds[i] and not step.terminateds[i]:
-                self._truncated.append((t, int(i), step.final_obs[i].copy()))
-            self._eps_ids[i] = self._new_eps_id()
-            self._ep_first_step[i] = self._num_steps + 1
+        if memory is not None:
+            memory.advance(extra, actions, step.rewards)
+        self._end_episodes(step, done, t, record=record)
         # The env's own buffer, overwritten by the next step only after it was read.
         self._obs = step.next_obs
+
+    def _record_inputs(
+        self, buf: _Buffers, t: int, obs: Array, actions: Array, extra: dict[str, Array]
+    ) -> None:
+        """Row ``t``'s observations, the policy's outputs and, for a recurrent policy, its
+        inputs."""
+        if self._memory is not None:
+            buf.record_memory(t, self._memory)
+        buf.obs[t] = obs
+        buf.actions[t] = actions
+        buf.logp[t] = extra[LOGP]
+        buf.vf_preds[t] = extra[VF_PREDS]
+        buf.dist_inputs[t] = extra[ACTION_DIST_INPUTS]
+        buf.eps_id[t] = self._eps_ids
+
+    def _end_episodes(self, step: VectorStep, done: Array, t: int, *, record: bool) -> None:
+        """The episodes of the sub-envs ``done`` ended at row ``t``: a truncated one's last
+        observation (and recurrent inputs) kept to bootstrap from, new episode ids, and a
+        recurrent policy's inputs back to the initial ones (also for rebuilt sub-envs)."""
+        memory = self._memory
+        for i in done:
+            if record and step.truncateds[i] and not step.terminateds[i]:
+                after = None if memory is None else memory.row(int(i))
+                self._truncated.append((t, int(i), step.final_obs[i].copy(), after))
+            self._eps_ids[i] = self._new_eps_id()
+            self._ep_first_step[i] = self._num_steps + 1
+        if memory is not None:
+            assert self.venv is not None
+            memory.reset(np.union1d(done, np.asarray(self.venv.restarted, dtype=np.int64)))
 
     def _nonfinite(self, step: VectorStep, acted_on: Array) -> None:
         """A NaN or infinite reward or observation in ``step`` (before any filter saw it):
@@ -343,10 +462,12 @@ class VectorSampler(Sampler):
             buf.dropped[t, i] = True
             if t > 0 and not (buf.terminateds[t - 1, i] or buf.truncateds[t - 1, i]):
                 buf.truncateds[t - 1, i] = True
-                self._truncated.append((t - 1, i, last_obs[i].copy()))
+                # A recurrent policy's inputs on that observation: those of the failed row.
+                after = buf.memory_at(t, i) if buf.state_in else None
+                self._truncated.append((t - 1, i, last_obs[i].copy(), after))
 
     def _allocate(self, obs: Array, actions: Array, extra: dict[str, Array]) -> _Buffers:
-        return _Buffers(
+        buf = _Buffers(
             self._length,
             self.spec.num_envs,
             obs,
@@ -354,6 +475,9 @@ class VectorSampler(Sampler):
             extra[ACTION_DIST_INPUTS],
             next_obs=bool(getattr(self.policy, "requires_next_obs", False)),
         )
+        if self._memory is not None:
+            buf.add_memory(self._memory)
+        return buf
 
     def _take_fragment(self) -> SampleBatch:
         assert self._obs is not None and self._buffers is not None
@@ -366,9 +490,10 @@ class VectorSampler(Sampler):
         return self._postprocess(self._buffers, bootstrap_obs)
 
     def _fill_bootstrap_values(
-        self, buf: _Buffers, last_obs: Array, truncated: list[tuple[int, int, Array]]
+        self, buf: _Buffers, last_obs: Array, truncated: list[_Truncated]
     ) -> None:
-        """V(s) to bootstrap from after each truncated step and after the fragment's end.
+        """V(s) to bootstrap from after each truncated step and after the fragment's end (a
+        recurrent policy's from its inputs there: the state after the step).
 
         Without a critic the value head is never trained, so its output would only add noise
         to the returns: REINFORCE returns are then cut at the fragment's end (bootstrap 0).
@@ -376,10 +501,20 @@ class VectorSampler(Sampler):
         policy = self.policy
         if not policy.use_critic:
             return
-        buf.boot_values[-1] = policy.value(last_obs)
+        memory = self._memory
+        buf.boot_values[-1] = policy.value(last_obs, **({} if memory is None else memory.inputs()))
         if truncated:
-            values = policy.value(np.stack([ob for _, _, ob in truncated]))
-            for (t, i, _), v in zip(truncated, values, strict=True):
+            inputs: dict[str, Any] = {}
+            if memory is not None:
+                rows = [after for _, _, _, after in truncated]
+                assert all(row is not None for row in rows)
+                inputs = {
+                    "state": [np.stack(parts) for parts in zip(*(r[0] for r in rows), strict=True)],  # type: ignore[index]
+                    "prev_actions": np.stack([r[1] for r in rows]),  # type: ignore[index]
+                    "prev_rewards": np.array([r[2] for r in rows], dtype=np.float32),  # type: ignore[index]
+                }
+            values = policy.value(np.stack([ob for _, _, ob, _ in truncated]), **inputs)
+            for (t, i, _, _), v in zip(truncated, values, strict=True):
                 buf.boot_values[t, i] = v
 
     def _postprocess(self, buf: _Buffers, bootstrap_obs: _BootstrapObs | None) -> SampleBatch:
@@ -401,6 +536,8 @@ class VectorSampler(Sampler):
                 if not policy.use_critic:
                     last_value = 0.0
                 fragment = buf.fragment(start, end + 1, i)
+                if self._memory is not None:  # sequences: the piece's start, then every max
+                    fragment[SEQ_START] = np.arange(end + 1 - start) % policy.max_seq_len == 0
                 if bootstrap_obs is not None:
                     fragment = add_bootstrap_row(fragment, bootstrap_obs(end, i))
                 pieces.append(policy.postprocess_trajectory(fragment, last_value=last_value))
@@ -422,17 +559,24 @@ class VectorSampler(Sampler):
         """Sub-env rebuilds of this sampler's vector env so far."""
         return 0 if self.venv is None else self.venv.num_restarts
 
-    def get_state(self) -> tuple[VectorEnv | GymVectorEnv, Array, npt.NDArray[np.int64]] | None:
-        """``(vector env, observations to act on, episode ids)`` (pickle it whole); None
-        before the envs are built."""
+    def get_state(self) -> tuple[Any, ...] | None:
+        """``(vector env, observations to act on, episode ids, recurrent inputs or None)``
+        (pickle it whole); None before the envs are built."""
         if self.venv is None or self._obs is None:
             return None
-        return self.venv, self._obs, self._eps_ids
+        memory = None if self._memory is None else self._memory.get_state()
+        return self.venv, self._obs, self._eps_ids, memory
 
     def set_state(self, state: Any) -> None:
         """Restore :meth:`get_state` (the envs built here, if any, are closed first)."""
         self.close()
-        self.venv, self._obs, self._eps_ids = state
+        self.venv, self._obs, self._eps_ids = state[:3]
+        memory = state[3] if len(state) > 3 else None  # checkpoints before memory: 3 parts
+        self._memory = None
+        if self.policy.recurrent:
+            self._memory = _Memory(self.policy, len(self._eps_ids))
+            if memory is not None:
+                self._memory.set_state(memory)
         # Not in the state: a restored episode's steps (in messages) count from the restore.
         self._ep_first_step = np.full(len(self._eps_ids), self._num_steps + 1, dtype=np.int64)
         if self.venv is not None:

@@ -21,7 +21,7 @@ import torch
 
 from rlflow.algorithms.pg.config import PGConfig
 from rlflow.config import AlgorithmConfig
-from rlflow.data.sample_batch import ACTIONS, ADVANTAGES, OBS, VALUE_TARGETS
+from rlflow.data.sample_batch import ACTIONS, ADVANTAGES, VALUE_TARGETS
 from rlflow.policy.entropy_schedule import EntropyCoeffSchedule
 from rlflow.policy.policy import ActorCriticPolicy
 
@@ -55,7 +55,7 @@ class PGPolicy(EntropyCoeffSchedule, ActorCriticPolicy):
 
     def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
         """Return the policy-gradient loss on a batch and its parts as stats."""
-        dist_inputs, values = self.model(batch_tensors[OBS])
+        dist_inputs, values = self.model_outputs(batch_tensors)
         dist = self.dist_class(dist_inputs)
         logp = dist.logp(batch_tensors[ACTIONS])
         policy_loss = -(logp * batch_tensors[ADVANTAGES]).mean()

@@ -33,7 +33,6 @@ from rlflow.data.sample_batch import (
     ACTIONS,
     ADVANTAGES,
     LOGP,
-    OBS,
     VALUE_TARGETS,
     VF_PREDS,
 )
@@ -91,7 +90,7 @@ class PPOPolicy(EntropyCoeffSchedule, ActorCriticPolicy):
 
     def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
         """Return the PPO loss on a (mini)batch and its parts as stats."""
-        dist_inputs, values = self.model(batch_tensors[OBS])
+        dist_inputs, values = self.model_outputs(batch_tensors)
         dist = self.dist_class(dist_inputs)
         old_dist = self.dist_class(batch_tensors[ACTION_DIST_INPUTS])
         ratio = torch.exp(dist.logp(batch_tensors[ACTIONS]) - batch_tensors[LOGP])

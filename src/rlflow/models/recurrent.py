@@ -1,0 +1,248 @@
+"""Policies with memory: the built-in recurrent actor-critic and how sequences reach a model.
+
+``model: {use_lstm: true}`` (or ``use_gru``) wraps the built-in trunk (the MLP of ``hidden``
+and ``activation``, or the Nature CNN for images) with one LSTM (GRU) cell of
+``lstm_cell_size`` units; the policy and value heads read the cell's output. With
+``lstm_use_prev_action`` / ``lstm_use_prev_reward`` the previous action (one-hot for discrete
+actions) and reward join the trunk's features at the cell's input. RLlib's keys and meanings.
+
+A recurrent model, built in or custom (`rlflow.models.custom`), has this interface::
+
+    def initial_state(self, batch_size):   # -> [tensor [B, ...], ...] (zeros, usually)
+    def forward(self, obs, state, prev_actions=None, prev_rewards=None):
+        # obs [B, T, *obs_shape], state as initial_state's, prev_actions [B, T, ...],
+        # prev_rewards [B, T] -> (dist_inputs [B, T, D], value [B, T], state after step T)
+
+Acting is the case ``T = 1`` (`TorchPolicy.compute_actions` with ``state=``). Learning runs the
+model over the sequences of a batch (`sequence_outputs`): rows are cut into sequences by the
+sampler (`SEQ_START`: every episode fragment starts one, and each ``max_seq_len`` rows of it
+another); each sequence starts from the state the sampler stored with its first row
+(``state_in_0``, ``state_in_1``, ...), the sequences are padded to one length, and the outputs
+at the padding are dropped before any loss sees them: a loss gets one output per row, as from
+a feed-forward model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rlflow.errors import ConfigError
+from rlflow.models.distributions import DiagGaussian, dist_class_for
+from rlflow.models.nets import MLP, NatureCNN, layer_init
+
+__all__ = [
+    "PREV_ACTIONS",
+    "PREV_REWARDS",
+    "RECURRENT_DEFAULTS",
+    "SEQ_START",
+    "RecurrentActorCritic",
+    "is_recurrent",
+    "sequence_bounds",
+    "sequence_outputs",
+    "state_in_key",
+]
+
+SEQ_START = "seq_start"
+"""Batch column (bool): the row starts a sequence (its ``state_in_k`` start the model)."""
+PREV_ACTIONS = "prev_actions"
+"""Batch column: the action taken before the row's (zeros at an episode's first row)."""
+PREV_REWARDS = "prev_rewards"
+"""Batch column: the reward received before the row (0 at an episode's first row)."""
+
+RECURRENT_DEFAULTS: dict[str, Any] = {
+    "use_lstm": False,
+    "use_gru": False,
+    "lstm_cell_size": 256,
+    "max_seq_len": 20,
+    "lstm_use_prev_action": False,
+    "lstm_use_prev_reward": False,
+}
+"""The recurrent ``model`` keys and their defaults (RLlib's)."""
+
+_POLICY_GAIN = 0.01
+_VALUE_GAIN = 1.0
+
+
+def state_in_key(k: int) -> str:
+    """The batch column of state tensor ``k`` at a row: ``"state_in_0"``, ``"state_in_1"``..."""
+    return f"state_in_{k}"
+
+
+def is_recurrent(model: nn.Module) -> bool:
+    """Whether ``model`` carries state (it has an ``initial_state`` method)."""
+    return callable(getattr(model, "initial_state", None))
+
+
+class RecurrentActorCritic(nn.Module):
+    """Trunk, then an LSTM or GRU cell, then the policy and value heads (one shared memory).
+
+    Args:
+        obs_space: ``Box`` (images: 3-D, through `NatureCNN`) or ``Discrete`` (one-hot).
+        action_space: ``Discrete``, ``MultiDiscrete`` or a 1-D ``Box`` (`dist_class_for`).
+        hidden, activation: the MLP trunk before the cell (``hidden=()``: the observation
+            itself); images use the CNN instead.
+        cell: ``"lstm"`` (state ``[h, c]``) or ``"gru"`` (state ``[h]``).
+        cell_size: the cell's units.
+        use_prev_action, use_prev_reward: feed the previous action / reward to the cell.
+    """
+
+    def __init__(
+        self,
+        obs_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        *,
+        hidden: tuple[int, ...] = (64,),
+        activation: str = "tanh",
+        cell: str = "lstm",
+        cell_size: int = 256,
+        use_prev_action: bool = False,
+        use_prev_reward: bool = False,
+    ) -> None:
+        """Build the layers; `ConfigError` naming an unsupported space or cell."""
+        super().__init__()
+        if cell not in ("lstm", "gru"):
+            raise ConfigError(f"RecurrentActorCritic: cell={cell!r} must be 'lstm' or 'gru'")
+        dist_class = dist_class_for(action_space)
+        dist_dim = dist_class.required_input_dim(action_space)
+        gaussian = dist_class is DiagGaussian
+        head_dim = dist_dim // 2 if gaussian else dist_dim
+        self._one_hot = int(obs_space.n) if isinstance(obs_space, gym.spaces.Discrete) else 0
+        self.is_image = isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 3
+        shape = tuple(obs_space.shape or ())
+        if self.is_image:
+            self.trunk: nn.Module = NatureCNN(shape)
+            width = 512
+        elif isinstance(obs_space, gym.spaces.Box | gym.spaces.Discrete):
+            in_features = self._one_hot or int(np.prod(shape))
+            mlp = MLP(in_features, tuple(hidden), activation=activation)
+            self.trunk, width = mlp, mlp.out_features
+        else:
+            raise ConfigError(
+                f"Unsupported observation space {obs_space!r}: rlflow models take Box or "
+                "Discrete observations. Flatten the env's observation space."
+            )
+        self._action_sizes: tuple[int, ...] = ()
+        self._action_width = 0
+        if use_prev_action:
+            if isinstance(action_space, gym.spaces.Discrete):
+                self._action_sizes = (int(action_space.n),)
+            elif isinstance(action_space, gym.spaces.MultiDiscrete):
+                self._action_sizes = tuple(int(n) for n in np.asarray(action_space.nvec).ravel())
+            self._action_width = sum(self._action_sizes) or int(np.prod(action_space.shape or ()))
+        self.use_prev_action = use_prev_action
+        self.use_prev_reward = use_prev_reward
+        cell_in = width + self._action_width + int(use_prev_reward)
+        self.cell_type = cell
+        self.cell_size = int(cell_size)
+        self.cell: nn.LSTM | nn.GRU = (nn.LSTM if cell == "lstm" else nn.GRU)(
+            cell_in, self.cell_size, batch_first=True
+        )
+        self.pi = layer_init(nn.Linear(self.cell_size, head_dim), _POLICY_GAIN)
+        self.vf = layer_init(nn.Linear(self.cell_size, 1), _VALUE_GAIN)
+        self.log_std = nn.Parameter(torch.zeros(head_dim)) if gaussian else None
+
+    def initial_state(self, batch_size: int) -> list[torch.Tensor]:
+        """Zeros: ``[h, c]`` (LSTM) or ``[h]`` (GRU), each ``[batch_size, cell_size]``."""
+        device = self.pi.weight.device
+        zeros = torch.zeros(batch_size, self.cell_size, device=device)
+        return [zeros, zeros.clone()] if self.cell_type == "lstm" else [zeros]
+
+    def _features(self, obs: torch.Tensor) -> torch.Tensor:
+        """``[N, *obs_shape]`` observations to ``[N, width]`` trunk features."""
+        if self.is_image:
+            x = obs
+        elif self._one_hot:
+            x = F.one_hot(obs.long().reshape(-1), self._one_hot).float()
+        else:
+            x = obs.reshape(obs.shape[0], -1).float()
+        out: torch.Tensor = self.trunk(x)
+        return out
+
+    def _prev_action_features(self, prev_actions: torch.Tensor, shape: tuple[int, int]) -> Any:
+        if not self._action_sizes:  # a Box: the action itself
+            return prev_actions.reshape(*shape, -1).float()
+        columns = prev_actions.long().reshape(*shape, len(self._action_sizes))
+        return torch.cat(
+            [F.one_hot(columns[..., k], n).float() for k, n in enumerate(self._action_sizes)],
+            dim=-1,
+        )
+
+    def forward(
+        self,
+        obs: torch.Tensor,
+        state: Sequence[torch.Tensor],
+        prev_actions: torch.Tensor | None = None,
+        prev_rewards: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """``(dist_inputs [B, T, D], value [B, T], state)`` for ``obs [B, T, *obs_shape]``
+        from ``state`` (as :meth:`initial_state` gives); the previous actions ``[B, T, ...]``
+        and rewards ``[B, T]`` are read when the model was built to use them."""
+        b, t = int(obs.shape[0]), int(obs.shape[1])
+        x = self._features(obs.reshape(b * t, *obs.shape[2:])).reshape(b, t, -1)
+        parts = [x]
+        if self.use_prev_action:
+            if prev_actions is None:
+                raise ConfigError("RecurrentActorCritic: lstm_use_prev_action needs prev_actions")
+            parts.append(self._prev_action_features(prev_actions, (b, t)))
+        if self.use_prev_reward:
+            if prev_rewards is None:
+                raise ConfigError("RecurrentActorCritic: lstm_use_prev_reward needs prev_rewards")
+            parts.append(prev_rewards.reshape(b, t, 1).float())
+        x = torch.cat(parts, dim=-1) if len(parts) > 1 else x
+        if self.cell_type == "lstm":
+            h, c = (s.unsqueeze(0).contiguous() for s in state)
+            out, (h, c) = self.cell(x, (h, c))
+            new_state = [h.squeeze(0), c.squeeze(0)]
+        else:
+            out, h = self.cell(x, state[0].unsqueeze(0).contiguous())
+            new_state = [h.squeeze(0)]
+        logits = self.pi(out)
+        if self.log_std is not None:
+            logits = torch.cat([logits, self.log_std.expand_as(logits)], dim=-1)
+        return logits, self.vf(out).squeeze(-1), new_state
+
+
+def sequence_bounds(seq_start: Any, count: int) -> tuple[Any, Any]:
+    """``(starts, lengths)`` of the sequences of ``count`` rows marked by ``seq_start`` (a bool
+    array or tensor); `ConfigError` unless the first row starts one (a batch cut inside a
+    sequence, whose first rows have no stored state to start from)."""
+    if count and not bool(seq_start[0]):
+        raise ConfigError(
+            "a recurrent model's batch must start with a sequence start (column "
+            f"{SEQ_START!r}): batches are cut into whole sequences only (minibatches, shards)"
+        )
+    if isinstance(seq_start, torch.Tensor):
+        starts = torch.nonzero(seq_start).reshape(-1)
+        ends = torch.cat([starts[1:], torch.tensor([count], device=starts.device)])
+        return starts, ends - starts
+    starts_np = np.flatnonzero(np.asarray(seq_start))
+    return starts_np, np.diff(np.append(starts_np, count))
+
+
+def sequence_outputs(
+    model: nn.Module, tensors: Mapping[str, torch.Tensor], obs_key: str = "obs"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(dist_inputs [N, D], value [N])`` of a recurrent ``model`` for the ``N`` rows of a
+    batch's ``tensors``: its sequences (`SEQ_START`) padded to the longest, each run from its
+    first row's ``state_in_k``, the padding's outputs dropped (see the module docstring)."""
+    obs = tensors[obs_key]
+    count = int(obs.shape[0])
+    starts, lengths = sequence_bounds(tensors[SEQ_START], count)
+    steps = torch.arange(int(lengths.max()) if count else 0, device=obs.device)
+    valid = steps[None, :] < lengths[:, None]
+    # Padding reads the sequence's first row: any real row does, its outputs are dropped.
+    index = torch.where(valid, starts[:, None] + steps[None, :], starts[:, None])
+    num_states = sum(1 for key in tensors if key.startswith("state_in_"))
+    state = [tensors[state_in_key(k)][starts] for k in range(num_states)]
+    prev_actions = tensors[PREV_ACTIONS][index] if PREV_ACTIONS in tensors else None
+    prev_rewards = tensors[PREV_REWARDS][index] if PREV_REWARDS in tensors else None
+    dist_inputs, values, _ = model(obs[index], state, prev_actions, prev_rewards)
+    # Row-major over [sequence, step]: the valid outputs in the batch's own row order.
+    return dist_inputs[valid], values[valid]

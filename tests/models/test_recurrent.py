@@ -1,0 +1,295 @@
+"""Policies with memory (issue 25): sequences, padding, state across fragments, minibatches by
+sequence, the config's rules and acting with state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from rlflow import Trainer
+from rlflow.algorithms import get_algorithm
+from rlflow.data import SampleBatch
+from rlflow.data.sample_batch import ACTION_DIST_INPUTS, EPS_ID, VF_PREDS
+from rlflow.errors import ConfigError
+from rlflow.models.recurrent import (
+    PREV_ACTIONS,
+    PREV_REWARDS,
+    SEQ_START,
+    RecurrentActorCritic,
+    sequence_outputs,
+    state_in_key,
+)
+from rlflow.policy.policy import sequence_minibatches
+from rlflow.workers import WorkerSet
+
+ENV = "rlflow/StatelessCartPole-v1"
+
+
+def _ppo(**fields: Any) -> Any:
+    model = {"use_lstm": True, "lstm_cell_size": 16, "max_seq_len": 7, "hidden": [8]}
+    model.update(fields.pop("model", {}))
+    base = {"env": ENV, "num_workers": 0, "seed": 3, "num_envs_per_worker": 3}
+    return get_algorithm("ppo").config_cls(**{**base, "model": model, **fields})
+
+
+def _step_alone(
+    model: RecurrentActorCritic, tensors: dict[str, torch.Tensor], rows: range
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One sequence's outputs, one step at a time from its first row's stored state."""
+    states = sum(1 for key in tensors if key.startswith("state_in_"))
+    state = [tensors[state_in_key(k)][rows.start][None] for k in range(states)]
+    dists, values = [], []
+    for r in rows:
+        prev_a = tensors[PREV_ACTIONS][r].reshape(1, 1)
+        prev_r = tensors[PREV_REWARDS][r].reshape(1, 1)
+        dist, value, state = model(tensors["obs"][r].reshape(1, 1, -1), state, prev_a, prev_r)
+        dists.append(dist[0, 0])
+        values.append(value[0, 0])
+    return torch.stack(dists), torch.stack(values)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_padded_sequences_give_each_sequence_stepped_alone(cell: str) -> None:
+    space = gym.spaces.Box(-1, 1, (3,), np.float32)
+    model = RecurrentActorCritic(
+        space,
+        gym.spaces.Discrete(4),
+        hidden=(5,),
+        cell=cell,
+        cell_size=6,
+        use_prev_action=True,
+        use_prev_reward=True,
+    )
+    lengths = [4, 1, 7, 2, 7]
+    count = sum(lengths)
+    gen = torch.Generator().manual_seed(0)
+    starts = np.cumsum([0, *lengths[:-1]])
+    seq_start = torch.zeros(count, dtype=torch.bool)
+    seq_start[starts] = True
+    states = len(model.initial_state(1))
+    tensors = {
+        "obs": torch.randn(count, 3, generator=gen),
+        SEQ_START: seq_start,
+        PREV_ACTIONS: torch.randint(0, 4, (count,), generator=gen),
+        PREV_REWARDS: torch.randn(count, generator=gen),
+        **{state_in_key(k): torch.randn(count, 6, generator=gen) for k in range(states)},
+    }
+    with torch.no_grad():
+        dist, value = sequence_outputs(model, tensors)
+        alone = [_step_alone(model, tensors, range(a, a + n)) for a, n in zip(starts, lengths)]
+    assert dist.shape == (count, 4) and value.shape == (count,)
+    torch.testing.assert_close(dist, torch.cat([d for d, _ in alone]), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(value, torch.cat([v for _, v in alone]), rtol=1e-5, atol=1e-6)
+
+
+def test_a_padded_minibatch_gives_the_loss_of_its_sequences_computed_one_by_one() -> None:
+    config = _ppo(model={"lstm_use_prev_action": True, "lstm_use_prev_reward": True})
+    workers = WorkerSet(config, get_algorithm("ppo").policy_cls)
+    try:
+        worker = workers.local_worker()
+        batch = worker.sample()
+        policy = worker.get_policy()
+        tensors = policy.batch_to_tensors(batch)
+        with torch.no_grad():
+            padded, _ = policy.loss(tensors)
+            starts = np.flatnonzero(batch[SEQ_START])
+            bounds = zip(starts, [*starts[1:], batch.count], strict=True)
+            alone = [_step_alone(policy.model, tensors, range(a, b)) for a, b in bounds]
+            policy.model_outputs = lambda _: (  # type: ignore[method-assign]
+                torch.cat([d for d, _ in alone]),
+                torch.cat([v for _, v in alone]),
+            )
+            one_by_one, _ = policy.loss(tensors)
+    finally:
+        workers.stop()
+    assert len(starts) > 3 and float(padded) == pytest.approx(float(one_by_one), rel=1e-5)
+
+
+def test_state_across_fragments_is_the_cell_stepped_over_the_whole_episode() -> None:
+    # One env, fragments of 9 steps: the episodes run across fragment boundaries; the columns
+    # recorded while sampling are what the model gives stepped over each whole episode from the
+    # initial state, and what learning's sequences (max_seq_len 7) give for each fragment.
+    config = _ppo(num_envs_per_worker=1, rollout_fragment_length=9)
+    workers = WorkerSet(config, get_algorithm("ppo").policy_cls)
+    try:
+        worker = workers.local_worker()
+        policy = worker.get_policy()
+        fragments = [worker.sample() for _ in range(6)]
+        batch = SampleBatch.concat_samples(fragments)
+        for fragment in fragments:
+            tensors = policy.batch_to_tensors(fragment)
+            with torch.no_grad():
+                dist, value = policy.model_outputs(tensors)
+            np.testing.assert_allclose(dist.numpy(), fragment[ACTION_DIST_INPUTS], atol=1e-6)
+            np.testing.assert_allclose(value.numpy(), fragment[VF_PREDS], atol=1e-6)
+        episodes = batch.split_by_episode()
+        assert any(len(e) > 9 for e in episodes[:-1])  # an episode spans fragments
+        for episode in episodes:
+            state = [torch.from_numpy(s) for s in policy.initial_state(1)]
+            obs = torch.from_numpy(episode["obs"])[None]
+            with torch.no_grad():
+                dist, _, _ = policy.model(obs, state)
+            np.testing.assert_allclose(dist[0].numpy(), episode[ACTION_DIST_INPUTS], atol=1e-5)
+    finally:
+        workers.stop()
+    # Sequences: each fragment's episode pieces start one, then every max_seq_len rows.
+    for fragment in fragments:
+        pieces = np.flatnonzero(np.diff(fragment[EPS_ID], prepend=-1))
+        expected = np.zeros(fragment.count, bool)
+        for a, b in zip(pieces, [*pieces[1:], fragment.count], strict=True):
+            expected[a:b:7] = True
+        np.testing.assert_array_equal(fragment[SEQ_START], expected)
+
+
+def test_minibatches_hold_whole_sequences_and_every_row_once() -> None:
+    seq_start = np.zeros(60, bool)
+    seq_start[[0, 5, 7, 20, 21, 30, 44, 50]] = True
+    rng = np.random.default_rng(0)
+    minibatches = sequence_minibatches(seq_start, 60, 16, rng)
+    assert len(minibatches) == 3
+    rows = np.concatenate([np.concatenate(mb) for mb in minibatches])
+    np.testing.assert_array_equal(np.sort(rows), np.arange(60))
+    for minibatch in minibatches:
+        for sequence in minibatch:
+            assert seq_start[sequence[0]] and not seq_start[sequence[1:]].any()
+            np.testing.assert_array_equal(np.diff(sequence), 1)
+    with pytest.raises(ConfigError, match="must start with a sequence start"):
+        sequence_minibatches(seq_start[1:], 59, 16, rng)
+
+
+def test_memory_keys_are_checked_before_anything_starts() -> None:
+    ppo = get_algorithm("ppo").config_cls
+    with pytest.raises(ConfigError, match="use_lstm and use_gru are both true"):
+        ppo(model={"use_lstm": True, "use_gru": True})
+    with pytest.raises(ConfigError, match=r"model.lstm_cell_size=0 must be an int >= 1"):
+        ppo(model={"use_lstm": True, "lstm_cell_size": 0})
+    with pytest.raises(ConfigError, match=r"model.max_seq_len='20' must be an int >= 1"):
+        ppo(model={"use_lstm": True, "max_seq_len": "20"})
+    with pytest.raises(ConfigError, match=r"model.use_lstm='yes' must be true or false"):
+        ppo(model={"use_lstm": "yes"})
+    with pytest.raises(ConfigError, match="wrap the built-in network, not model.custom_model"):
+        ppo(model={"use_lstm": True, "custom_model": _TinyGRU})
+    dqn = get_algorithm("dqn")
+    with pytest.raises(ConfigError, match="DQNPolicy does not train policies with memory"):
+        WorkerSet(dqn.config_cls(env=ENV, model={"use_lstm": True}), dqn.policy_cls)
+
+
+class _TinyGRU(nn.Module):
+    """A recurrent custom model (rlflow.models.recurrent's interface)."""
+
+    def __init__(self, obs_space: Any, action_space: Any, num_outputs: int, config: Any) -> None:
+        super().__init__()
+        self.gru = nn.GRU(int(np.prod(obs_space.shape)), 8, batch_first=True)
+        self.head = nn.Linear(8, num_outputs + 1)
+
+    def initial_state(self, batch_size: int) -> list[torch.Tensor]:
+        return [torch.zeros(batch_size, 8)]
+
+    def forward(self, obs: Any, state: Any, prev_actions: Any = None, prev_rewards: Any = None):  # type: ignore[no-untyped-def]
+        out, h = self.gru(obs.float(), state[0][None].contiguous())
+        head = self.head(out)
+        return head[..., :-1], head[..., -1], [h[0]]
+
+
+def test_a_recurrent_custom_model_trains_and_acts_with_state() -> None:
+    with Trainer(
+        "ppo",
+        backend="local",
+        env=ENV,
+        num_workers=0,
+        seed=1,
+        model={"custom_model": _TinyGRU, "max_seq_len": 5},
+        train_batch_size=64,
+        rollout_fragment_length=64,
+        sgd_minibatch_size=32,
+        num_sgd_iter=2,
+        min_time_s_per_iteration=0.0,
+    ) as trainer:
+        result = trainer.train()
+        policy = trainer.workers.local_worker().get_policy()
+        assert policy.recurrent and result["info"]["learner"]["default_policy"]["num_steps"] == 4
+        # Acting with state: the trainer's actions and states are the model's, step by step.
+        state = trainer.get_initial_state()
+        assert [s.shape for s in state] == [(8,)]
+        obs = np.array([0.01, -0.02], np.float32)
+        expected_state = [torch.zeros(1, 8)]
+        for _ in range(3):
+            action, state = trainer.compute_single_action(obs, state=state)
+            with torch.no_grad():
+                logits, _, expected_state = policy.model(
+                    torch.from_numpy(obs)[None, None], expected_state
+                )
+            assert action == int(logits[0, 0].argmax())
+            np.testing.assert_allclose(state[0], expected_state[0][0].numpy(), atol=1e-6)
+        with pytest.raises(ConfigError, match="has no memory"):
+            Trainer("ppo", backend="local", env=ENV).compute_single_action(obs, state=state)
+
+
+def test_learners_with_memory_update_as_one_learner(local_backend: None) -> None:
+    config = _ppo(rollout_fragment_length=40)
+    spec = get_algorithm("ppo")
+    sampler = WorkerSet(config, spec.policy_cls)
+    batch = sampler.local_worker().sample()
+    sampler.stop()
+    weights = []
+    for learners in (0, 2):
+        workers = WorkerSet(config.replace(num_learners=learners), spec.policy_cls)
+        try:
+            workers.learner().learn_on_batch(batch, num_sgd_iter=2, sgd_minibatch_size=40)
+            weights.append(workers.local_worker().get_policy().get_weights())
+        finally:
+            workers.stop()
+    for name in weights[0]:
+        np.testing.assert_allclose(weights[1][name], weights[0][name], rtol=1e-5, atol=2e-6)
+
+
+def test_a_checkpoint_keeps_each_env_s_memory_and_continues_identically(tmp_path: Any) -> None:
+    fields = {
+        "backend": "local",
+        "env": ENV,
+        "num_workers": 1,
+        "seed": 2,
+        "num_envs_per_worker": 2,
+        "model": {"use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 6, "hidden": [8]},
+        "train_batch_size": 60,
+        "rollout_fragment_length": 30,
+        "sgd_minibatch_size": 30,
+        "num_sgd_iter": 2,
+        "min_time_s_per_iteration": 0.0,
+    }
+    with Trainer("ppo", **fields) as trainer:
+        trainer.train()
+        checkpoint = trainer.save(tmp_path / "ckpt")
+        expected = [trainer.train(), trainer.train()]
+    with Trainer.restore(checkpoint, backend="local") as restored:
+        got = [restored.train(), restored.train()]
+    for a, b in zip(expected, got, strict=True):
+        assert b["info"]["learner"] == a["info"]["learner"]  # the same batches, to the bit
+        assert b["episode_return_mean"] == a["episode_return_mean"]
+
+
+def test_multi_agent_runs_refuse_policies_with_memory() -> None:
+    from rlflow.config import PolicySpec
+    from rlflow.envs.ma_envs import MultiAgentCartPole
+
+    ppo = get_algorithm("ppo")
+    config = ppo.config_cls(
+        env=MultiAgentCartPole,
+        num_workers=0,
+        model={"use_lstm": True},
+        policies={"a": PolicySpec(), "b": PolicySpec()},
+        policy_mapping_fn=lambda agent: "a" if str(agent).endswith("0") else "b",
+    )
+    with pytest.raises(ConfigError, match=r"policies \['a', 'b'\] have memory"):
+        WorkerSet(config, ppo.policy_cls).local_worker().sample()
+
+
+def test_exporting_a_policy_with_memory_is_refused_naming_why(tmp_path: Any) -> None:
+    with Trainer("ppo", backend="local", env=ENV, num_workers=0, model={"use_lstm": True}) as t:
+        with pytest.raises(ConfigError, match="a policy with memory .* does not export yet"):
+            t.export_policy(tmp_path / "export")
