@@ -48,6 +48,7 @@ from rlflow.export.loaded import batch_actions, obs_batch, single_action
 from rlflow.flow import LocalIterator, MetricsContext, PlanGraph
 from rlflow.flow.metrics import STAGE_FN_TIME, STAGE_ITEMS, STAGE_WAIT_TIME
 from rlflow.loggers import LoggerSet
+from rlflow.models.recurrent import RecurrentInputs
 from rlflow.ops.keys import NUM_ENV_STEPS_SAMPLED, NUM_ENV_STEPS_TRAINED
 from rlflow.ops.learner_thread import learners_paused
 from rlflow.ops.metrics import episode_stats
@@ -360,15 +361,16 @@ class Trainer:
                 f"Trainer.compute_actions: state= given, but policy {policy_id!r} has no memory "
                 "(model.use_lstm / use_gru)"
             )
-        inputs: dict[str, Any] = {}
-        if policy.recurrent:
-            inputs = {"state": state, "prev_actions": prev_actions, "prev_rewards": prev_rewards}
+        memory = RecurrentInputs(state, prev_actions, prev_rewards) if policy.recurrent else None
         local = self.workers.local_worker()
         with learners_paused(local):
             obs_filter = local.filters.get(policy_id)
             if obs_filter is not None:
                 obs = obs_filter(obs, update=False)
-            actions, extra = policy.compute_actions(obs, explore=explore, **inputs)
+            if memory is None:
+                actions, extra = policy.compute_actions(obs, explore=explore)
+            else:
+                actions, extra = policy.compute_actions(obs, explore=explore, memory=memory)
         actions = batch_actions(policy.action_space, np.asarray(actions))
         if not policy.recurrent:
             return actions

@@ -172,7 +172,7 @@ def test_memory_keys_are_checked_before_anything_starts() -> None:
         ppo(model={"use_lstm": True, "max_seq_len": "20"})
     with pytest.raises(ConfigError, match=r"model.use_lstm='yes' must be true or false"):
         ppo(model={"use_lstm": "yes"})
-    with pytest.raises(ConfigError, match="wrap the built-in network, not model.custom_model"):
+    with pytest.raises(ConfigError, match=r"wrap the built-in network, not model\.custom_model"):
         ppo(model={"use_lstm": True, "custom_model": _TinyGRU})
     dqn = get_algorithm("dqn")
     with pytest.raises(ConfigError, match="DQNPolicy does not train policies with memory"):
@@ -290,6 +290,6 @@ def test_multi_agent_runs_refuse_policies_with_memory() -> None:
 
 
 def test_exporting_a_policy_with_memory_is_refused_naming_why(tmp_path: Any) -> None:
-    with Trainer("ppo", backend="local", env=ENV, num_workers=0, model={"use_lstm": True}) as t:
-        with pytest.raises(ConfigError, match="a policy with memory .* does not export yet"):
-            t.export_policy(tmp_path / "export")
+    trainer = Trainer("ppo", backend="local", env=ENV, num_workers=0, model={"use_lstm": True})
+    with trainer, pytest.raises(ConfigError, match=r"a policy with memory .* does not export yet"):
+        trainer.export_policy(tmp_path / "export")

@@ -25,7 +25,7 @@ a feed-forward model.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -43,6 +43,7 @@ __all__ = [
     "RECURRENT_DEFAULTS",
     "SEQ_START",
     "RecurrentActorCritic",
+    "RecurrentInputs",
     "is_recurrent",
     "sequence_bounds",
     "sequence_outputs",
@@ -65,6 +66,20 @@ RECURRENT_DEFAULTS: dict[str, Any] = {
     "lstm_use_prev_reward": False,
 }
 """The recurrent ``model`` keys and their defaults (RLlib's)."""
+
+
+class RecurrentInputs(NamedTuple):
+    """What a policy with memory acts from, besides the observations (`TorchPolicy.
+    compute_actions` and ``value`` take it as ``memory``), one row per observation."""
+
+    state: Sequence[Any] | None = None
+    """The model's state tensors as arrays, as `TorchPolicy.initial_state` gives them (None:
+    the initial state)."""
+    prev_actions: Any = None
+    """The previous actions ``[B, ...]`` (None: not given; read if the model uses them)."""
+    prev_rewards: Any = None
+    """The previous rewards ``[B]`` (None: not given)."""
+
 
 _POLICY_GAIN = 0.01
 _VALUE_GAIN = 1.0

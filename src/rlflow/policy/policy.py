@@ -71,6 +71,7 @@ from rlflow.models.custom import build_policy_model, export_policy_model
 from rlflow.models.recurrent import (
     RECURRENT_DEFAULTS,
     SEQ_START,
+    RecurrentInputs,
     is_recurrent,
     sequence_bounds,
     sequence_outputs,
@@ -303,9 +304,7 @@ class TorchPolicy(abc.ABC):
         obs: npt.ArrayLike,
         *,
         explore: bool = True,
-        state: Sequence[npt.ArrayLike] | None = None,
-        prev_actions: npt.ArrayLike | None = None,
-        prev_rewards: npt.ArrayLike | None = None,
+        memory: RecurrentInputs | None = None,
     ) -> tuple[Array, dict[str, Array]]:
         """Return actions for a batch of observations ``[B, *obs_shape]``, without gradients.
 
@@ -315,17 +314,17 @@ class TorchPolicy(abc.ABC):
         ``Box`` actions are not clipped to the space; the env side clips. Outputs that are NaN
         or infinite (weights that diverged) are a `NonFiniteError` saying so.
 
-        A recurrent policy (`recurrent`) acts from ``state`` (as :meth:`initial_state` gives,
-        one row per observation; None: the initial state), with the previous actions ``[B,
-        ...]`` and rewards ``[B]`` when its model reads them, and the extra dict also holds the
-        state after the step: ``"state_out_0"``, ``"state_out_1"``... ``[B, ...]``.
+        A recurrent policy (`recurrent`) acts from ``memory``
+        (`rlflow.models.recurrent.RecurrentInputs`: its state as :meth:`initial_state` gives
+        it, one row per observation, and the previous actions and rewards when its model reads
+        them; None: the initial state), and the extra dict also holds the state after the
+        step: ``"state_out_0"``, ``"state_out_1"``... ``[B, ...]``. Policies without memory
+        ignore ``memory``.
         """
         state_out: list[torch.Tensor] = []
         with torch.inference_mode():
             if self.recurrent:
-                dist_inputs, values, state_out = self._recurrent_step(
-                    obs, state, prev_actions, prev_rewards
-                )
+                dist_inputs, values, state_out = self._recurrent_step(obs, memory)
             else:
                 dist_inputs, values = self.model(self.obs_to_tensor(obs))
             dist_inputs, values = dist_inputs.cpu(), values.cpu()
@@ -358,14 +357,11 @@ class TorchPolicy(abc.ABC):
         return [t.cpu().numpy().astype(np.float32) for t in tensors]
 
     def _recurrent_step(
-        self,
-        obs: npt.ArrayLike,
-        state: Sequence[npt.ArrayLike] | None,
-        prev_actions: npt.ArrayLike | None,
-        prev_rewards: npt.ArrayLike | None,
+        self, obs: npt.ArrayLike, memory: RecurrentInputs | None
     ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
         """One step of the recurrent model for a batch: ``(dist_inputs [B, D], value [B],
         state)``."""
+        state, prev_actions, prev_rewards = memory or RecurrentInputs()
         obs_t = self.obs_to_tensor(obs)
         rows = int(obs_t.shape[0])
         arrays = self.initial_state(rows) if state is None else state
@@ -405,20 +401,12 @@ class TorchPolicy(abc.ABC):
             "rewards' scale"
         )
 
-    def value(
-        self,
-        obs: npt.ArrayLike,
-        *,
-        state: Sequence[npt.ArrayLike] | None = None,
-        prev_actions: npt.ArrayLike | None = None,
-        prev_rewards: npt.ArrayLike | None = None,
-    ) -> Array:
+    def value(self, obs: npt.ArrayLike, *, memory: RecurrentInputs | None = None) -> Array:
         """Return the value estimates ``[B]`` for a batch of observations, without gradients
-        (a recurrent policy: from ``state`` and the previous actions and rewards, as in
-        `compute_actions`)."""
+        (a recurrent policy: from ``memory``, as in `compute_actions`)."""
         with torch.inference_mode():
             if self.recurrent:
-                _, values, _ = self._recurrent_step(obs, state, prev_actions, prev_rewards)
+                _, values, _ = self._recurrent_step(obs, memory)
             else:
                 values = self.model.value(self.obs_to_tensor(obs))  # type: ignore[operator]
         return values.cpu().numpy()

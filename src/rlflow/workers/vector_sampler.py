@@ -49,7 +49,13 @@ from rlflow.envs.validation import env_location
 from rlflow.envs.vector import EpisodeStat, VectorEnv
 from rlflow.errors import ConfigError, NonFiniteError
 from rlflow.filters import MeanStdFilter
-from rlflow.models.recurrent import PREV_ACTIONS, PREV_REWARDS, SEQ_START, state_in_key
+from rlflow.models.recurrent import (
+    PREV_ACTIONS,
+    PREV_REWARDS,
+    SEQ_START,
+    RecurrentInputs,
+    state_in_key,
+)
 from rlflow.policy import TorchPolicy
 from rlflow.workers.sampler import Sampler, SamplerSpec
 
@@ -154,13 +160,9 @@ class _Memory:
         self.prev_actions: Array = np.zeros((num_envs, *(space.shape or ())), dtype=dtype)
         self.prev_rewards: Array = np.zeros(num_envs, dtype=np.float32)
 
-    def inputs(self) -> dict[str, Any]:
-        """The recurrent keyword arguments of `TorchPolicy.compute_actions` / ``value``."""
-        return {
-            "state": self.state,
-            "prev_actions": self.prev_actions,
-            "prev_rewards": self.prev_rewards,
-        }
+    def inputs(self) -> RecurrentInputs:
+        """The ``memory`` of `TorchPolicy.compute_actions` / ``value`` now."""
+        return RecurrentInputs(self.state, self.prev_actions, self.prev_rewards)
 
     def advance(self, extra: dict[str, Array], actions: Array, rewards: Array) -> None:
         """Take the step's new state (``state_out_k`` of ``extra``), actions and rewards."""
@@ -330,8 +332,12 @@ class VectorSampler(Sampler):
         venv, obs = self.venv, self._obs
         assert venv is not None and obs is not None
         memory = self._memory
-        inputs = {} if memory is None else memory.inputs()
-        actions, extra = self.policy.compute_actions(obs, explore=self.spec.explore, **inputs)
+        if memory is None:  # policies without memory may not take the argument
+            actions, extra = self.policy.compute_actions(obs, explore=self.spec.explore)
+        else:
+            actions, extra = self.policy.compute_actions(
+                obs, explore=self.spec.explore, memory=memory.inputs()
+            )
         buf = self._buffers
         if record and (buf is None or buf.length != self._length):
             buf = self._buffers = self._allocate(obs, actions, extra)
@@ -502,18 +508,21 @@ class VectorSampler(Sampler):
         if not policy.use_critic:
             return
         memory = self._memory
-        buf.boot_values[-1] = policy.value(last_obs, **({} if memory is None else memory.inputs()))
+        if memory is None:
+            buf.boot_values[-1] = policy.value(last_obs)
+        else:
+            buf.boot_values[-1] = policy.value(last_obs, memory=memory.inputs())
         if truncated:
-            inputs: dict[str, Any] = {}
+            inputs = None
             if memory is not None:
-                rows = [after for _, _, _, after in truncated]
-                assert all(row is not None for row in rows)
-                inputs = {
-                    "state": [np.stack(parts) for parts in zip(*(r[0] for r in rows), strict=True)],  # type: ignore[index]
-                    "prev_actions": np.stack([r[1] for r in rows]),  # type: ignore[index]
-                    "prev_rewards": np.array([r[2] for r in rows], dtype=np.float32),  # type: ignore[index]
-                }
-            values = policy.value(np.stack([ob for _, _, ob, _ in truncated]), **inputs)
+                rows = [after for _, _, _, after in truncated if after is not None]
+                inputs = RecurrentInputs(
+                    [np.stack(parts) for parts in zip(*(r[0] for r in rows), strict=True)],
+                    np.stack([r[1] for r in rows]),
+                    np.array([r[2] for r in rows], dtype=np.float32),
+                )
+            last = np.stack([ob for _, _, ob, _ in truncated])
+            values = policy.value(last) if inputs is None else policy.value(last, memory=inputs)
             for (t, i, _, _), v in zip(truncated, values, strict=True):
                 buf.boot_values[t, i] = v
 

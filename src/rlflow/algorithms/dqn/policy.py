@@ -54,6 +54,7 @@ from rlflow.data.sample_batch import (
 )
 from rlflow.errors import ConfigError
 from rlflow.models.actors import ActorExport
+from rlflow.models.recurrent import RecurrentInputs
 from rlflow.ops.keys import TD_ERROR
 from rlflow.policy.policy import TorchPolicy
 from rlflow.replay import BATCH_INDEXES, DISCOUNTS, WEIGHTS, n_step_transitions
@@ -172,7 +173,7 @@ class DQNPolicy(TorchPolicy):
         return self.initial_epsilon + frac * (self.final_epsilon - self.initial_epsilon)
 
     def compute_actions(
-        self, obs: npt.ArrayLike, *, explore: bool = True
+        self, obs: npt.ArrayLike, *, explore: bool = True, memory: RecurrentInputs | None = None
     ) -> tuple[Array, dict[str, Array]]:
         """Epsilon-greedy actions (greedy with ``explore=False``) for a batch of observations.
 
@@ -198,7 +199,7 @@ class DQNPolicy(TorchPolicy):
         }
         return actions.numpy(), extra
 
-    def value(self, obs: npt.ArrayLike) -> Array:
+    def value(self, obs: npt.ArrayLike, *, memory: RecurrentInputs | None = None) -> Array:
         """Return max_a Q(s, a) ``[B]``, without gradients."""
         with torch.no_grad():
             q: torch.Tensor = self.q_model(self.obs_to_tensor(obs))

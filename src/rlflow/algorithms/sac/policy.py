@@ -34,6 +34,7 @@ from rlflow.algorithms.twin_q.policy import TwinQPolicy
 from rlflow.config import AlgorithmConfig
 from rlflow.data.sample_batch import ACTION_DIST_INPUTS, LOGP, VF_PREDS, SampleBatch
 from rlflow.models.actors import ActorExport
+from rlflow.models.recurrent import RecurrentInputs
 from rlflow.replay import replay_transitions
 
 __all__ = ["SACPolicy", "squashed_logp"]
@@ -114,7 +115,7 @@ class SACPolicy(TwinQPolicy):
         return torch.tanh(x), squashed_logp(x, mean, log_std), out
 
     def compute_actions(
-        self, obs: npt.ArrayLike, *, explore: bool = True
+        self, obs: npt.ArrayLike, *, explore: bool = True, memory: RecurrentInputs | None = None
     ) -> tuple[Array, dict[str, Array]]:
         """Squashed Gaussian actions in the Box (the mean's with ``explore=False``).
 

@@ -29,6 +29,7 @@ from rlflow.algorithms.twin_q.policy import TwinQPolicy
 from rlflow.config import AlgorithmConfig
 from rlflow.data.sample_batch import ACTION_DIST_INPUTS, LOGP, VF_PREDS, SampleBatch
 from rlflow.models.actors import ActorExport
+from rlflow.models.recurrent import RecurrentInputs
 from rlflow.replay import replay_transitions
 
 __all__ = ["TD3Policy"]
@@ -66,7 +67,7 @@ class TD3Policy(TwinQPolicy):
         return torch.tanh(actor(obs))
 
     def compute_actions(
-        self, obs: npt.ArrayLike, *, explore: bool = True
+        self, obs: npt.ArrayLike, *, explore: bool = True, memory: RecurrentInputs | None = None
     ) -> tuple[Array, dict[str, Array]]:
         """``mu(s)`` plus Gaussian noise, clipped to the Box (``mu(s)`` with ``explore=False``).
 

@@ -53,6 +53,7 @@ from rlflow.data.sample_batch import (
 )
 from rlflow.errors import ConfigError
 from rlflow.models import MLP
+from rlflow.models.recurrent import RecurrentInputs
 from rlflow.policy.adam import Adam
 from rlflow.policy.policy import TorchPolicy
 from rlflow.policy.spaces import check_policy_spaces
@@ -248,7 +249,7 @@ class TwinQPolicy(TorchPolicy):
         values = [self.critic_detached(i, obs, unit) for i in range(len(self.net.critics))]
         return torch.stack(values).min(dim=0).values
 
-    def value(self, obs: npt.ArrayLike) -> Array:
+    def value(self, obs: npt.ArrayLike, *, memory: RecurrentInputs | None = None) -> Array:
         """``min_i Q_i(s, greedy action)`` ``[B]``, without gradients."""
         flat = self.flat_obs(self.obs_to_tensor(obs))
         with torch.no_grad():
