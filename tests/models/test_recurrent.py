@@ -293,3 +293,44 @@ def test_exporting_a_policy_with_memory_is_refused_naming_why(tmp_path: Any) -> 
     trainer = Trainer("ppo", backend="local", env=ENV, num_workers=0, model={"use_lstm": True})
     with trainer, pytest.raises(ConfigError, match=r"a policy with memory .* does not export yet"):
         trainer.export_policy(tmp_path / "export")
+
+
+@pytest.mark.parametrize("algo", ["impala", "appo"])
+def test_v_trace_sequences_with_bootstrap_rows_replay_what_was_sampled(
+    local_backend: None, algo: str
+) -> None:
+    from rlflow.data.sample_batch import ACTIONS, BOOTSTRAP, REWARDS
+
+    spec = get_algorithm(algo)
+    model = {
+        "use_lstm": True,
+        "lstm_cell_size": 16,
+        "max_seq_len": 7,
+        "hidden": [8],
+        "lstm_use_prev_action": True,
+        "lstm_use_prev_reward": True,
+    }
+    config = spec.config_cls(
+        env=ENV,
+        num_workers=1,
+        seed=0,
+        num_envs_per_worker=3,
+        rollout_fragment_length=30,
+        model=model,
+    )
+    workers = WorkerSet(config, spec.policy_cls)
+    try:
+        policy = workers.local_worker().get_policy()
+        batch = workers.local_worker().sample()
+        with torch.no_grad():
+            dist, value = policy.model_outputs(policy.batch_to_tensors(batch))
+        stats = policy.learn_on_batch(batch)
+    finally:
+        workers.stop()
+    steps = ~batch[BOOTSTRAP]
+    np.testing.assert_allclose(dist.numpy()[steps], batch[ACTION_DIST_INPUTS][steps], atol=1e-6)
+    np.testing.assert_allclose(value.numpy()[steps], batch[VF_PREDS][steps], atol=1e-6)
+    ends = np.flatnonzero(batch[BOOTSTRAP])  # each bootstrap row: the last step's inputs next
+    np.testing.assert_array_equal(batch[PREV_ACTIONS][ends], batch[ACTIONS][ends - 1])
+    np.testing.assert_array_equal(batch[PREV_REWARDS][ends], batch[REWARDS][ends - 1])
+    assert not batch[SEQ_START][ends].any() and np.isfinite(stats["total_loss"])

@@ -25,7 +25,16 @@ import numpy as np
 import numpy.typing as npt
 
 from rlflow.checks import check_int
-from rlflow.data.sample_batch import AGENT_INDEX, BOOTSTRAP, ENV_ID, EPS_ID, OBS, SampleBatch
+from rlflow.data.sample_batch import (
+    ACTIONS,
+    AGENT_INDEX,
+    BOOTSTRAP,
+    ENV_ID,
+    EPS_ID,
+    OBS,
+    REWARDS,
+    SampleBatch,
+)
 from rlflow.errors import ConfigError
 
 __all__ = ["SequenceLayout", "add_bootstrap_row", "sequence_slices"]
@@ -35,12 +44,18 @@ Array = npt.NDArray[Any]
 _IDENTITY = (EPS_ID, AGENT_INDEX, ENV_ID)
 """Columns whose value a bootstrap row copies from its sequence's last step."""
 
+_PREVIOUS = {"prev_actions": ACTIONS, "prev_rewards": REWARDS}
+"""A policy with memory (`rlflow.models.recurrent`) reads the action and reward before each
+row: a bootstrap row's are its sequence's last step's."""
+
 
 def add_bootstrap_row(batch: SampleBatch, obs: npt.ArrayLike) -> SampleBatch:
     """``batch`` (one sequence, time-ordered) with its bootstrap row appended.
 
     The new row's `OBS` is ``obs`` (one observation, the one after the last step); its
-    `EPS_ID`, `AGENT_INDEX` and `ENV_ID` are the sequence's; every other column is zero; the
+    `EPS_ID`, `AGENT_INDEX` and `ENV_ID` are the sequence's, its ``prev_actions`` and
+    ``prev_rewards`` (a policy with memory) the last step's action and reward; every other
+    column is zero; the
     `BOOTSTRAP` column is added (False on every step, True on the new row).
 
     >>> from rlflow.data.sample_batch import REWARDS
@@ -60,6 +75,9 @@ def add_bootstrap_row(batch: SampleBatch, obs: npt.ArrayLike) -> SampleBatch:
     for name in _IDENTITY:
         if name in columns and n:
             columns[name][n] = columns[name][n - 1]
+    for prev, last in _PREVIOUS.items():  # a recurrent model's inputs on the next observation
+        if prev in columns and last in columns and n:
+            columns[prev][n] = columns[last][n - 1]
     flags = np.zeros(n + 1, dtype=bool)
     flags[n] = True
     columns[BOOTSTRAP] = flags

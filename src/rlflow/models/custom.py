@@ -22,7 +22,7 @@ the actor-critic policies (PG, A2C, A3C, PPO, IMPALA, APPO) call::
 - ``model_config``: the run's ``model`` dict; the options are
   ``model_config["custom_model_config"]`` (``{}`` when not given).
 
-A custom model with memory (PG, A2C, A3C and PPO) has ``initial_state(batch_size)`` and
+A custom model with memory (PG, A2C, A3C, PPO, IMPALA, APPO) has ``initial_state(batch_size)`` and
 ``forward(obs [B, T, ...], state, prev_actions, prev_rewards) -> (dist_inputs [B, T,
 num_outputs], value [B, T], state)`` instead of ``value`` (`rlflow.models.recurrent`); learning
 cuts episodes into sequences of at most ``model_config["max_seq_len"]`` steps.

@@ -237,7 +237,7 @@ class TorchPolicy(abc.ABC):
     def _no_memory_message(self, what: str) -> str:
         return (
             f"{what}: {type(self).__name__} does not train policies with memory (yet); "
-            "recurrent models fit PG, A2C and PPO (rlflow.models.recurrent)"
+            "recurrent models fit PG, A2C, A3C, PPO, IMPALA and APPO (rlflow.models.recurrent)"
         )
 
     @property
@@ -375,14 +375,16 @@ class TorchPolicy(abc.ABC):
         return dist_inputs[:, 0], values[:, 0], list(new_state)
 
     def model_outputs(
-        self, tensors: Mapping[str, torch.Tensor]
+        self, tensors: Mapping[str, torch.Tensor], model: nn.Module | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(dist_inputs [N, D], value [N])`` of the model for the ``N`` rows of a batch's
-        tensors (what a loss reads): ``model(obs)``, or for a recurrent model its outputs over
-        the batch's sequences, padding dropped (`rlflow.models.recurrent.sequence_outputs`)."""
+        """``(dist_inputs [N, D], value [N])`` of the model (or ``model``, one of the same
+        shape: a target network) for the ``N`` rows of a batch's tensors (what a loss reads):
+        ``model(obs)``, or for a recurrent model its outputs over the batch's sequences,
+        padding dropped (`rlflow.models.recurrent.sequence_outputs`)."""
+        model = self.model if model is None else model
         if self.recurrent:
-            return sequence_outputs(self.model, tensors)
-        dist_inputs, values = self.model(tensors[OBS])
+            return sequence_outputs(model, tensors)
+        dist_inputs, values = model(tensors[OBS])
         return dist_inputs, values
 
     def _nonfinite_outputs_message(self, obs: npt.ArrayLike) -> str:

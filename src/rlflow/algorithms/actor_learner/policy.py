@@ -94,6 +94,7 @@ class VTracePolicyBase(TorchPolicy):
     (`rlflow.data.sequences`)."""
 
     supports_custom_model: ClassVar[bool] = True
+    supports_recurrent: ClassVar[bool] = True
 
     def postprocess_trajectory(self, batch: SampleBatch, *, last_value: float) -> SampleBatch:
         """Return the sequence unchanged (V-trace is computed by the learner): the samplers

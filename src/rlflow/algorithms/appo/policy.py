@@ -25,7 +25,7 @@ import torch
 from rlflow.algorithms.actor_learner.policy import VTracePolicyBase
 from rlflow.algorithms.appo.config import APPOConfig
 from rlflow.config import AlgorithmConfig
-from rlflow.data.sample_batch import ACTION_DIST_INPUTS, ACTIONS, LOGP, OBS
+from rlflow.data.sample_batch import ACTION_DIST_INPUTS, ACTIONS, LOGP
 from rlflow.policy.entropy_schedule import EntropyCoeffSchedule
 
 __all__ = ["APPOPolicy"]
@@ -73,12 +73,12 @@ class APPOPolicy(EntropyCoeffSchedule, VTracePolicyBase):
     def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
         """Return the APPO loss on a (mini)batch of sequences and its parts as stats (tensors:
         `TorchPolicy` copies them to the host once per step)."""
-        obs, actions = batch_tensors[OBS], batch_tensors[ACTIONS]
-        dist_inputs, values = self.model(obs)
+        actions = batch_tensors[ACTIONS]
+        dist_inputs, values = self.model_outputs(batch_tensors)
         dist = self.dist_class(dist_inputs)
         logp = dist.logp(actions)
         with torch.no_grad():
-            target_inputs, _ = self.target_model(obs)
+            target_inputs, _ = self.model_outputs(batch_tensors, self.target_model)
             target_logp = self.dist_class(target_inputs).logp(actions)
         vt = self.compute_vtrace(batch_tensors, target_logp, values)
         behaviour_logp = batch_tensors[LOGP]

@@ -23,7 +23,7 @@ import torch
 from rlflow.algorithms.actor_learner.policy import VTracePolicyBase
 from rlflow.algorithms.impala.config import IMPALAConfig
 from rlflow.config import AlgorithmConfig
-from rlflow.data.sample_batch import ACTIONS, OBS
+from rlflow.data.sample_batch import ACTIONS
 from rlflow.policy.entropy_schedule import EntropyCoeffSchedule
 
 __all__ = ["VTracePolicy"]
@@ -60,7 +60,7 @@ class VTracePolicy(EntropyCoeffSchedule, VTracePolicyBase):
     def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
         """Return the IMPALA loss on a (mini)batch of sequences and its parts as stats (tensors:
         `TorchPolicy` copies them to the host once per step)."""
-        dist_inputs, values = self.model(batch_tensors[OBS])
+        dist_inputs, values = self.model_outputs(batch_tensors)
         dist = self.dist_class(dist_inputs)
         logp = dist.logp(batch_tensors[ACTIONS])
         vt = self.compute_vtrace(batch_tensors, logp, values)
