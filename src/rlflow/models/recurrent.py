@@ -192,7 +192,10 @@ class RecurrentActorCritic(nn.Module):
     def _cell_step(self, x: torch.Tensor, state: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """One step of the cell with its own weights (``torch.lstm_cell`` / ``gru_cell``)."""
         cell = self.cell
-        weights = (cell.weight_ih_l0, cell.weight_hh_l0, cell.bias_ih_l0, cell.bias_hh_l0)
+        weights: list[torch.Tensor] = [
+            getattr(cell, name)
+            for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
+        ]
         if self.cell_type == "lstm":
             h, c = torch.lstm_cell(x, (state[0], state[1]), *weights)
             return [h, c]
