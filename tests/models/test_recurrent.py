@@ -289,10 +289,43 @@ def test_multi_agent_runs_refuse_policies_with_memory() -> None:
         WorkerSet(config, ppo.policy_cls).local_worker().sample()
 
 
-def test_exporting_a_policy_with_memory_is_refused_naming_why(tmp_path: Any) -> None:
-    trainer = Trainer("ppo", backend="local", env=ENV, num_workers=0, model={"use_lstm": True})
-    with trainer, pytest.raises(ConfigError, match=r"a policy with memory .* does not export yet"):
-        trainer.export_policy(tmp_path / "export")
+@pytest.mark.parametrize(
+    "extra", [{}, {"use_gru": True, "use_lstm": False, "lstm_use_prev_action": True}]
+)
+def test_an_exported_policy_with_memory_acts_as_the_trainer(tmp_path: Any, extra: Any) -> None:
+    import rlflow
+
+    model = {"use_lstm": True, "lstm_cell_size": 8, "hidden": [8], **extra}
+    fields = {"env": ENV, "num_workers": 0, "seed": 4, "model": model}
+    with Trainer("ppo", backend="local", min_time_s_per_iteration=0.0, **fields) as trainer:
+        trainer.train()
+        path = trainer.export_policy(tmp_path / "export")
+        loaded = rlflow.load_policy(path)
+        assert loaded.recurrent
+        env = gym.make(ENV)
+        obs, _ = env.reset(seed=0)
+        state, mine = trainer.get_initial_state(), loaded.get_initial_state()
+        prev = 0
+        for _ in range(60):  # greedy actions and states, step by step, through episode ends
+            action, state = trainer.compute_single_action(obs, state=state, prev_action=prev)
+            got, mine = loaded.compute_single_action(obs, state=mine, prev_action=prev)
+            assert got == action
+            for a, b in zip(state, mine, strict=True):
+                np.testing.assert_allclose(b, a, atol=1e-6)
+            obs, _, terminated, truncated, _ = env.step(action)
+            prev = action
+            if terminated or truncated:
+                obs, _ = env.reset()
+                state, mine, prev = trainer.get_initial_state(), loaded.get_initial_state(), 0
+    _, start = loaded.compute_actions(obs[None], prev_actions=[0])  # from the initial state
+    assert [s.shape for s in start] == [(1, 8)] * len(mine)
+    with pytest.raises(ConfigError, match="acts from its state"):  # stateless: refused
+        loaded.actor.act(torch.from_numpy(obs[None]), explore=False, generator=loaded.generator)
+    custom = Trainer(
+        "ppo", backend="local", env=ENV, num_workers=0, model={"custom_model": _TinyGRU}
+    )
+    with custom, pytest.raises(ConfigError, match="a recurrent custom model does not export yet"):
+        custom.export_policy(tmp_path / "custom")
 
 
 @pytest.mark.parametrize("algo", ["impala", "appo"])

@@ -10,6 +10,7 @@ Observations are given raw, as the env returns them: an export of a run with
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from rlflow.export.files import read_export
 from rlflow.export.spaces import space_from_json
 from rlflow.filters import filter_from_json
 from rlflow.models.actors import ExportableActor, actor_class
+from rlflow.models.recurrent import RecurrentInputs
 
 __all__ = ["LoadedPolicy", "batch_actions", "load_policy", "obs_batch"]
 
@@ -80,6 +82,17 @@ class LoadedPolicy:
         self.generator = torch.Generator()
         """The RNG of exploring actions (reseed it with :meth:`seed`)."""
         self.seed(seed)
+        self.recurrent = callable(getattr(self.actor, "act_with_state", None))
+        """Whether the policy has memory: it acts from a state (`get_initial_state`) and
+        returns the next one."""
+
+    def get_initial_state(self) -> list[Array]:
+        """A policy with memory's state at an episode's start, for one observation (``[]``
+        without memory)."""
+        if not self.recurrent:
+            return []
+        with torch.inference_mode():
+            return [s[0].numpy() for s in self.actor.initial_state(1)]  # type: ignore[operator]
 
     @property
     def algorithm(self) -> str:
@@ -93,24 +106,71 @@ class LoadedPolicy:
         else:
             self.generator.manual_seed(int(seed))
 
-    def compute_actions(self, obs_batch_: npt.ArrayLike, *, explore: bool = False) -> Array:
+    def compute_actions(
+        self,
+        obs_batch_: npt.ArrayLike,
+        *,
+        explore: bool = False,
+        state: Sequence[npt.ArrayLike] | None = None,
+        prev_actions: npt.ArrayLike | None = None,
+        prev_rewards: npt.ArrayLike | None = None,
+    ) -> Any:
         """Actions ``[B, ...]`` for raw observations ``[B, *obs_shape]`` (filtered first by
         :attr:`obs_filter`, if any): greedy (the distribution's mode, argmax Q), or with
-        ``explore`` drawn with :attr:`generator`."""
+        ``explore`` drawn with :attr:`generator`. A policy with memory (:attr:`recurrent`)
+        acts from ``state`` (None: the initial state), with the previous actions and rewards
+        when its model reads them, and returns ``(actions, state_out)``."""
         explore = check_bool(explore, "LoadedPolicy.compute_actions: explore")
         obs = obs_batch(self.observation_space, obs_batch_, "LoadedPolicy.compute_actions")
         if self.obs_filter is not None:
             obs = self.obs_filter(obs)
+        if not self.recurrent:
+            if state is not None:
+                raise ConfigError(
+                    "LoadedPolicy.compute_actions: state= given to a policy without memory"
+                )
+            with torch.inference_mode():
+                actions = self.actor.act(
+                    torch.from_numpy(obs), explore=explore, generator=self.generator
+                )
+            return batch_actions(self.action_space, actions.numpy())
+        memory = RecurrentInputs(
+            None if state is None else [torch.as_tensor(np.asarray(s, np.float32)) for s in state],
+            None if prev_actions is None else torch.as_tensor(np.asarray(prev_actions)),
+            None if prev_rewards is None else torch.as_tensor(np.asarray(prev_rewards, np.float32)),
+        )
         with torch.inference_mode():
-            actions = self.actor.act(
-                torch.from_numpy(obs), explore=explore, generator=self.generator
+            actions, new_state = self.actor.act_with_state(  # type: ignore[operator]
+                torch.from_numpy(obs), memory, explore=explore, generator=self.generator
             )
-        return batch_actions(self.action_space, actions.numpy())
+        return batch_actions(self.action_space, actions.numpy()), [s.numpy() for s in new_state]
 
-    def compute_single_action(self, obs: npt.ArrayLike, *, explore: bool = False) -> Any:
-        """The action for one observation (an ``int`` for a Discrete action space)."""
+    def compute_single_action(
+        self,
+        obs: npt.ArrayLike,
+        *,
+        explore: bool = False,
+        state: Sequence[npt.ArrayLike] | None = None,
+        prev_action: Any = None,
+        prev_reward: float | None = None,
+    ) -> Any:
+        """The action for one observation (an ``int`` for a Discrete action space); a policy
+        with memory returns ``(action, state_out)`` from ``state`` (None: the initial one)."""
         batch = np.expand_dims(np.asarray(obs), 0)
-        return single_action(self.action_space, self.compute_actions(batch, explore=explore))
+        if not self.recurrent:
+            if state is not None:
+                raise ConfigError(
+                    "LoadedPolicy.compute_single_action: state= given to a policy without memory"
+                )
+            return single_action(self.action_space, self.compute_actions(batch, explore=explore))
+        actions, state_out = self.compute_actions(
+            batch,
+            explore=explore,
+            state=None if state is None else [np.asarray(s)[None] for s in state],
+            prev_actions=None if prev_action is None else np.asarray(prev_action)[None],
+            prev_rewards=None if prev_reward is None else np.asarray([prev_reward], np.float32),
+        )
+        return single_action(self.action_space, actions), [s[0] for s in state_out]
 
     def __repr__(self) -> str:
         return (

@@ -49,7 +49,7 @@ from rlflow.errors import ConfigError
 from rlflow.models.actors import ActorCriticActor, ActorExport, ExportableActor
 from rlflow.models.distributions import ActionDistribution, dist_class_for
 from rlflow.models.nets import ActorCritic, build_model
-from rlflow.models.recurrent import RecurrentActorCritic, is_recurrent
+from rlflow.models.recurrent import RecurrentActor, RecurrentActorCritic, is_recurrent
 
 __all__ = [
     "CUSTOM_MODEL",
@@ -289,11 +289,13 @@ def export_policy_model(
     """The export of a network :func:`build_policy_model` made: `ActorCriticActor` for the
     built-in one, :class:`CustomModelActor` for a custom one (`ConfigError` when its class is
     not importable by name)."""
+    if type(model) is RecurrentActorCritic:
+        return RecurrentActor.export_of(model)
     if is_recurrent(model):
         raise ConfigError(
-            f"cannot export {type(model).__name__}: a policy with memory (model.use_lstm / "
-            "use_gru or a recurrent custom model) does not export yet; exported actors are "
-            "stateless. Act with Trainer.compute_single_action(obs, state=...) instead"
+            f"cannot export {type(model).__name__}: a recurrent custom model does not export "
+            "yet (the built-in use_lstm / use_gru network does). Act with "
+            "Trainer.compute_single_action(obs, state=...) instead"
         )
     if model_config.get("custom_model") is not None:
         return CustomModelActor.export_of(model, model_config)

@@ -34,7 +34,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from rlflow.errors import ConfigError
-from rlflow.models.distributions import DiagGaussian, dist_class_for
+from rlflow.models.actors import ActorExport, ExportableActor
+from rlflow.models.distributions import ActionDistribution, DiagGaussian, dist_class_for
 from rlflow.models.nets import MLP, NatureCNN, layer_init
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "PREV_REWARDS",
     "RECURRENT_DEFAULTS",
     "SEQ_START",
+    "RecurrentActor",
     "RecurrentActorCritic",
     "RecurrentInputs",
     "is_recurrent",
@@ -162,6 +164,15 @@ class RecurrentActorCritic(nn.Module):
         self.pi = layer_init(nn.Linear(self.cell_size, head_dim), _POLICY_GAIN)
         self.vf = layer_init(nn.Linear(self.cell_size, 1), _VALUE_GAIN)
         self.log_std = nn.Parameter(torch.zeros(head_dim)) if gaussian else None
+        self.options: dict[str, Any] = {
+            "hidden": [int(h) for h in hidden],
+            "activation": activation,
+            "cell": cell,
+            "cell_size": self.cell_size,
+            "use_prev_action": use_prev_action,
+            "use_prev_reward": use_prev_reward,
+        }
+        """The constructor's keyword options, JSON-able (what an export records)."""
 
     def initial_state(self, batch_size: int) -> list[torch.Tensor]:
         """Zeros: ``[h, c]`` (LSTM) or ``[h]`` (GRU), each ``[batch_size, cell_size]``."""
@@ -216,11 +227,17 @@ class RecurrentActorCritic(nn.Module):
         parts = [x]
         if self.use_prev_action:
             if prev_actions is None:
-                raise ConfigError("RecurrentActorCritic: lstm_use_prev_action needs prev_actions")
+                raise ConfigError(
+                    "RecurrentActorCritic: model.lstm_use_prev_action needs the previous actions "
+                    "(compute_single_action(..., prev_action=...); 0 at an episode's start)"
+                )
             parts.append(self._prev_action_features(prev_actions, (b, t)))
         if self.use_prev_reward:
             if prev_rewards is None:
-                raise ConfigError("RecurrentActorCritic: lstm_use_prev_reward needs prev_rewards")
+                raise ConfigError(
+                    "RecurrentActorCritic: model.lstm_use_prev_reward needs the previous rewards "
+                    "(compute_single_action(..., prev_reward=...); 0 at an episode's start)"
+                )
             parts.append(prev_rewards.reshape(b, t, 1).float())
         x = torch.cat(parts, dim=-1) if len(parts) > 1 else x
         if t == 1:  # one step (acting): the fused cell, 3x faster than the layer on CPU
@@ -237,6 +254,56 @@ class RecurrentActorCritic(nn.Module):
         if self.log_std is not None:
             logits = torch.cat([logits, self.log_std.expand_as(logits)], dim=-1)
         return logits, self.vf(out).squeeze(-1), new_state
+
+
+class RecurrentActor(RecurrentActorCritic, ExportableActor):
+    """The `RecurrentActorCritic` of a policy with memory, exported (`rlflow.load_policy`):
+    it acts one step at a time from its state (:meth:`act_with_state`); same options and
+    parameter names as the policy's model, so its weights load as they are."""
+
+    def __init__(
+        self, observation_space: gym.Space[Any], action_space: gym.Space[Any], **options: Any
+    ) -> None:
+        """Build the network as `RecurrentActorCritic` does (weights are loaded afterwards)."""
+        options["hidden"] = tuple(int(h) for h in options.get("hidden", ()))
+        super().__init__(observation_space, action_space, **options)
+        self.dist_class: type[ActionDistribution] = dist_class_for(action_space)
+        """The distribution the policy acted with."""
+
+    def act(self, obs: torch.Tensor, *, explore: bool, generator: torch.Generator) -> torch.Tensor:
+        """Refused: a policy with memory acts from its state (:meth:`act_with_state`)."""
+        raise ConfigError(
+            "a policy with memory acts from its state: LoadedPolicy.compute_single_action(obs, "
+            "state=...) (state: get_initial_state() at an episode's start)"
+        )
+
+    def act_with_state(
+        self,
+        obs: torch.Tensor,
+        memory: RecurrentInputs,
+        *,
+        explore: bool,
+        generator: torch.Generator,
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Actions ``[B, ...]`` for ``obs [B, ...]`` from ``memory`` (tensors; ``state`` None:
+        the initial state) and the state after the step: the mode, or a sample with
+        ``explore``."""
+        state = memory.state if memory.state is not None else self.initial_state(len(obs))
+        prev_a, prev_r = memory.prev_actions, memory.prev_rewards
+        dist_inputs, _, new_state = self.forward(
+            obs[:, None],
+            list(state),
+            None if prev_a is None else prev_a[:, None],
+            None if prev_r is None else prev_r[:, None],
+        )
+        dist = self.dist_class(dist_inputs[:, 0].cpu(), generator=generator)
+        return (dist.sample() if explore else dist.deterministic()), new_state
+
+    @staticmethod
+    def export_of(model: RecurrentActorCritic) -> ActorExport:
+        """The export of a policy's built-in recurrent ``model``: its options and weights."""
+        weights = {k: v.detach().cpu().numpy().copy() for k, v in model.state_dict().items()}
+        return ActorExport(RecurrentActor, dict(model.options), weights)
 
 
 def sequence_bounds(seq_start: Any, count: int) -> tuple[Any, Any]:
