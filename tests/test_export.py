@@ -281,11 +281,15 @@ def test_every_algorithms_policy_exports(name: str, tmp_path: Path) -> None:
     expected, _ = policy.compute_actions(obs, explore=False)
     if continuous:
         expected = np.clip(expected, -0.5, 2.0)  # as the env gets them
-    np.testing.assert_array_equal(load_policy(path).compute_actions(obs), expected)
-    explored = load_policy(path, seed=5).compute_actions(obs, explore=True)
-    np.testing.assert_array_equal(
-        explored, load_policy(path, seed=5).compute_actions(obs, explore=True)
-    )
+
+    def act(seed: int | None = None, **kwargs: Any) -> Any:
+        loaded = load_policy(path, seed=seed)
+        actions = loaded.compute_actions(obs, **kwargs)
+        return actions[0] if loaded.recurrent else actions  # R2D2: (actions, state) from start
+
+    np.testing.assert_array_equal(act(), expected)
+    explored = act(5, explore=True)
+    np.testing.assert_array_equal(explored, act(5, explore=True))
     if continuous:
         assert explored.min() >= -0.5 and explored.max() <= 2.0
         assert not np.array_equal(explored, expected)

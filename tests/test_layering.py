@@ -117,7 +117,8 @@ def test_imports_point_down_the_layers() -> None:
 # a family may build on another (twin_q on q_learning).
 # An algorithm imports families and, where it is a variant of another, the other: a2c/a3c extend
 # pg's config, apex dqn's; appo runs impala's dataflow, sac and td3 dqn's (as RLlib's did);
-# ppo_dqn composes PPO and DQN, so it takes their configs and policies.
+# ppo_dqn composes PPO and DQN, so it takes their configs and policies; r2d2 is DQN with a
+# recurrent Q network (its config, policy and plan extended).
 FAMILIES = {"q_learning", "twin_q", "actor_learner"}
 ALLOWED_ALGORITHM_IMPORTS = {
     "a2c": {"rlflow.algorithms.pg.config"},
@@ -126,6 +127,11 @@ ALLOWED_ALGORITHM_IMPORTS = {
     "appo": {"rlflow.algorithms.impala.config", "rlflow.algorithms.impala.plan"},
     "sac": {"rlflow.algorithms.dqn.plan"},
     "td3": {"rlflow.algorithms.dqn.plan"},
+    "r2d2": {
+        "rlflow.algorithms.dqn.config",
+        "rlflow.algorithms.dqn.policy",
+        "rlflow.algorithms.dqn.plan",
+    },
     "ppo_dqn": {
         "rlflow.algorithms.ppo.config",
         "rlflow.algorithms.ppo.policy",

@@ -16,6 +16,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from rlflow.algorithms import ALGORITHMS
 from rlflow.algorithms.appo import APPOPolicy
@@ -25,6 +26,7 @@ from rlflow.algorithms.maml import MAMLPolicy
 from rlflow.algorithms.pg import PGPolicy
 from rlflow.algorithms.ppo import PPOPolicy
 from rlflow.algorithms.ppo_dqn import DQN_POLICY, PPO_POLICY
+from rlflow.algorithms.r2d2.policy import R2D2Policy
 from rlflow.algorithms.sac import SACPolicy
 from rlflow.algorithms.td3 import TD3Policy
 from rlflow.algorithms.twin_q.policy import TwinQPolicy
@@ -59,6 +61,14 @@ def _hidden(policy: TorchPolicy, value: dict[str, Any]) -> bool:
         and value["activation"] in acts
         and ("shared" not in value or shared == value["shared"])
     )
+
+
+def _cell(cls: type, size: int) -> Check:
+    def check(policy: TorchPolicy, value: Any) -> bool:
+        cell = getattr(policy.model, "cell", None)
+        return isinstance(cell, cls) and cell.hidden_size == size
+
+    return check
 
 
 def _threads(policy: TorchPolicy, value: int) -> bool:
@@ -136,6 +146,22 @@ FIELDS: dict[type, list[tuple[str, Callable[[Any], Any], Check]]] = {
         ("prioritized_replay_eps", lambda d: 1e-3, lambda p, v: p.priority_eps == v),
         ("worker_side_prioritization", _flip, lambda p, v: p.worker_side_prioritization == v),
         ("per_worker_exploration", _flip, lambda p, v: (p.fixed_epsilon is not None) == v),
+    ],
+    R2D2Policy: [
+        *BASE,
+        ("model", lambda d: {"use_gru": True, "lstm_cell_size": 9}, _cell(nn.GRU, 9)),
+        ("n_step", lambda d: 4, lambda p, v: p.n_step == v),
+        ("double_q", _flip, lambda p, v: p.double_q == v),
+        ("dueling", _flip, lambda p, v: p.dueling == v),
+        ("huber_delta", lambda d: 2.5, lambda p, v: p.huber_delta == v),
+        ("initial_epsilon", lambda d: 0.9, lambda p, v: p.initial_epsilon == v),
+        ("final_epsilon", lambda d: 0.05, lambda p, v: p.final_epsilon == v),
+        ("epsilon_timesteps", lambda d: 777, lambda p, v: p.epsilon_timesteps == v),
+        ("prioritized_replay_eps", lambda d: 1e-3, lambda p, v: p.priority_eps == v),
+        ("per_worker_exploration", _flip, lambda p, v: (p.fixed_epsilon is not None) == v),
+        ("burn_in", lambda d: 3, lambda p, v: p.burn_in == v),
+        ("h_function_epsilon", lambda d: 0.01, lambda p, v: p.h_epsilon == v),
+        ("priority_eta", lambda d: 0.5, lambda p, v: p.priority_eta == v),
     ],
     VTracePolicy: VTRACE,
     APPOPolicy: [

@@ -36,6 +36,7 @@ from rlflow.algorithms.maml import MAMLConfig
 from rlflow.algorithms.pg import PGConfig
 from rlflow.algorithms.ppo import PPOConfig
 from rlflow.algorithms.ppo_dqn import PPODQNConfig
+from rlflow.algorithms.r2d2 import R2D2Config
 from rlflow.algorithms.sac import SACConfig
 from rlflow.algorithms.td3 import TD3Config
 from rlflow.config import AlgorithmConfig
@@ -128,6 +129,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         _spec("ppo", PPOConfig, "ppo:PPOPolicy", "Proximal policy optimization (clip + KL)"),
         _spec("dqn", DQNConfig, "dqn:DQNPolicy", "Deep Q-learning (double, dueling, n-step, PER)"),
         _spec("apex", ApexConfig, "dqn:DQNPolicy", "Ape-X: distributed prioritized replay DQN"),
+        _spec("r2d2", R2D2Config, "r2d2:R2D2Policy", "R2D2: recurrent replay DQN (LSTM, burn-in)"),
         _spec(
             "impala", IMPALAConfig, "impala:VTracePolicy", "IMPALA: async actor-learner, V-trace"
         ),

@@ -58,6 +58,10 @@ ACTION_DIST_INPUTS = "action_dist_inputs"
 
 AGENT_INDEX = "agent_index"
 """Index of the agent (in the env's ``possible_agents``) that produced the row (multi-agent)."""
+SEQ_STEPS = "seq_steps"
+"""Column of a batch of folded sequences (one row per sequence, per-step columns ``[L + 1,
+...]``: `rlflow.replay.sequences`): the sequence's number of steps, what `SampleBatch.env_steps`
+counts."""
 BOOTSTRAP = "bootstrap"
 """True on the one row that closes each sequence of a sequence batch (V-trace policies, see
 `rlflow.data.sequences`): its OBS is the observation after the sequence's last step, its other
@@ -150,7 +154,11 @@ class SampleBatch(dict[str, Array]):
 
     def env_steps(self) -> int:
         """Number of environment steps in the batch: `count` less the `BOOTSTRAP` rows of a
-        sequence batch (which are no steps)."""
+        sequence batch (which are no steps); for a batch of folded sequences (one row each,
+        `rlflow.replay.sequences`), the sum of their `SEQ_STEPS`."""
+        folded = self.get(SEQ_STEPS)
+        if folded is not None:
+            return int(np.sum(folded))
         flags = self.get(BOOTSTRAP)
         return self.count if flags is None else self.count - int(np.count_nonzero(flags))
 

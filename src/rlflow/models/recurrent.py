@@ -262,13 +262,23 @@ class RecurrentActor(RecurrentActorCritic, ExportableActor):
     parameter names as the policy's model, so its weights load as they are."""
 
     def __init__(
-        self, observation_space: gym.Space[Any], action_space: gym.Space[Any], **options: Any
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        *,
+        epsilon: float | None = None,
+        **options: Any,
     ) -> None:
-        """Build the network as `RecurrentActorCritic` does (weights are loaded afterwards)."""
+        """Build the network as `RecurrentActorCritic` does (weights are loaded afterwards).
+        With ``epsilon`` it is a Q network (R2D2's: its advantage head's argmax is the greedy
+        action, dueling or not), exploring epsilon-greedily; else an actor-critic, exploring by
+        sampling its action distribution."""
         options["hidden"] = tuple(int(h) for h in options.get("hidden", ()))
         super().__init__(observation_space, action_space, **options)
         self.dist_class: type[ActionDistribution] = dist_class_for(action_space)
         """The distribution the policy acted with."""
+        self.epsilon = epsilon
+        """A Q network's exploration rate (None: an actor-critic)."""
 
     def act(self, obs: torch.Tensor, *, explore: bool, generator: torch.Generator) -> torch.Tensor:
         """Refused: a policy with memory acts from its state (:meth:`act_with_state`)."""
@@ -296,14 +306,27 @@ class RecurrentActor(RecurrentActorCritic, ExportableActor):
             None if prev_a is None else prev_a[:, None],
             None if prev_r is None else prev_r[:, None],
         )
-        dist = self.dist_class(dist_inputs[:, 0].cpu(), generator=generator)
+        head = dist_inputs[:, 0].cpu()
+        if self.epsilon is not None:  # a Q network: epsilon-greedy
+            greedy = head.argmax(dim=-1)
+            if not explore:
+                return greedy, new_state
+            rows = greedy.shape[0]
+            draw = torch.rand(rows, generator=generator) < self.epsilon
+            random = torch.randint(head.shape[-1], (rows,), generator=generator)
+            return torch.where(draw, random, greedy), new_state
+        dist = self.dist_class(head, generator=generator)
         return (dist.sample() if explore else dist.deterministic()), new_state
 
     @staticmethod
-    def export_of(model: RecurrentActorCritic) -> ActorExport:
-        """The export of a policy's built-in recurrent ``model``: its options and weights."""
+    def export_of(model: RecurrentActorCritic, *, epsilon: float | None = None) -> ActorExport:
+        """The export of a policy's built-in recurrent ``model``: its options and weights
+        (``epsilon``: a Q network's exploration rate)."""
         weights = {k: v.detach().cpu().numpy().copy() for k, v in model.state_dict().items()}
-        return ActorExport(RecurrentActor, dict(model.options), weights)
+        options = dict(model.options)
+        if epsilon is not None:
+            options["epsilon"] = float(epsilon)
+        return ActorExport(RecurrentActor, options, weights)
 
 
 def sequence_bounds(seq_start: Any, count: int) -> tuple[Any, Any]:

@@ -186,8 +186,11 @@ class _ReplayLocal:
         beta: float | LinearSchedule | None,
     ) -> None:
         self.buffer = buffer
-        self.num_items = num_items
-        self.starts = max(1, learning_starts)
+        # A buffer whose items hold several env steps (`SequenceReplayBuffer`: sequences)
+        # counts num_items and learning_starts in env steps, as a buffer of transitions does.
+        per_item = int(getattr(buffer, "steps_per_item", 1))
+        self.num_items = max(1, num_items // per_item)
+        self.starts = max(1, -(-learning_starts // per_item))
         self.beta = beta
 
     def __call__(self, _tick: None) -> SampleBatch | Any:
@@ -236,7 +239,9 @@ def replay(
 
     Items: ``SampleBatch`` with ``batch_indexes`` (and ``weights`` when prioritized).
 
-    - ``local_buffer``: each read samples ``num_items`` rows (prioritized buffers with
+    - ``local_buffer``: each read samples ``num_items`` rows (a buffer of sequences,
+      `rlflow.replay.sequences.SequenceReplayBuffer`: ``num_items`` env steps' worth of
+      sequences, and ``learning_starts`` counted in env steps too; prioritized buffers with
       importance exponent ``beta``: a number, a :class:`~rlflow.replay.LinearSchedule` over env
       steps sampled, or None for the buffer's own). While the buffer holds fewer than
       ``max(learning_starts, 1)`` rows the stream gives ``NOT_READY``: inside

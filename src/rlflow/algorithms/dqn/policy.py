@@ -181,7 +181,7 @@ class DQNPolicy(TorchPolicy):
         = 0. Exploring counts the ``B`` env steps towards :attr:`timestep`.
         """
         with torch.no_grad():
-            q = self.q_model(self.obs_to_tensor(obs)).cpu()
+            q, state_out = self._q_values(obs, memory)
         actions = q.argmax(dim=1)
         if explore:
             size = actions.shape[0]
@@ -197,13 +197,22 @@ class DQNPolicy(TorchPolicy):
             VF_PREDS: q_np.max(axis=1),
             ACTION_DIST_INPUTS: q_np,
         }
+        for k, tensor in enumerate(state_out):
+            extra[f"state_out_{k}"] = tensor.cpu().numpy()
         return actions.numpy(), extra
+
+    def _q_values(
+        self, obs: npt.ArrayLike, memory: RecurrentInputs | None
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Q-values ``[B, A]`` on the host for a batch of observations, and the state after
+        the step (``[]``: the Q network has no memory; R2D2's has)."""
+        return self.q_model(self.obs_to_tensor(obs)).cpu(), []
 
     def value(self, obs: npt.ArrayLike, *, memory: RecurrentInputs | None = None) -> Array:
         """Return max_a Q(s, a) ``[B]``, without gradients."""
         with torch.no_grad():
-            q: torch.Tensor = self.q_model(self.obs_to_tensor(obs))
-        return q.max(dim=1).values.cpu().numpy()
+            q, _ = self._q_values(obs, memory)
+        return q.max(dim=1).values.numpy()
 
     # -- experience -------------------------------------------------------------------------
 

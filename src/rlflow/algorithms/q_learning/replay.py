@@ -10,6 +10,7 @@ from rlflow.algorithms.q_learning.config import ReplayAlgorithmConfig
 from rlflow.replay.actors import ReplayShardSpec
 from rlflow.replay.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from rlflow.replay.multi_agent import MultiAgentReplayBuffer
+from rlflow.replay.sequences import SequenceReplayBuffer
 from rlflow.schedules import LinearSchedule
 
 __all__ = [
@@ -24,13 +25,24 @@ def make_replay_buffer(
     config: ReplayAlgorithmConfig, *, multi_agent: bool = False
 ) -> ReplayBuffer | MultiAgentReplayBuffer:
     """A plan's local buffer: prioritized or uniform, ``buffer_size`` transitions (per policy,
-    in a `MultiAgentReplayBuffer`, with ``multi_agent``)."""
+    in a `MultiAgentReplayBuffer`, with ``multi_agent``); for a config with a
+    ``replay_sequence_length`` (R2D2), a `SequenceReplayBuffer` of that many steps per item
+    (uniform when ``prioritized_replay`` is off: alpha 0)."""
     if multi_agent:
         return MultiAgentReplayBuffer(functools.partial(_single_buffer, config))
     return _single_buffer(config)
 
 
 def _single_buffer(config: ReplayAlgorithmConfig) -> ReplayBuffer:
+    sequence_length = getattr(config, "replay_sequence_length", None)
+    if sequence_length is not None:  # R2D2: prioritized sequences
+        return SequenceReplayBuffer(
+            config.buffer_size,
+            sequence_length=int(sequence_length),
+            alpha=config.prioritized_replay_alpha if config.prioritized_replay else 0.0,
+            beta=config.prioritized_replay_beta,
+            seed=config.seed,
+        )
     if config.prioritized_replay:
         return PrioritizedReplayBuffer(
             config.buffer_size,
