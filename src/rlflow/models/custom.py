@@ -36,7 +36,9 @@ DQN, Ape-X, SAC and TD3 build their own networks and refuse ``custom_model``.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -101,38 +103,40 @@ def _check_recurrent_outputs(model: nn.Module, obs: torch.Tensor, num_outputs: i
         )
 
 
+@contextlib.contextmanager
+def _users_code(model: nn.Module, what: str) -> Iterator[None]:
+    """Run the user's model in eval mode without gradients (no batch-norm statistics move),
+    its mode restored after; an error it raises (but a `ConfigError`) becomes one naming
+    ``model.custom_model``, the model and ``what`` it was given."""
+    training = model.training
+    try:
+        with torch.no_grad():
+            model.train(False)
+            yield
+    except ConfigError:
+        raise
+    except Exception as err:  # the user's code: reported with its key
+        raise ConfigError(
+            f"{CUSTOM_MODEL}: {type(model).__name__} raised {err!r} on {what}"
+        ) from err
+    finally:
+        model.train(training)
+
+
 def _check_outputs(model: nn.Module, obs_space: gym.Space[Any], num_outputs: int) -> None:
     """Call the model once (in eval mode, without gradients) on a zero observation;
     `ConfigError` unless ``forward`` gives ``([1, num_outputs], [1])`` and ``value`` ``[1]``
     (a recurrent model: `_check_recurrent_outputs`)."""
     name = type(model).__name__
     obs = _dummy_obs(obs_space)
-    training = model.training
     if is_recurrent(model):
-        try:
-            with torch.no_grad():
-                _check_recurrent_outputs(model.train(False), obs, num_outputs)
-        except ConfigError:
-            raise
-        except Exception as err:  # the user's code: reported with its key
-            raise ConfigError(
-                f"{CUSTOM_MODEL}: {name} raised {err!r} on a sequence of one zero observation "
-                f"of {obs_space} from initial_state(1)"
-            ) from err
-        finally:
-            model.train(training)
+        what = f"a sequence of one zero observation of {obs_space} from initial_state(1)"
+        with _users_code(model, what):
+            _check_recurrent_outputs(model, obs, num_outputs)
         return
-    try:
-        with torch.no_grad():  # in eval mode: no batch-norm statistics move
-            out = model.train(False)(obs)
-            value = model.value(obs)  # type: ignore[operator]
-    except Exception as err:  # the user's code: reported with its key
-        raise ConfigError(
-            f"{CUSTOM_MODEL}: {name} raised {err!r} on a batch of one zero observation of "
-            f"{obs_space}"
-        ) from err
-    finally:
-        model.train(training)
+    with _users_code(model, f"a batch of one zero observation of {obs_space}"):
+        out = model(obs)
+        value = model.value(obs)  # type: ignore[operator]
     shapes_ok = (
         isinstance(out, tuple)
         and len(out) == 2
