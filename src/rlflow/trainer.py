@@ -44,7 +44,7 @@ from rlflow.config import DEFAULT_POLICY_ID, AlgorithmConfig
 from rlflow.envs.validation import env_name
 from rlflow.errors import ConfigError, PlanError, RLFlowError
 from rlflow.export import writer as export_writer
-from rlflow.export.loaded import batch_actions, obs_batch, single_action
+from rlflow.export.loaded import batch_actions, memory_of_one, obs_batch, single_result
 from rlflow.flow import LocalIterator, MetricsContext, PlanGraph
 from rlflow.flow.metrics import STAGE_FN_TIME, STAGE_ITEMS, STAGE_WAIT_TIME
 from rlflow.loggers import LoggerSet
@@ -374,7 +374,7 @@ class Trainer:
         actions = batch_actions(policy.action_space, np.asarray(actions))
         if not policy.recurrent:
             return actions
-        states = len(policy.initial_state(1))
+        states = sum(1 for key in extra if key.startswith("state_out_"))
         return actions, [extra[f"state_out_{k}"] for k in range(states)]
 
     def get_initial_state(self, policy_id: str = DEFAULT_POLICY_ID) -> list[npt.NDArray[Any]]:
@@ -397,24 +397,9 @@ class Trainer:
         ``(action, state_out)`` from ``state`` (None: `get_initial_state`)."""
         batch = np.expand_dims(np.asarray(obs), 0)
         policy = self._policy("compute_single_action", policy_id)
-        space = policy.action_space
-        if not policy.recurrent:
-            if state is not None:
-                raise ConfigError(
-                    f"Trainer.compute_single_action: state= given, but policy {policy_id!r} "
-                    "has no memory (model.use_lstm / use_gru)"
-                )
-            actions = self.compute_actions(batch, explore=explore, policy_id=policy_id)
-            return single_action(space, actions)
-        actions, state_out = self.compute_actions(
-            batch,
-            explore=explore,
-            policy_id=policy_id,
-            state=None if state is None else [np.asarray(s)[None] for s in state],
-            prev_actions=None if prev_action is None else np.asarray(prev_action)[None],
-            prev_rewards=None if prev_reward is None else np.asarray([prev_reward], np.float32),
-        )
-        return single_action(space, actions), [s[0] for s in state_out]
+        memory = memory_of_one(state, prev_action, prev_reward)
+        result = self.compute_actions(batch, explore=explore, policy_id=policy_id, **memory)
+        return single_result(policy.action_space, result, recurrent=policy.recurrent)
 
     def export_policy(self, path: str | Path, *, policy_id: str = DEFAULT_POLICY_ID) -> str:
         """Write policy ``policy_id`` as the directory ``path`` for `rlflow.load_policy`, which

@@ -27,7 +27,14 @@ from rlflow.filters import filter_from_json
 from rlflow.models.actors import ExportableActor, actor_class
 from rlflow.models.recurrent import RecurrentInputs
 
-__all__ = ["LoadedPolicy", "batch_actions", "load_policy", "obs_batch"]
+__all__ = [
+    "LoadedPolicy",
+    "batch_actions",
+    "load_policy",
+    "memory_of_one",
+    "obs_batch",
+    "single_result",
+]
 
 Array = npt.NDArray[Any]
 
@@ -56,6 +63,27 @@ def batch_actions(space: Any, actions: Array) -> Array:
 def single_action(space: Any, actions: Array) -> Any:
     """The one action of a batch of one: an ``int`` for Discrete, else the row."""
     return int(actions[0]) if isinstance(space, spaces.Discrete) else actions[0]
+
+
+def memory_of_one(
+    state: Sequence[npt.ArrayLike] | None, prev_action: Any, prev_reward: float | None
+) -> dict[str, Any]:
+    """The memory keywords of ``compute_actions`` (``state``, ``prev_actions``,
+    ``prev_rewards``) for one observation: each input given as a batch of one (None stays)."""
+    return {
+        "state": None if state is None else [np.asarray(s)[None] for s in state],
+        "prev_actions": None if prev_action is None else np.asarray(prev_action)[None],
+        "prev_rewards": None if prev_reward is None else np.asarray([prev_reward], np.float32),
+    }
+
+
+def single_result(space: Any, result: Any, *, recurrent: bool) -> Any:
+    """``compute_actions``' result on a batch of one, unbatched: the action (`single_action`),
+    with the state after it, ``(action, state_out)``, for a policy with memory."""
+    if not recurrent:
+        return single_action(space, result)
+    actions, state_out = result
+    return single_action(space, actions), [s[0] for s in state_out]
 
 
 class LoadedPolicy:
@@ -157,20 +185,9 @@ class LoadedPolicy:
         """The action for one observation (an ``int`` for a Discrete action space); a policy
         with memory returns ``(action, state_out)`` from ``state`` (None: the initial one)."""
         batch = np.expand_dims(np.asarray(obs), 0)
-        if not self.recurrent:
-            if state is not None:
-                raise ConfigError(
-                    "LoadedPolicy.compute_single_action: state= given to a policy without memory"
-                )
-            return single_action(self.action_space, self.compute_actions(batch, explore=explore))
-        actions, state_out = self.compute_actions(
-            batch,
-            explore=explore,
-            state=None if state is None else [np.asarray(s)[None] for s in state],
-            prev_actions=None if prev_action is None else np.asarray(prev_action)[None],
-            prev_rewards=None if prev_reward is None else np.asarray([prev_reward], np.float32),
-        )
-        return single_action(self.action_space, actions), [s[0] for s in state_out]
+        memory = memory_of_one(state, prev_action, prev_reward)
+        result = self.compute_actions(batch, explore=explore, **memory)
+        return single_result(self.action_space, result, recurrent=self.recurrent)
 
     def __repr__(self) -> str:
         return (

@@ -25,6 +25,8 @@ import datetime
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import torch
 
 from rlflow.checks import check_int
@@ -98,6 +100,14 @@ class DataParallel:
         """`bounds` and their share of the ``count`` rows (0.0 for an empty step)."""
         start, end = self.bounds(count)
         return start, end, (end - start) / count if count else 0.0
+
+    def share_runs(self, sizes: Sequence[int] | npt.NDArray[Any]) -> tuple[int, int, float]:
+        """This learner's run ``[first, end)`` of whole items (sequences) of ``sizes``,
+        contiguous shards by count (`bounds`), and its share of their total size: the weight
+        of a loss that is a mean over the items' rows or steps (0.0 when empty)."""
+        first, end = self.bounds(len(sizes))
+        total = int(np.sum(sizes))
+        return first, end, int(np.sum(sizes[first:end])) / total if total else 0.0
 
     def all_reduce_mean(self, tensors: Sequence[torch.Tensor], weight: float) -> list[torch.Tensor]:
         """``sum over learners of weight_k * tensor_k`` for each tensor (one flat all-reduce;

@@ -489,11 +489,10 @@ class TorchPolicy(abc.ABC):
         if not self.recurrent:
             return self.data_parallel.share(batch.count)
         starts, lengths = sequence_bounds(batch[SEQ_START], batch.count)
-        first, end = self.data_parallel.bounds(len(starts))
+        first, end, weight = self.data_parallel.share_runs(lengths)
         if first == end:
             return 0, 0, 0.0
-        rows = int(starts[first]), int(starts[first] + lengths[first:end].sum())
-        return *rows, (rows[1] - rows[0]) / batch.count
+        return int(starts[first]), int(starts[first] + lengths[first:end].sum()), weight
 
     @contextlib.contextmanager
     def _sharded(self, batch: Mapping[str, Array]) -> Iterator[tuple[Mapping[str, Array], float]]:
@@ -748,11 +747,11 @@ class TorchPolicy(abc.ABC):
         tensors = self.batch_to_tensors(batch) if plain else None
         for _ in range(num_sgd_iter):
             for sequences in sequence_minibatches(batch[SEQ_START], batch.count, size, rng):
-                weight, total = 1.0, sum(len(s) for s in sequences)
+                weight = 1.0
                 if self.data_parallel is not None:
-                    first, end = self.data_parallel.bounds(len(sequences))
+                    sizes = [len(s) for s in sequences]
+                    first, end, weight = self.data_parallel.share_runs(sizes)
                     sequences = sequences[first:end]
-                    weight = sum(len(s) for s in sequences) / total
                 rows = np.concatenate(sequences) if sequences else np.zeros(0, np.int64)
                 if tensors is None:
                     yield self.learn_on_batch(_take_rows(batch, rows))

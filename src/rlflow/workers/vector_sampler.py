@@ -153,8 +153,8 @@ class _Memory:
     each episode start), the previous action and the previous reward (zeros there)."""
 
     def __init__(self, policy: TorchPolicy, num_envs: int) -> None:
-        self.policy = policy
         self.state = policy.initial_state(num_envs)
+        self._initial = [s[0] for s in policy.initial_state(1)]  # what a new episode starts from
         space = policy.action_space
         dtype = np.int64 if space.dtype is None or space.dtype.kind in "iu" else space.dtype
         self.prev_actions: Array = np.zeros((num_envs, *(space.shape or ())), dtype=dtype)
@@ -166,7 +166,8 @@ class _Memory:
 
     def advance(self, extra: dict[str, Array], actions: Array, rewards: Array) -> None:
         """Take the step's new state (``state_out_k`` of ``extra``), actions and rewards."""
-        self.state = [np.array(extra[f"state_out_{k}"]) for k in range(len(self.state))]
+        # The step's own arrays (fresh from the policy): reset() may write into them.
+        self.state = [extra[f"state_out_{k}"] for k in range(len(self.state))]
         self.prev_actions = (
             np.asarray(actions).astype(self.prev_actions.dtype).reshape(self.prev_actions.shape)
         )
@@ -182,8 +183,8 @@ class _Memory:
         envs = np.asarray(envs, dtype=np.int64)
         if envs.size == 0:
             return
-        for column, initial in zip(self.state, self.policy.initial_state(1), strict=True):
-            column[envs] = initial[0]
+        for column, initial in zip(self.state, self._initial, strict=True):
+            column[envs] = initial
         self.prev_actions[envs] = 0
         self.prev_rewards[envs] = 0.0
 

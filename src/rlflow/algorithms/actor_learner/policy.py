@@ -119,12 +119,11 @@ class VTracePolicyBase(TorchPolicy):
         by its share of the steps (V-trace's losses are means over steps, padding left out)."""
         assert self.data_parallel is not None
         layout = SequenceLayout(batch)
-        first, end = self.data_parallel.bounds(layout.num_sequences)
-        total = int(layout.lengths.sum())
-        if first == end or total == 0:
+        first, end, weight = self.data_parallel.share_runs(layout.lengths)
+        if first == end or weight == 0.0:
             return 0, 0, 0.0
         rows = int(layout.starts[first]), int(layout.bootstrap_rows[end - 1]) + 1
-        return *rows, int(layout.lengths[first:end].sum()) / total
+        return *rows, weight
 
     def compute_vtrace(
         self,
