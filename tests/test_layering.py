@@ -118,7 +118,8 @@ def test_imports_point_down_the_layers() -> None:
 # An algorithm imports families and, where it is a variant of another, the other: a2c/a3c extend
 # pg's config, apex dqn's; appo runs impala's dataflow, sac and td3 dqn's (as RLlib's did);
 # ppo_dqn composes PPO and DQN, so it takes their configs and policies; r2d2 is DQN with a
-# recurrent Q network (its config, policy and plan extended).
+# recurrent Q network (its config, policy and plan extended); apex_r2d2 is R2D2 on Ape-X's
+# dataflow (both configs, Ape-X's plan).
 FAMILIES = {"q_learning", "twin_q", "actor_learner"}
 ALLOWED_ALGORITHM_IMPORTS = {
     "a2c": {"rlflow.algorithms.pg.config"},
@@ -131,6 +132,11 @@ ALLOWED_ALGORITHM_IMPORTS = {
         "rlflow.algorithms.dqn.config",
         "rlflow.algorithms.dqn.policy",
         "rlflow.algorithms.dqn.plan",
+    },
+    "apex_r2d2": {
+        "rlflow.algorithms.r2d2.config",
+        "rlflow.algorithms.apex.config",
+        "rlflow.algorithms.apex.plan",
     },
     "ppo_dqn": {
         "rlflow.algorithms.ppo.config",

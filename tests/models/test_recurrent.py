@@ -14,17 +14,18 @@ from torch import nn
 from rlflow import Trainer
 from rlflow.algorithms import get_algorithm
 from rlflow.data import SampleBatch
-from rlflow.data.sample_batch import ACTION_DIST_INPUTS, EPS_ID, VF_PREDS
-from rlflow.errors import ConfigError
-from rlflow.models.recurrent import (
+from rlflow.data.sample_batch import (
+    ACTION_DIST_INPUTS,
+    EPS_ID,
     PREV_ACTIONS,
     PREV_REWARDS,
     SEQ_START,
-    RecurrentActorCritic,
-    sequence_outputs,
-    state_in_key,
+    VF_PREDS,
 )
+from rlflow.errors import ConfigError
+from rlflow.models.recurrent import RecurrentActorCritic, state_in_key
 from rlflow.policy.policy import sequence_minibatches
+from rlflow.policy.sequences import sequence_outputs
 from rlflow.workers import WorkerSet
 
 ENV = "rlflow/StatelessCartPole-v1"

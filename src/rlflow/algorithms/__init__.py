@@ -1,11 +1,12 @@
 """Algorithms, one package each (``config.py``, ``policy.py``, ``plan.py``, ``tuned/<env>.yaml``).
 
 A package never imports another algorithm's package, with two documented kinds of exception:
-a variant's config extends its base algorithm's config (a2c and a3c of pg, apex of dqn, appo
-of impala), and ``ppo_dqn``, which composes PPO and DQN, imports their config and policy
-classes. A variant that shares a policy (a2c and a3c use pg's `PGPolicy`, apex uses dqn's
-`DQNPolicy`) gets it here, from this registry, never by import; a loss two algorithms extend
-(IMPALA's and APPO's V-trace) keeps its base in `rlflow.policy`.
+a variant's config extends its base algorithm's config (a2c and a3c of pg, apex of dqn, appo of
+impala, apex_r2d2 of r2d2 and apex, whose plan it runs), and ``ppo_dqn``, which composes PPO and
+DQN, imports their config and policy classes. A variant that shares a policy (a2c and a3c use
+pg's `PGPolicy`, apex uses dqn's `DQNPolicy`, apex_r2d2 r2d2's `R2D2Policy`) gets it here, from
+this registry, never by import; a loss two algorithms extend (IMPALA's and APPO's V-trace) keeps
+its base in `rlflow.policy`.
 
 Where to start: a plan (e.g. :func:`rlflow.algorithms.ppo.ppo_plan`) is a short function from a
 :class:`~rlflow.workers.WorkerSet` and a config to an iterator of result dicts. The registry
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from rlflow.algorithms.a2c import A2CConfig
 from rlflow.algorithms.a3c import A3CConfig
 from rlflow.algorithms.apex import ApexConfig
+from rlflow.algorithms.apex_r2d2 import ApexR2D2Config
 from rlflow.algorithms.appo import APPOConfig
 from rlflow.algorithms.dqn import DQNConfig
 from rlflow.algorithms.impala import IMPALAConfig
@@ -53,6 +55,7 @@ __all__ = [
     "APPOConfig",
     "AlgorithmSpec",
     "ApexConfig",
+    "ApexR2D2Config",
     "DQNConfig",
     "IMPALAConfig",
     "MAMLConfig",
@@ -130,6 +133,12 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         _spec("dqn", DQNConfig, "dqn:DQNPolicy", "Deep Q-learning (double, dueling, n-step, PER)"),
         _spec("apex", ApexConfig, "dqn:DQNPolicy", "Ape-X: distributed prioritized replay DQN"),
         _spec("r2d2", R2D2Config, "r2d2:R2D2Policy", "R2D2: recurrent replay DQN (LSTM, burn-in)"),
+        _spec(
+            "apex_r2d2",
+            ApexR2D2Config,
+            "r2d2:R2D2Policy",
+            "R2D2 on Ape-X's dataflow: sharded sequence replay, learner thread",
+        ),
         _spec(
             "impala", IMPALAConfig, "impala:VTracePolicy", "IMPALA: async actor-learner, V-trace"
         ),

@@ -58,6 +58,15 @@ ACTION_DIST_INPUTS = "action_dist_inputs"
 
 AGENT_INDEX = "agent_index"
 """Index of the agent (in the env's ``possible_agents``) that produced the row (multi-agent)."""
+SEQ_START = "seq_start"
+"""Column of a batch of a recurrent policy (bool): the row starts a sequence (its
+``state_in_k`` columns start the model: `rlflow.models.recurrent`)."""
+PREV_ACTIONS = "prev_actions"
+"""Column of a batch of a recurrent policy: the action taken before the row's (zeros at an
+episode's first row)."""
+PREV_REWARDS = "prev_rewards"
+"""Column of a batch of a recurrent policy: the reward received before the row (0 at an
+episode's first row)."""
 SEQ_STEPS = "seq_steps"
 """Column of a batch of folded sequences (one row per sequence, per-step columns ``[L + 1,
 ...]``: `rlflow.replay.sequences`): the sequence's number of steps, what `SampleBatch.env_steps`

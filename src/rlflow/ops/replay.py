@@ -204,7 +204,7 @@ class _ReplayLocal:
             batch = self.buffer.sample(self.num_items, beta=beta)
         else:
             batch = self.buffer.sample(self.num_items)
-        ctx.counters[keys.NUM_ENV_STEPS_REPLAYED] += batch.count
+        ctx.counters[keys.NUM_ENV_STEPS_REPLAYED] += batch.env_steps()
         return batch
 
 
@@ -221,7 +221,7 @@ def _none_to_not_ready(items: Iterator[Any]) -> Iterator[Any]:
 
 
 def _count_replayed(batch: SampleBatch) -> SampleBatch:
-    flow.current_metrics().counters[keys.NUM_ENV_STEPS_REPLAYED] += batch.count
+    flow.current_metrics().counters[keys.NUM_ENV_STEPS_REPLAYED] += batch.env_steps()
     return batch
 
 

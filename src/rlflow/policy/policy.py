@@ -60,6 +60,7 @@ from rlflow.data.sample_batch import (
     LOGP,
     NUM_GRAD_UPDATES,
     OBS,
+    SEQ_START,
     VF_PREDS,
     SampleBatch,
 )
@@ -70,14 +71,12 @@ from rlflow.models.actors import ActorExport
 from rlflow.models.custom import build_policy_model, export_policy_model
 from rlflow.models.recurrent import (
     RECURRENT_DEFAULTS,
-    SEQ_START,
     RecurrentInputs,
     is_recurrent,
-    sequence_bounds,
-    sequence_outputs,
 )
 from rlflow.policy.adam import Adam
 from rlflow.policy.data_parallel import DataParallel
+from rlflow.policy.sequences import sequence_bounds, sequence_outputs
 from rlflow.policy.spaces import check_custom_model_support, check_policy_spaces
 from rlflow.policy.staging import HostStaging, StagedBatch
 from rlflow.returns import compute_advantages
@@ -380,7 +379,7 @@ class TorchPolicy(abc.ABC):
         """``(dist_inputs [N, D], value [N])`` of the model (or ``model``, one of the same
         shape: a target network) for the ``N`` rows of a batch's tensors (what a loss reads):
         ``model(obs)``, or for a recurrent model its outputs over the batch's sequences,
-        padding dropped (`rlflow.models.recurrent.sequence_outputs`)."""
+        padding dropped (`rlflow.policy.sequences.sequence_outputs`)."""
         model = self.model if model is None else model
         if self.recurrent:
             return sequence_outputs(model, tensors)

@@ -2,7 +2,10 @@
 
 A sharded replay buffer is a list of `ReplayActor` s, each holding one `ReplayBuffer` (or
 `PrioritizedReplayBuffer`) of its share of the capacity. One `ReplayShardSpec` (checked when
-it is made) describes them all; each actor takes it and its shard index. Each actor is a shard
+it is made) describes them all; each actor takes it and its shard index. A spec with a
+``sequence_length`` makes shards of sequences (`rlflow.replay.sequences.SequenceReplayBuffer`,
+R2D2's recurrent replay): they fold the sampled batches they get into sequences and replay
+whole sequences. Each actor is a shard
 of a parallel iterator whose stream is "replay forever": read it with
 ``flow.from_actors(actors).gather_async()`` and drop the Nones (a shard replays None while it
 holds fewer than its share of ``learning_starts`` transitions). Rollouts go in with
@@ -48,6 +51,7 @@ from rlflow.replay.buffers import (
     ReplayBuffer,
     replay_forever,
 )
+from rlflow.replay.sequences import SequenceReplayBuffer
 
 __all__ = [
     "SHARD_STRIDE",
@@ -88,8 +92,9 @@ class ReplayShardSpec:
     num_shards: int
     """Shards (`ReplayActor` s), >= 1."""
     capacity: int
-    """Transitions kept over all shards, >= ``num_shards``: shard i keeps ``capacity //
-    num_shards``, plus one for the first ``capacity % num_shards`` shards."""
+    """Transitions (env steps) kept over all shards, >= ``num_shards`` (times
+    ``sequence_length``): shard i keeps ``capacity // num_shards``, plus one for the first
+    ``capacity % num_shards`` shards."""
     prioritized: bool = False
     """Prioritized shards (`PrioritizedReplayBuffer`), else uniform ones (`ReplayBuffer`)."""
     alpha: float = 0.6
@@ -101,9 +106,12 @@ class ReplayShardSpec:
     yields None until the shard holds its share (``learning_starts / num_shards``, rounded
     up), and while it is empty."""
     num_items: int = 32
-    """Rows per replayed batch, >= 1."""
+    """Rows per replayed batch, >= 1 (sequences, with a ``sequence_length``)."""
     seed: int | None = None
     """Shard i's sampling RNG is seeded ``seed + i`` (None: fresh entropy)."""
+    sequence_length: int | None = None
+    """Steps per stored sequence, >= 1: shards of sequences (`SequenceReplayBuffer`, always
+    prioritized: ``prioritized`` False replays them uniformly, alpha 0); None: transitions."""
 
     def __post_init__(self) -> None:
         where = "create_replay_actors"
@@ -117,6 +125,13 @@ class ReplayShardSpec:
         check_bool(self.prioritized, f"{where}: prioritized")
         check_int(self.learning_starts, f"{where}: learning_starts", low=0)
         check_int(self.num_items, f"{where}: num_items", low=1)
+        if self.sequence_length is not None:
+            length = check_int(self.sequence_length, f"{where}: sequence_length", low=1)
+            if total < shards * length:
+                raise ConfigError(
+                    f"{where}: capacity={total} must be >= num_shards * sequence_length = "
+                    f"{shards * length} (one sequence per shard at least)"
+                )
         if self.prioritized:  # the buffer's own checks of alpha and beta, here, not in an actor
             PrioritizedReplayBuffer(1, alpha=self.alpha, beta=self.beta)
 
@@ -126,9 +141,11 @@ class ReplayShardSpec:
 
     @property
     def shard_learning_starts(self) -> int:
-        """Transitions each shard holds before it replays: ``learning_starts / num_shards``,
-        rounded up."""
-        return -(-self.learning_starts // self.num_shards)
+        """Items each shard holds before it replays: ``learning_starts / num_shards``
+        transitions, rounded up (divided by ``sequence_length`` and rounded up again for
+        shards of sequences)."""
+        steps = -(-self.learning_starts // self.num_shards)
+        return -(-steps // (self.sequence_length or 1))
 
     def shard_seed(self, shard_index: int) -> int | None:
         """The seed of shard ``shard_index``'s sampling RNG: ``seed + shard_index``."""
@@ -157,14 +174,9 @@ class ReplayActor(ParallelIteratorWorker):
         self.shard_index = check_int(
             shard_index, "ReplayActor: shard_index", low=0, high=spec.num_shards - 1
         )
-        capacity, seed = spec.shard_capacity(shard_index), spec.shard_seed(shard_index)
-        self.buffer = (
-            PrioritizedReplayBuffer(capacity, alpha=spec.alpha, beta=spec.beta, seed=seed)
-            if spec.prioritized
-            else ReplayBuffer(capacity, seed=seed)
-        )
+        self.buffer = _shard_buffer(spec, shard_index)
         self.learning_starts = spec.shard_learning_starts
-        """Transitions this shard holds before it replays."""
+        """Items (transitions or sequences) this shard holds before it replays."""
         self.num_items = spec.num_items
 
     def _replay_forever(self) -> Iterator[SampleBatch | None]:
@@ -219,6 +231,19 @@ class ReplayActor(ParallelIteratorWorker):
     def set_state(self, state: Mapping[str, Any]) -> None:
         """Restore the buffer from `get_state` output."""
         self.buffer.set_state(state)
+
+
+def _shard_buffer(spec: ReplayShardSpec, shard_index: int) -> ReplayBuffer:
+    """Shard ``shard_index``'s empty buffer: of sequences, prioritized or uniform."""
+    capacity, seed = spec.shard_capacity(shard_index), spec.shard_seed(shard_index)
+    if spec.sequence_length is not None:
+        alpha = spec.alpha if spec.prioritized else 0.0
+        return SequenceReplayBuffer(
+            capacity, sequence_length=spec.sequence_length, alpha=alpha, beta=spec.beta, seed=seed
+        )
+    if spec.prioritized:
+        return PrioritizedReplayBuffer(capacity, alpha=spec.alpha, beta=spec.beta, seed=seed)
+    return ReplayBuffer(capacity, seed=seed)
 
 
 def create_replay_actors(spec: ReplayShardSpec) -> list[Any]:

@@ -28,13 +28,14 @@ from rlflow.data.sample_batch import (
     ACTIONS,
     BOOTSTRAP,
     OBS,
+    PREV_ACTIONS,
+    PREV_REWARDS,
     REWARDS,
     SEQ_STEPS,
     TERMINATEDS,
     SampleBatch,
 )
 from rlflow.errors import ConfigError
-from rlflow.models.recurrent import PREV_ACTIONS, PREV_REWARDS
 from rlflow.replay.buffers import PrioritizedReplayBuffer
 
 __all__ = ["SEQ_STEPS", "SEQ_TERMINATED", "SequenceReplayBuffer", "fold_sequences"]

@@ -35,7 +35,10 @@ from rlflow.data.sample_batch import (
     LOGP,
     NEXT_OBS,
     OBS,
+    PREV_ACTIONS,
+    PREV_REWARDS,
     REWARDS,
+    SEQ_START,
     TERMINATEDS,
     TRUNCATEDS,
     VF_PREDS,
@@ -49,13 +52,7 @@ from rlflow.envs.validation import env_location
 from rlflow.envs.vector import EpisodeStat, VectorEnv
 from rlflow.errors import ConfigError, NonFiniteError
 from rlflow.filters import MeanStdFilter
-from rlflow.models.recurrent import (
-    PREV_ACTIONS,
-    PREV_REWARDS,
-    SEQ_START,
-    RecurrentInputs,
-    state_in_key,
-)
+from rlflow.models.recurrent import RecurrentInputs, state_in_key
 from rlflow.policy import TorchPolicy
 from rlflow.workers.sampler import Sampler, SamplerSpec
 

@@ -14,9 +14,16 @@ from rlflow.algorithms import get_algorithm
 from rlflow.algorithms.r2d2 import R2D2Config
 from rlflow.algorithms.r2d2.policy import R2D2Policy, h_function, h_inverse
 from rlflow.data import SampleBatch
-from rlflow.data.sample_batch import ACTIONS, BOOTSTRAP, OBS, REWARDS, TERMINATEDS
+from rlflow.data.sample_batch import (
+    ACTIONS,
+    BOOTSTRAP,
+    OBS,
+    PREV_ACTIONS,
+    PREV_REWARDS,
+    REWARDS,
+    TERMINATEDS,
+)
 from rlflow.errors import ConfigError
-from rlflow.models.recurrent import PREV_ACTIONS, PREV_REWARDS
 from rlflow.ops import replay
 from rlflow.replay.sequences import SEQ_STEPS, SEQ_TERMINATED, SequenceReplayBuffer, fold_sequences
 
@@ -170,3 +177,89 @@ def test_r2d2_acts_with_memory_and_trains_on_replayed_sequences(local_backend: N
         action, state = trainer.compute_single_action(np.zeros(2, np.float32), state=None)
         assert action in (0, 1) and [s.shape for s in state] == [(8,), (8,)]
     assert get_algorithm("r2d2").policy_cls is R2D2Policy
+
+
+def test_replay_shards_of_sequences_fold_replay_and_take_priorities(local_backend: None) -> None:
+    from rlflow import flow
+    from rlflow.replay import ReplayShardSpec, create_replay_actors, split_shard_indexes
+
+    # 2 shards keeping 16 env steps each (4 sequences of 4); replay starts at 5 env steps per
+    # shard (2 sequences), batches of 3 sequences.
+    spec = ReplayShardSpec(
+        num_shards=2,
+        capacity=32,
+        learning_starts=10,
+        num_items=3,
+        seed=0,
+        sequence_length=4,
+        prioritized=True,
+    )
+    assert spec.shard_learning_starts == 2
+    actors = create_replay_actors(spec)
+    shard = actors[1]
+    replays = flow.from_actors([shard]).gather_async()
+    assert next(replays) is None  # empty
+    flow.get(shard.add_batch.remote(_fragments()))  # 5 steps -> 4 + 1, 3 steps -> 3
+    batch = next(b for b in replays if b is not None)
+    assert batch.count == 3 and batch[OBS].shape == (3, 5, 2)
+    assert set(batch[SEQ_STEPS].tolist()) <= {4, 1, 3}
+    shards, slots = split_shard_indexes(batch["batch_indexes"])
+    assert shards.tolist() == [1, 1, 1] and set(slots.tolist()) <= {0, 1, 2}
+    flow.get(shard.update_priorities.remote(batch["batch_indexes"], np.full(3, 7.0)))
+    assert flow.get(shard.stats.remote())["max_priority"] == 7.0
+    with pytest.raises(ConfigError, match=r"capacity=6 must be >= num_shards \* sequence_length"):
+        ReplayShardSpec(num_shards=2, capacity=6, sequence_length=4)
+
+
+def test_apex_r2d2_shards_are_of_sequences_and_its_settings_are_both_algorithms() -> None:
+    from rlflow.algorithms.apex_r2d2 import ApexR2D2Config
+    from rlflow.algorithms.q_learning.replay import replay_shard_spec
+
+    config = ApexR2D2Config(
+        replay_sequence_length=10, train_batch_size=320, buffer_size=4000, learning_starts=1000
+    )
+    spec = replay_shard_spec(config, config.num_replay_buffer_shards)
+    assert (spec.sequence_length, spec.num_items, spec.capacity) == (10, 32, 4000)
+    assert get_algorithm("apex_r2d2").policy_cls is R2D2Policy
+    with pytest.raises(ConfigError, match=r"ApexR2D2Config\.num_workers=0"):
+        ApexR2D2Config(num_workers=0)
+    with pytest.raises(ConfigError, match=r"ApexR2D2Config\.burn_in=20 must be < replay"):
+        ApexR2D2Config(burn_in=20)
+
+
+def test_apex_r2d2_trains_on_sequences_from_its_shards(local_backend: None) -> None:
+    from rlflow import Trainer, flow
+    from rlflow.replay import replay_buffers
+
+    with Trainer(
+        "apex_r2d2",
+        env=ENV,
+        num_workers=2,
+        num_envs_per_worker=2,
+        seed=0,
+        model={"lstm_cell_size": 8, "hidden": [8]},
+        replay_sequence_length=10,
+        train_batch_size=80,
+        learning_starts=100,
+        buffer_size=2000,
+        min_steps_per_iteration=400,
+        min_time_s_per_iteration=0.0,
+    ) as trainer:
+        result = trainer.train()
+        while result["num_env_steps_trained"] == 0:
+            result = trainer.train()
+        # The learner counts the replayed sequences' env steps (8 sequences of <= 10 steps
+        # each batch), not their rows (8 a batch); the shards hold sequences and took the
+        # learner's priorities.
+        counters = result["counters"]
+        trained, batches = counters["num_env_steps_trained"], counters["num_train_steps"]
+        assert 8 * batches < trained <= 80 * batches
+        assert counters["num_env_steps_replayed"] >= trained
+        shards = replay_buffers(trainer.workers)["replay_shards"].shards
+        stats = flow.get([shard.stats.remote() for shard in shards])
+        # Sequences of <= 10 steps: fewer items than env steps stored, more than a tenth.
+        items = sum(s["num_added"] for s in stats)
+        assert counters["num_env_steps_stored"] / 10 <= items < counters["num_env_steps_stored"]
+        assert max(s["max_priority"] for s in stats) != 1.0  # the learner's priorities came
+        policy = trainer.workers.local_worker().get_policy()
+        assert policy.recurrent

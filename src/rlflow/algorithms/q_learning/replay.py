@@ -57,7 +57,11 @@ def replay_shard_spec(config: ReplayAlgorithmConfig, num_shards: int) -> ReplayS
     """A distributed plan's replay shards (Ape-X's, ``num_shards`` from its
     ``num_replay_buffer_shards``): ``buffer_size`` and ``learning_starts`` over all shards,
     prioritized with ``prioritized_replay_alpha`` and ``prioritized_replay_beta`` as the
-    config says, ``train_batch_size`` rows per replayed batch, shard i seeded ``seed + i``."""
+    config says, ``train_batch_size`` rows per replayed batch, shard i seeded ``seed + i``.
+    With a ``replay_sequence_length`` (R2D2 on Ape-X's shards), shards of sequences of that
+    many steps, each replayed batch ``train_batch_size // replay_sequence_length`` of them."""
+    sequence_length = getattr(config, "replay_sequence_length", None)
+    per_item = 1 if sequence_length is None else int(sequence_length)
     return ReplayShardSpec(
         num_shards=num_shards,
         capacity=config.buffer_size,
@@ -65,8 +69,9 @@ def replay_shard_spec(config: ReplayAlgorithmConfig, num_shards: int) -> ReplayS
         alpha=config.prioritized_replay_alpha,
         beta=config.prioritized_replay_beta,
         learning_starts=config.learning_starts,
-        num_items=config.train_batch_size,
+        num_items=max(1, config.train_batch_size // per_item),
         seed=config.seed,
+        sequence_length=sequence_length,
     )
 
 

@@ -32,11 +32,18 @@ from torch import nn
 from rlflow.algorithms.dqn.policy import DQNPolicy, huber
 from rlflow.algorithms.r2d2.config import R2D2Config
 from rlflow.config import AlgorithmConfig
-from rlflow.data.sample_batch import ACTIONS, OBS, REWARDS, TD_ERROR, WEIGHTS, SampleBatch
-from rlflow.models.actors import ActorExport
-from rlflow.models.recurrent import (
+from rlflow.data.sample_batch import (
+    ACTIONS,
+    OBS,
     PREV_ACTIONS,
     PREV_REWARDS,
+    REWARDS,
+    TD_ERROR,
+    WEIGHTS,
+    SampleBatch,
+)
+from rlflow.models.actors import ActorExport
+from rlflow.models.recurrent import (
     RecurrentActor,
     RecurrentActorCritic,
     RecurrentInputs,
