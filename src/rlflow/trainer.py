@@ -48,7 +48,7 @@ from rlflow.export.loaded import batch_actions, memory_of_one, obs_batch, single
 from rlflow.flow import LocalIterator, MetricsContext, PlanGraph
 from rlflow.flow.metrics import STAGE_FN_TIME, STAGE_ITEMS, STAGE_WAIT_TIME
 from rlflow.loggers import LoggerSet
-from rlflow.models.recurrent import RecurrentInputs
+from rlflow.models.recurrent import RecurrentInputs, state_out_key
 from rlflow.ops.keys import NUM_ENV_STEPS_SAMPLED, NUM_ENV_STEPS_TRAINED
 from rlflow.ops.learner_thread import learners_paused
 from rlflow.ops.metrics import episode_stats
@@ -375,7 +375,7 @@ class Trainer:
         if not policy.recurrent:
             return actions
         states = sum(1 for key in extra if key.startswith("state_out_"))
-        return actions, [extra[f"state_out_{k}"] for k in range(states)]
+        return actions, [extra[state_out_key(k)] for k in range(states)]
 
     def get_initial_state(self, policy_id: str = DEFAULT_POLICY_ID) -> list[npt.NDArray[Any]]:
         """The initial state of policy ``policy_id`` for one observation (``[]`` without

@@ -274,20 +274,75 @@ def test_a_checkpoint_keeps_each_env_s_memory_and_continues_identically(tmp_path
         assert b["episode_return_mean"] == a["episode_return_mean"]
 
 
-def test_multi_agent_runs_refuse_policies_with_memory() -> None:
+@pytest.mark.parametrize("algo", ["ppo", "impala"])
+def test_multi_agent_sampling_carries_each_agents_state(local_backend: None, algo: str) -> None:
+    # Two LSTM policies over three agents of MultiAgentCartPole (agents leave when their pole
+    # falls, at different steps); fragments of 7 steps. For each policy's rows: every piece of
+    # an agent's trajectory is sequences from its stored state that reproduce what the agent
+    # acted with, and stepping the cell over an agent's whole life from the initial state gives
+    # the same outputs (its state crossed the fragment boundaries). IMPALA's rows come as
+    # sequences closed by a bootstrap row.
     from rlflow.config import PolicySpec
+    from rlflow.data.sample_batch import AGENT_INDEX, BOOTSTRAP, PREV_ACTIONS, PREV_REWARDS
     from rlflow.envs.ma_envs import MultiAgentCartPole
 
-    ppo = get_algorithm("ppo")
-    config = ppo.config_cls(
+    spec = get_algorithm(algo)
+    model = {"use_lstm": True, "lstm_cell_size": 8, "hidden": [8], "max_seq_len": 4}
+    model.update(lstm_use_prev_action=True, lstm_use_prev_reward=True)
+    config = spec.config_cls(
         env=MultiAgentCartPole,
-        num_workers=0,
-        model={"use_lstm": True},
+        env_config={"num_agents": 3},
+        num_workers=0 if algo == "ppo" else 1,  # the last worker samples
+        num_envs_per_worker=2,
+        rollout_fragment_length=7,
+        seed=3,
+        model=model,
         policies={"a": PolicySpec(), "b": PolicySpec()},
         policy_mapping_fn=lambda agent: "a" if str(agent).endswith("0") else "b",
     )
-    with pytest.raises(ConfigError, match=r"policies \['a', 'b'\] have memory"):
-        WorkerSet(config, ppo.policy_cls).local_worker().sample()
+
+    def sample(worker: Any) -> Any:
+        fragments = [worker.sample() for _ in range(8)]
+        return fragments, {pid: worker.get_policy(pid) for pid in ("a", "b")}
+
+    workers = WorkerSet(config, spec.policy_cls)
+    try:
+        fragments, policies = workers.foreach_worker(sample)[-1]
+    finally:
+        workers.stop()
+    for pid, policy in policies.items():
+        lives: dict[tuple[int, int], list[SampleBatch]] = {}
+        for fragment in fragments:
+            batch = fragment.policy_batches[pid]
+            tensors = policy.batch_to_tensors(batch)
+            with torch.no_grad():
+                dist, value = policy.model_outputs(tensors)
+            steps = ~batch[BOOTSTRAP] if BOOTSTRAP in batch else np.ones(batch.count, bool)
+            np.testing.assert_allclose(
+                dist.numpy()[steps], batch[ACTION_DIST_INPUTS][steps], atol=1e-5
+            )
+            np.testing.assert_allclose(value.numpy()[steps], batch[VF_PREDS][steps], atol=1e-5)
+            kept = SampleBatch({k: v[steps] for k, v in batch.items()})
+            keys = list(zip(kept[EPS_ID].tolist(), kept[AGENT_INDEX].tolist(), strict=True))
+            for key in dict.fromkeys(keys):
+                rows = np.array([k == key for k in keys])
+                lives.setdefault(key, []).append(SampleBatch({k: v[rows] for k, v in kept.items()}))
+        assert any(len(pieces) > 1 for pieces in lives.values())  # a life spans fragments
+        for pieces in lives.values():
+            life = SampleBatch.concat_samples(pieces)
+            # The previous action and reward inputs: zeros first, then the agent's own.
+            np.testing.assert_array_equal(life[PREV_ACTIONS][1:], life["actions"][:-1])
+            np.testing.assert_allclose(life[PREV_REWARDS][1:], life["rewards"][:-1])
+            assert life[PREV_ACTIONS][0] == 0 and life[PREV_REWARDS][0] == 0.0
+            state = [torch.from_numpy(x) for x in policy.initial_state(1)]
+            with torch.no_grad():
+                whole, _, _ = policy.model(
+                    torch.from_numpy(life["obs"])[None],
+                    state,
+                    torch.from_numpy(life[PREV_ACTIONS])[None],
+                    torch.from_numpy(life[PREV_REWARDS])[None],
+                )
+            np.testing.assert_allclose(whole[0].numpy(), life[ACTION_DIST_INPUTS], atol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -322,11 +377,31 @@ def test_an_exported_policy_with_memory_acts_as_the_trainer(tmp_path: Any, extra
     assert [s.shape for s in start] == [(1, 8)] * len(mine)
     with pytest.raises(ConfigError, match="acts from its state"):  # stateless: refused
         loaded.actor.act(torch.from_numpy(obs[None]), explore=False, generator=loaded.generator)
-    custom = Trainer(
-        "ppo", backend="local", env=ENV, num_workers=0, model={"custom_model": _TinyGRU}
-    )
-    with custom, pytest.raises(ConfigError, match="a recurrent custom model does not export yet"):
-        custom.export_policy(tmp_path / "custom")
+
+
+def test_an_exported_recurrent_custom_model_acts_as_the_trainer(tmp_path: Any) -> None:
+    import rlflow
+
+    model = {"custom_model": _TinyGRU, "max_seq_len": 5}
+    fields = {"env": ENV, "num_workers": 0, "seed": 2, "model": model, "train_batch_size": 256}
+    with Trainer("ppo", backend="local", min_time_s_per_iteration=0.0, **fields) as trainer:
+        trainer.train()
+        loaded = rlflow.load_policy(trainer.export_policy(tmp_path / "export"))
+        assert loaded.recurrent and type(loaded.actor).__name__ == "RecurrentCustomModelActor"
+        env = gym.make(ENV)
+        obs, _ = env.reset(seed=1)
+        state, mine = trainer.get_initial_state(), loaded.get_initial_state()
+        for _ in range(60):  # greedy actions and states, step by step, through episode ends
+            action, state = trainer.compute_single_action(obs, state=state)
+            got, mine = loaded.compute_single_action(obs, state=mine)
+            assert got == action
+            np.testing.assert_allclose(mine[0], state[0], atol=1e-6)
+            obs, _, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                obs, _ = env.reset()
+                state, mine = trainer.get_initial_state(), loaded.get_initial_state()
+    with pytest.raises(ConfigError, match="acts from its state"):  # stateless: refused
+        loaded.actor.act(torch.from_numpy(obs[None]), explore=False, generator=loaded.generator)
 
 
 @pytest.mark.parametrize("algo", ["impala", "appo"])
@@ -368,3 +443,31 @@ def test_v_trace_sequences_with_bootstrap_rows_replay_what_was_sampled(
     np.testing.assert_array_equal(batch[PREV_ACTIONS][ends], batch[ACTIONS][ends - 1])
     np.testing.assert_array_equal(batch[PREV_REWARDS][ends], batch[REWARDS][ends - 1])
     assert not batch[SEQ_START][ends].any() and np.isfinite(stats["total_loss"])
+
+
+def test_multi_agent_policies_with_memory_train_on_their_sequences(local_backend: None) -> None:
+    from rlflow.config import PolicySpec
+    from rlflow.envs.ma_envs import MultiAgentCartPole
+
+    model = {"use_lstm": True, "lstm_cell_size": 8, "hidden": [8], "max_seq_len": 5}
+    with Trainer(
+        "ppo",
+        env=MultiAgentCartPole,
+        num_workers=0,
+        seed=0,
+        model=model,
+        train_batch_size=200,
+        sgd_minibatch_size=50,
+        num_sgd_iter=2,
+        policies={"a": PolicySpec(), "b": PolicySpec()},
+        policy_mapping_fn=lambda agent: "a" if str(agent).endswith("0") else "b",
+    ) as trainer:
+        before = {
+            pid: trainer.workers.local_worker().get_policy(pid).get_weights() for pid in ("a", "b")
+        }
+        result = trainer.train()
+        for pid in ("a", "b"):
+            stats = result["info"]["learner"][pid]
+            assert np.isfinite(stats["total_loss"]), stats
+            after = trainer.workers.local_worker().get_policy(pid).get_weights()
+            assert any(not np.array_equal(before[pid][k], after[k]) for k in after)

@@ -28,9 +28,10 @@ num_outputs], value [B, T], state)`` instead of ``value`` (`rlflow.models.recurr
 cuts episodes into sequences of at most ``model_config["max_seq_len"]`` steps.
 
 The model is built under the policy's seed; its ``state_dict`` is its weights (synced to the
-rollout workers, saved in checkpoints). A policy exports it as :class:`CustomModelActor`
-(`rlflow.load_policy`) when the class is importable by name, i.e. defined at the top level of
-a module other than ``__main__``; the loading process imports that module itself first.
+rollout workers, saved in checkpoints). A policy exports it as :class:`CustomModelActor` (one
+with memory as :class:`RecurrentCustomModelActor`; `rlflow.load_policy`) when the class is
+importable by name, i.e. defined at the top level of a module other than ``__main__``; the
+loading process imports that module itself first.
 DQN, Ape-X, SAC and TD3 build their own networks and refuse ``custom_model``.
 """
 
@@ -51,11 +52,17 @@ from rlflow.errors import ConfigError
 from rlflow.models.actors import ActorCriticActor, ActorExport, ExportableActor
 from rlflow.models.distributions import ActionDistribution, dist_class_for
 from rlflow.models.nets import ActorCritic, build_model
-from rlflow.models.recurrent import RecurrentActor, RecurrentActorCritic, is_recurrent
+from rlflow.models.recurrent import (
+    RecurrentActor,
+    RecurrentActorCritic,
+    RecurrentInputs,
+    is_recurrent,
+)
 
 __all__ = [
     "CUSTOM_MODEL",
     "CustomModelActor",
+    "RecurrentCustomModelActor",
     "build_custom_model",
     "build_policy_model",
     "custom_model_path",
@@ -239,9 +246,10 @@ class CustomModelActor(ExportableActor):
         dist = self.dist_class(dist_inputs.cpu(), generator=generator)
         return dist.sample() if explore else dist.deterministic()
 
-    @staticmethod
-    def export_of(model: nn.Module, model_config: dict[str, Any]) -> ActorExport:
-        """The export of a policy's custom ``model`` built from ``model_config``."""
+    @classmethod
+    def export_of(cls, model: nn.Module, model_config: dict[str, Any]) -> ActorExport:
+        """The export of a policy's custom ``model`` built from ``model_config`` (acting as
+        this class)."""
         path = custom_model_path(model_config["custom_model"])
         config = {
             **model_config,
@@ -252,7 +260,46 @@ class CustomModelActor(ExportableActor):
             f"model.{k}": v.detach().cpu().numpy().copy() for k, v in model.state_dict().items()
         }
         options = {"custom_model": path, "model_config": config}
-        return ActorExport(CustomModelActor, options, weights)
+        return ActorExport(cls, options, weights)
+
+
+class RecurrentCustomModelActor(CustomModelActor):
+    """A policy's recurrent custom model, acting on its own one step at a time from its state
+    (:meth:`act_with_state`, as `rlflow.models.recurrent.RecurrentActor` does); options and
+    weights as `CustomModelActor`'s."""
+
+    def initial_state(self, batch_size: int) -> list[torch.Tensor]:
+        """The user's model's state at an episode's start, for ``batch_size`` observations."""
+        return list(self.model.initial_state(batch_size))  # type: ignore[operator]
+
+    def act(self, obs: torch.Tensor, *, explore: bool, generator: torch.Generator) -> torch.Tensor:
+        """Refused: a policy with memory acts from its state (:meth:`act_with_state`)."""
+        raise ConfigError(
+            "a policy with memory acts from its state: LoadedPolicy.compute_single_action(obs, "
+            "state=...) (state: get_initial_state() at an episode's start)"
+        )
+
+    def act_with_state(
+        self,
+        obs: torch.Tensor,
+        memory: RecurrentInputs,
+        *,
+        explore: bool,
+        generator: torch.Generator,
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Actions ``[B, ...]`` for ``obs [B, ...]`` from ``memory`` (``state`` None: the
+        initial state) and the state after the step: the mode, or a sample with ``explore``;
+        the model gets what a policy gives it while sampling (``[B, 1, ...]`` inputs)."""
+        state = memory.state if memory.state is not None else self.initial_state(len(obs))
+        prev_a, prev_r = memory.prev_actions, memory.prev_rewards
+        dist_inputs, _, new_state = self.model(
+            obs[:, None],
+            list(state),
+            None if prev_a is None else prev_a[:, None],
+            None if prev_r is None else prev_r[:, None],
+        )
+        dist = self.dist_class(dist_inputs[:, 0].cpu(), generator=generator)
+        return (dist.sample() if explore else dist.deterministic()), list(new_state)
 
 
 def build_policy_model(
@@ -295,14 +342,9 @@ def export_policy_model(
     not importable by name)."""
     if type(model) is RecurrentActorCritic:
         return RecurrentActor.export_of(model)
-    if is_recurrent(model):
-        raise ConfigError(
-            f"cannot export {type(model).__name__}: a recurrent custom model does not export "
-            "yet (the built-in use_lstm / use_gru network does). Act with "
-            "Trainer.compute_single_action(obs, state=...) instead"
-        )
     if model_config.get("custom_model") is not None:
-        return CustomModelActor.export_of(model, model_config)
+        actor = RecurrentCustomModelActor if is_recurrent(model) else CustomModelActor
+        return actor.export_of(model, model_config)
     if type(model) is ActorCritic:
         return ActorCriticActor.export_of(model, obs_space, action_space)
     raise ConfigError(

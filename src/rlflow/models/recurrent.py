@@ -40,6 +40,7 @@ __all__ = [
     "RecurrentInputs",
     "is_recurrent",
     "state_in_key",
+    "state_out_key",
 ]
 
 RECURRENT_DEFAULTS: dict[str, Any] = {
@@ -73,6 +74,12 @@ _VALUE_GAIN = 1.0
 def state_in_key(k: int) -> str:
     """The batch column of state tensor ``k`` at a row: ``"state_in_0"``, ``"state_in_1"``..."""
     return f"state_in_{k}"
+
+
+def state_out_key(k: int) -> str:
+    """The key of state tensor ``k`` after a step in what `TorchPolicy.compute_actions`
+    returns: ``"state_out_0"``, ``"state_out_1"``..."""
+    return f"state_out_{k}"
 
 
 def is_recurrent(model: nn.Module) -> bool:

@@ -73,6 +73,7 @@ from rlflow.models.recurrent import (
     RECURRENT_DEFAULTS,
     RecurrentInputs,
     is_recurrent,
+    state_out_key,
 )
 from rlflow.policy.adam import Adam
 from rlflow.policy.data_parallel import DataParallel
@@ -343,7 +344,7 @@ class TorchPolicy(abc.ABC):
             ACTION_DIST_INPUTS: dist_inputs.numpy(),
         }
         for k, tensor in enumerate(state_out):
-            extra[f"state_out_{k}"] = tensor.cpu().numpy()
+            extra[state_out_key(k)] = tensor.cpu().numpy()
         return actions.numpy(), extra
 
     def initial_state(self, batch_size: int) -> list[Array]:

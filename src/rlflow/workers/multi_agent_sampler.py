@@ -52,6 +52,7 @@ from rlflow.data.sample_batch import (
     LOGP,
     NEXT_OBS,
     OBS,
+    SEQ_START,
     VF_PREDS,
     MultiAgentBatch,
     SampleBatch,
@@ -73,9 +74,16 @@ from rlflow.envs.validation import (
 from rlflow.envs.vector import EpisodeStat, env_action
 from rlflow.errors import ConfigError, NonFiniteError
 from rlflow.filters import MeanStdFilter
+from rlflow.models.recurrent import RecurrentInputs, state_out_key
 from rlflow.policy import TorchPolicy
-from rlflow.workers.agent_trajectory import AgentTrajectory, EnvSlot
-from rlflow.workers.sampler import Sampler, SamplerSpec, agent_policy_map, as_multi_agent_env
+from rlflow.workers.agent_trajectory import AgentMemory, AgentTrajectory, EnvSlot
+from rlflow.workers.sampler import (
+    Sampler,
+    SamplerSpec,
+    agent_policy_map,
+    as_multi_agent_env,
+    no_previous_action,
+)
 
 __all__ = ["MultiAgentSampler"]
 
@@ -112,13 +120,6 @@ class MultiAgentSampler(Sampler):
     ) -> None:
         """Build the envs (reset on the first ``sample()``)."""
         super().__init__(spec)
-        with_memory = sorted(pid for pid, policy in policies.items() if policy.recurrent)
-        if with_memory:
-            raise ConfigError(
-                f"policies {with_memory} have memory (model.use_lstm/use_gru or a recurrent "
-                "custom model): multi-agent sampling does not carry recurrent state yet; "
-                "recurrent policies train on single-agent envs"
-            )
         self.filters = dict(filters or {})
         """``{policy id: observation filter}``; policies not in it see raw observations."""
         num_envs = spec.num_envs
@@ -204,11 +205,18 @@ class MultiAgentSampler(Sampler):
     def _trajectory(self, slot: EnvSlot, agent: str) -> AgentTrajectory:
         traj = slot.trajectories.get(agent)
         if traj is None:
-            traj = AgentTrajectory(
-                self._policy_for(slot, agent), slot.eps_id, self._agent_index.get(agent, -1)
-            )
+            pid = self._policy_for(slot, agent)
+            memory = self._new_memory(pid) if self.policies[pid].recurrent else None
+            traj = AgentTrajectory(pid, slot.eps_id, self._agent_index.get(agent, -1), memory)
             slot.trajectories[agent] = traj
         return traj
+
+    def _new_memory(self, pid: str) -> AgentMemory:
+        """An agent's inputs when it joins: policy ``pid``'s initial state, no previous action
+        or reward."""
+        policy = self.policies[pid]
+        state = [s[0] for s in policy.initial_state(1)]
+        return AgentMemory(state, no_previous_action(policy.action_space))
 
     def pop_episode_stats(self) -> list[EpisodeStat]:
         """Episodes finished since the last call, in the order they ended."""
@@ -245,12 +253,23 @@ class MultiAgentSampler(Sampler):
             for agent in slot.obs:
                 groups.setdefault(self._policy_for(slot, agent), []).append((slot, agent))
         for pid, members in groups.items():
+            policy = self.policies[pid]
             obs = np.stack([np.asarray(slot.obs[agent]) for slot, agent in members])
-            actions, extra = self.policies[pid].compute_actions(obs, explore=self.spec.explore)
+            trajs = [self._trajectory(slot, agent) for slot, agent in members]
+            states: list[Array] = []
+            if policy.recurrent:  # each agent's own inputs, stacked
+                memory = _stacked_memory([traj.memory for traj in trajs])
+                actions, extra = policy.compute_actions(
+                    obs, explore=self.spec.explore, memory=memory
+                )
+                states = [extra[state_out_key(k)] for k in range(len(memory.state or ()))]
+            else:
+                actions, extra = policy.compute_actions(obs, explore=self.spec.explore)
             logp, vf, dist = extra[LOGP], extra[VF_PREDS], extra[ACTION_DIST_INPUTS]
-            for k, (slot, agent) in enumerate(members):
-                self._trajectory(slot, agent).act(
-                    slot.obs[agent], actions[k], float(logp[k]), float(vf[k]), dist[k]
+            for k, ((slot, agent), traj) in enumerate(zip(members, trajs, strict=True)):
+                state_out = [s[k] for s in states] if states else None
+                traj.act(
+                    slot.obs[agent], actions[k], float(logp[k]), float(vf[k]), dist[k], state_out
                 )
 
     def _step_slot(self, j: int, slot: EnvSlot, *, record: bool) -> None:
@@ -392,8 +411,15 @@ class MultiAgentSampler(Sampler):
         policy = self.policies[traj.policy_id]
         last_value = 0.0
         if not terminated and policy.use_critic:
-            last_value = float(policy.value(np.asarray(traj.last_next_obs)[None])[0])
+            last_obs = np.asarray(traj.last_next_obs)[None]
+            if traj.memory is None:
+                last_value = float(policy.value(last_obs)[0])
+            else:  # from the agent's inputs after its last action
+                inputs = _stacked_memory([traj.memory])
+                last_value = float(policy.value(last_obs, memory=inputs)[0])
         batch = traj.take()
+        if traj.memory is not None:  # sequences: the piece's start, then every max_seq_len
+            batch[SEQ_START] = np.arange(batch.count) % policy.max_seq_len == 0
         if getattr(policy, "requires_bootstrap_rows", False):
             # A sequence: its bootstrap row instead of a NEXT_OBS per row.
             del batch[NEXT_OBS]
@@ -427,6 +453,17 @@ class MultiAgentSampler(Sampler):
         """Close every env."""
         for slot in self.slots:
             slot.env.close()
+
+
+def _stacked_memory(memories: list[AgentMemory | None]) -> RecurrentInputs:
+    """Agents' inputs to one policy with memory, one row each."""
+    rows = [m for m in memories if m is not None]
+    state = [np.stack(parts) for parts in zip(*(m.state for m in rows), strict=True)]
+    return RecurrentInputs(
+        state,
+        np.stack([m.prev_action for m in rows]),
+        np.array([m.prev_reward for m in rows], dtype=np.float32),
+    )
 
 
 def _nonfinite_field(

@@ -31,6 +31,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
 
 from rlflow.checks import check_int
 from rlflow.config import DEFAULT_POLICY_ID
@@ -45,6 +47,7 @@ __all__ = [
     "agent_policy_map",
     "as_multi_agent_env",
     "is_multi_agent_env",
+    "no_previous_action",
     "policy_spaces",
 ]
 
@@ -177,6 +180,13 @@ class Sampler(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Close every env."""
+
+
+def no_previous_action(space: gym.Space[Any], *batch: int) -> npt.NDArray[Any]:
+    """The previous action a policy with memory sees before an episode's first step: zeros of
+    ``space``'s shape (after the ``batch`` axes), integer for integer (discrete) actions."""
+    dtype = np.int64 if space.dtype is None or space.dtype.kind in "iu" else space.dtype
+    return np.zeros((*batch, *(space.shape or ())), dtype=dtype)
 
 
 def agent_policy_map(

@@ -52,9 +52,9 @@ from rlflow.envs.validation import env_location
 from rlflow.envs.vector import EpisodeStat, VectorEnv
 from rlflow.errors import ConfigError, NonFiniteError
 from rlflow.filters import MeanStdFilter
-from rlflow.models.recurrent import RecurrentInputs, state_in_key
+from rlflow.models.recurrent import RecurrentInputs, state_in_key, state_out_key
 from rlflow.policy import TorchPolicy
-from rlflow.workers.sampler import Sampler, SamplerSpec
+from rlflow.workers.sampler import Sampler, SamplerSpec, no_previous_action
 
 __all__ = ["VectorSampler"]
 
@@ -152,9 +152,7 @@ class _Memory:
     def __init__(self, policy: TorchPolicy, num_envs: int) -> None:
         self.state = policy.initial_state(num_envs)
         self._initial = [s[0] for s in policy.initial_state(1)]  # what a new episode starts from
-        space = policy.action_space
-        dtype = np.int64 if space.dtype is None or space.dtype.kind in "iu" else space.dtype
-        self.prev_actions: Array = np.zeros((num_envs, *(space.shape or ())), dtype=dtype)
+        self.prev_actions: Array = no_previous_action(policy.action_space, num_envs)
         self.prev_rewards: Array = np.zeros(num_envs, dtype=np.float32)
 
     def inputs(self) -> RecurrentInputs:
@@ -164,7 +162,7 @@ class _Memory:
     def advance(self, extra: dict[str, Array], actions: Array, rewards: Array) -> None:
         """Take the step's new state (``state_out_k`` of ``extra``), actions and rewards."""
         # The step's own arrays (fresh from the policy): reset() may write into them.
-        self.state = [extra[f"state_out_{k}"] for k in range(len(self.state))]
+        self.state = [extra[state_out_key(k)] for k in range(len(self.state))]
         self.prev_actions = (
             np.asarray(actions).astype(self.prev_actions.dtype).reshape(self.prev_actions.shape)
         )

@@ -54,7 +54,7 @@ from rlflow.data.sample_batch import (
 )
 from rlflow.errors import ConfigError
 from rlflow.models.actors import ActorExport
-from rlflow.models.recurrent import RecurrentInputs
+from rlflow.models.recurrent import RecurrentInputs, state_out_key
 from rlflow.ops.keys import TD_ERROR
 from rlflow.policy.policy import TorchPolicy
 from rlflow.replay import BATCH_INDEXES, DISCOUNTS, WEIGHTS, n_step_transitions
@@ -198,7 +198,7 @@ class DQNPolicy(TorchPolicy):
             ACTION_DIST_INPUTS: q_np,
         }
         for k, tensor in enumerate(state_out):
-            extra[f"state_out_{k}"] = tensor.cpu().numpy()
+            extra[state_out_key(k)] = tensor.cpu().numpy()
         return actions.numpy(), extra
 
     def _q_values(
