@@ -47,12 +47,14 @@ MODEL_KEYS = (
     "shared",
     "custom_model",
     "custom_model_config",
+    "use_action_mask_as_input",
     *RECURRENT_KEYS,
 )
 """The keys a config's ``model`` dict may set: the built-in network's ``hidden``, ``activation``
 and ``shared`` (`rlflow.models.build_model`), or a user's network: ``custom_model``
 (``"package.module:Class"`` or the class) with its options ``custom_model_config`` (a dict;
-see `rlflow.models.custom`); and :data:`RECURRENT_KEYS`."""
+see `rlflow.models.custom`); ``use_action_mask_as_input``: feed an observation's action mask
+to the network too (`rlflow.models.masking`; default false); and :data:`RECURRENT_KEYS`."""
 
 
 ACTIVATION_NAMES = ("tanh", "relu", "elu")
@@ -168,7 +170,8 @@ each an int >= 1 (e.g. [64, 64]; [] for none)
             f"{label}.activation={model['activation']!r} is not supported; use one of "
             f"{sorted(ACTIVATION_NAMES)}"
         )
-    for key in ("shared", "use_lstm", "use_gru", "lstm_use_prev_action", "lstm_use_prev_reward"):
+    flags = ("shared", "use_lstm", "use_gru", "lstm_use_prev_action", "lstm_use_prev_reward")
+    for key in (*flags, "use_action_mask_as_input"):
         if key in model and not isinstance(model[key], bool):
             raise ConfigError(f"{label}.{key}={model[key]!r} must be true or false")
     for key in ("lstm_cell_size", "max_seq_len"):

@@ -14,6 +14,13 @@ Per part:
 - ``MultiBinary(n)``: its bits as 0.0/1.0;
 - ``Dict`` and ``Tuple``: their parts, flattened the same way (nesting to any depth).
 
+Action masks (PettingZoo's convention, also for Gymnasium envs): a ``Dict`` space with an
+``"action_mask"`` key (`ACTION_MASK`) is laid out with its other keys first and the mask last,
+as 0.0/1.0 values, and its flat space is an :class:`ActionMaskBox`, which says how many of the
+last values are the mask. A policy given such a space acts only on legal actions (the mask
+gives its action-distribution inputs, `rlflow.models.masking`) and, unless
+``model.use_action_mask_as_input``, its network never sees the mask.
+
 A space with a part of any other kind (``Text``, ``Graph``, ``Sequence``, ``OneOf``) is left as
 it is, and the algorithm's policy refuses it, naming the part (:func:`unflattenable_part`).
 A multi-agent env (a `rlflow.envs.multi_agent.MultiAgentEnv`, or a PettingZoo env, adapted
@@ -43,16 +50,22 @@ from rlflow.envs.multi_agent import AgentID, MultiAgentDict, MultiAgentEnv, Mult
 from rlflow.errors import ConfigError
 
 __all__ = [
+    "ACTION_MASK",
+    "ActionMaskBox",
     "FlattenMultiAgentObservations",
     "FlattenObservations",
     "ObservationFlattener",
     "flatten_observation",
     "flatten_space",
+    "action_mask_size",
     "needs_flattening",
     "unflattenable_part",
 ]
 
 Array = npt.NDArray[Any]
+
+ACTION_MASK = "action_mask"
+"""The key of a ``Dict`` observation that holds the legal-action mask (1: legal)."""
 
 _STRUCTURED = (spaces.Dict, spaces.Tuple, spaces.MultiDiscrete, spaces.MultiBinary)
 _LEAVES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
@@ -101,8 +114,46 @@ def needs_flattening(space: gym.Space[Any]) -> bool:
     return isinstance(space, _STRUCTURED) and unflattenable_part(space) is None
 
 
+class ActionMaskBox(spaces.Box[np.float32]):
+    """The flat space of observations that carry an action mask: a float32 ``Box`` whose last
+    ``action_mask_size`` values are the mask (1.0: the action is legal), the rest the
+    observation proper (the module docstring)."""
+
+    def __init__(self, low: Array, high: Array, *, action_mask_size: int) -> None:
+        """A ``Box`` of shape ``(len(low),)``; its last ``action_mask_size`` values the mask."""
+        super().__init__(low, high, (len(low),), np.float32)
+        self.action_mask_size = int(action_mask_size)
+        """How many of the last values are the action mask."""
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, ActionMaskBox)
+            and other.action_mask_size == self.action_mask_size
+            and super().__eq__(other)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.action_mask_size))
+
+    def __repr__(self) -> str:
+        return f"ActionMaskBox({self.shape}, action_mask_size={self.action_mask_size})"
+
+
+def action_mask_size(space: gym.Space[Any]) -> int:
+    """How many of the last values of ``space``'s flat observations are an action mask (0:
+    none)."""
+    return int(getattr(space, "action_mask_size", 0))
+
+
 def _parts(space: gym.Space[Any], path: tuple[Any, ...], offset: int) -> list[_Part]:
-    """The leaves of ``space`` in flat order, starting at ``offset``."""
+    """The leaves of ``space`` in flat order, starting at ``offset`` (a ``Dict``'s action mask,
+    at the top level, last)."""
+    if isinstance(space, spaces.Dict) and not path and ACTION_MASK in space.spaces:
+        others = spaces.Dict({k: v for k, v in space.spaces.items() if k != ACTION_MASK})
+        head = _parts(others, (), offset)
+        end = head[-1].offset + head[-1].size if head else offset
+        size = int(np.prod(space.spaces[ACTION_MASK].shape or ()))
+        return [*head, _Part((ACTION_MASK,), end, size, None, None, None)]
     if isinstance(space, spaces.Dict | spaces.Tuple):
         items = space.spaces.items() if isinstance(space, spaces.Dict) else enumerate(space)
         out: list[_Part] = []
@@ -166,7 +217,10 @@ class ObservationFlattener:
         low = np.concatenate([b[0] for b in bounds]) if bounds else np.zeros(0, np.float32)
         high = np.concatenate([b[1] for b in bounds]) if bounds else np.zeros(0, np.float32)
         self.space = spaces.Box(low, high, (self.size,), np.float32)
-        """The flat observation space: a float32 ``Box`` of shape ``(size,)``."""
+        if isinstance(space, spaces.Dict) and ACTION_MASK in space.spaces:
+            self.space = ActionMaskBox(low, high, action_mask_size=self.parts[-1].size)
+        """The flat observation space: a float32 ``Box`` of shape ``(size,)`` (an
+        `ActionMaskBox` when the observations carry an action mask)."""
 
     def __call__(self, obs: Any) -> npt.NDArray[np.float32]:
         """The flat float32 vector of one observation; `ConfigError` naming the part when

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from rlflow.envs.flatten import ACTION_MASK, action_mask_size
 from rlflow.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -130,7 +131,24 @@ def check_calls(env: Any, name: str) -> None:
     where = f"env {name!r}"
     result = env.reset(seed=0)
     check_returned(result, "reset", where=where)
-    check_returned(env.step(env.action_space.sample()), "step", where=where)
+    check_returned(env.step(_legal_sample(env, result[0])), "step", where=where)
+
+
+def _legal_sample(env: Any, obs: Any) -> Any:
+    """A random action of ``env``, a legal one where its observation ``obs`` carries an action
+    mask over ``Discrete`` actions (a Dict's ``action_mask``, or the last values of a
+    flattened one: `rlflow.envs.flatten`)."""
+    space = env.action_space
+    if not isinstance(space, spaces.Discrete):
+        return space.sample()
+    mask = None
+    if isinstance(obs, dict) and ACTION_MASK in obs:
+        mask = np.asarray(obs[ACTION_MASK])
+    elif action_mask_size(env.observation_space):
+        mask = np.asarray(obs)[-action_mask_size(env.observation_space) :]
+    if mask is None or mask.shape != (int(space.n),) or not mask.any():
+        return space.sample()
+    return space.sample(mask=(mask > 0.5).astype(np.int8))
 
 
 def env_name(env: Any) -> str:

@@ -51,6 +51,7 @@ from rlflow.config.model import custom_model_class
 from rlflow.errors import ConfigError
 from rlflow.models.actors import ActorCriticActor, ActorExport, ExportableActor
 from rlflow.models.distributions import ActionDistribution, dist_class_for
+from rlflow.models.masking import ActionMaskedModel, masked_network
 from rlflow.models.nets import ActorCritic, build_model
 from rlflow.models.recurrent import (
     RecurrentActor,
@@ -308,7 +309,19 @@ def build_policy_model(
     """The network of an actor-critic policy: ``model_config["custom_model"]`` when set
     (:func:`build_custom_model`), the built-in `RecurrentActorCritic` with ``use_lstm`` /
     ``use_gru``, else the built-in `ActorCritic` from ``hidden``, ``activation`` and
-    ``shared`` (`rlflow.models.build_model`)."""
+    ``shared`` (`rlflow.models.build_model`); for observations that carry an action mask,
+    wrapped in `rlflow.models.masking.ActionMaskedModel`."""
+
+    def build(space: gym.Space[Any]) -> nn.Module:
+        return _build_network(space, action_space, model_config)
+
+    return masked_network(build, obs_space, action_space, model_config, "the policy's model")
+
+
+def _build_network(
+    obs_space: gym.Space[Any], action_space: gym.Space[Any], model_config: dict[str, Any]
+) -> nn.Module:
+    """The network `build_policy_model` builds for observations of ``obs_space``."""
     if model_config.get("custom_model") is not None:
         return build_custom_model(obs_space, action_space, model_config)
     if model_config.get("use_lstm") or model_config.get("use_gru"):
@@ -340,6 +353,11 @@ def export_policy_model(
     """The export of a network :func:`build_policy_model` made: `ActorCriticActor` for the
     built-in one, :class:`CustomModelActor` for a custom one (`ConfigError` when its class is
     not importable by name)."""
+    if isinstance(model, ActionMaskedModel):
+        raise ConfigError(
+            "cannot export a policy with action masks yet (its network acts on observations "
+            "without the mask, then masks); act with Trainer.compute_single_action instead"
+        )
     if type(model) is RecurrentActorCritic:
         return RecurrentActor.export_of(model)
     if model_config.get("custom_model") is not None:

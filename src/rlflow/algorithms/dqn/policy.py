@@ -54,6 +54,7 @@ from rlflow.data.sample_batch import (
 )
 from rlflow.errors import ConfigError
 from rlflow.models.actors import ActorExport
+from rlflow.models.masking import ActionMaskedModel, legal_actions, masked_network
 from rlflow.models.recurrent import RecurrentInputs, state_out_key
 from rlflow.ops.keys import TD_ERROR
 from rlflow.policy.policy import TorchPolicy
@@ -122,24 +123,33 @@ class DQNPolicy(TorchPolicy):
         # The base built an actor-critic; DQN replaces it with the Q network (same attribute,
         # so weights, gradients and checkpoints of the base work unchanged).
         self.model = self.q_model
-        self.target_model: QNetwork = copy.deepcopy(self.q_model).requires_grad_(False)
+        self.target_model: nn.Module = copy.deepcopy(self.q_model).requires_grad_(False)
         """The target network, updated by :meth:`update_target`."""
         self._params = [p for p in self.q_model.parameters() if p.requires_grad]
         self.global_timestep = 0
         """Last timestep pushed with the weights (env steps sampled by all workers)."""
         self._acted_since_push = 0
 
-    def _build_q_network(self, config: DQNConfig, seed: int | None) -> QNetwork:
+    def _build_q_network(self, config: DQNConfig, seed: int | None) -> nn.Module:
+        """The `QNetwork` (masked when the observations carry an action mask:
+        `rlflow.models.masking`), built under ``seed``."""
         model_cfg = {"hidden": (64, 64), "activation": "relu", **config.model}
-        with torch.random.fork_rng(devices=[]):
-            if seed is not None:
-                torch.manual_seed(seed)
+
+        def build(space: gym.Space[Any]) -> QNetwork:
             return QNetwork(
-                self.observation_space,
+                space,
                 self.num_actions,
                 hidden=tuple(int(h) for h in model_cfg["hidden"]),
                 activation=str(model_cfg["activation"]),
                 dueling=config.dueling,
+            )
+
+        with torch.random.fork_rng(devices=[]):
+            if seed is not None:
+                torch.manual_seed(seed)
+            where = f"{type(self).__name__}'s Q network"
+            return masked_network(
+                build, self.observation_space, self.action_space, model_cfg, where
             )
 
     def _per_worker_epsilon(self, config: DQNConfig) -> float | None:
@@ -186,9 +196,13 @@ class DQNPolicy(TorchPolicy):
         if explore:
             size = actions.shape[0]
             explore_mask = torch.rand(size, generator=self.generator) < self.epsilon()
-            random_actions = torch.randint(
-                self.num_actions, (size,), generator=self.generator, dtype=actions.dtype
-            )
+            if isinstance(self.q_model, ActionMaskedModel):  # uniform over the legal ones
+                legal = legal_actions(q).float()
+                random_actions = torch.multinomial(legal, 1, generator=self.generator)[:, 0]
+            else:
+                random_actions = torch.randint(
+                    self.num_actions, (size,), generator=self.generator, dtype=actions.dtype
+                )
             actions = torch.where(explore_mask, random_actions, actions)
             self._acted_since_push += size
         q_np = q.numpy()
@@ -291,6 +305,11 @@ class DQNPolicy(TorchPolicy):
     def export_model(self) -> ActorExport:
         """The Q network as a `QActor` (`rlflow.export` writes it): its model options,
         ``dueling``, ``final_epsilon`` for exploring, and :meth:`get_weights`."""
+        if isinstance(self.q_model, ActionMaskedModel):
+            raise ConfigError(
+                "cannot export a policy with action masks yet; act with "
+                "Trainer.compute_single_action instead"
+            )
         model_cfg = {"hidden": (64, 64), "activation": "relu", **self.config.model}
         options = {
             "hidden": [int(h) for h in model_cfg["hidden"]],

@@ -42,7 +42,9 @@ from rlflow.data.sample_batch import (
     WEIGHTS,
     SampleBatch,
 )
+from rlflow.errors import ConfigError
 from rlflow.models.actors import ActorExport
+from rlflow.models.masking import MASKED_LOGIT, ActionMaskedModel, legal_actions
 from rlflow.models.recurrent import (
     RecurrentActor,
     RecurrentActorCritic,
@@ -110,10 +112,17 @@ class R2D2Policy(DQNPolicy):
         return self.model
 
     def _q(self, advantages: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-        """Q-values from the model's two heads (dueling) or its advantage head alone."""
+        """Q-values from the model's two heads (dueling) or its advantage head alone; with an
+        action mask (`rlflow.models.masking`: illegal advantages come masked) the dueling mean
+        is over the legal actions and illegal Q-values stay masked."""
         if not self.dueling:
             return advantages
-        return values.unsqueeze(-1) + advantages - advantages.mean(dim=-1, keepdim=True)
+        if not isinstance(self.model, ActionMaskedModel):
+            return values.unsqueeze(-1) + advantages - advantages.mean(dim=-1, keepdim=True)
+        legal = legal_actions(advantages)
+        count = legal.sum(dim=-1, keepdim=True).clamp(min=1)
+        mean = advantages.masked_fill(~legal, 0.0).sum(dim=-1, keepdim=True) / count
+        return (values.unsqueeze(-1) + advantages - mean).masked_fill(~legal, MASKED_LOGIT)
 
     def _q_values(
         self, obs: npt.ArrayLike, memory: RecurrentInputs | None
@@ -211,5 +220,10 @@ class R2D2Policy(DQNPolicy):
         """The recurrent Q network as a `RecurrentActor` with DQN's ``final_epsilon``: greedy
         actions are the argmax of its advantage head (Q's, dueling or not)."""
         model = self.q_model
+        if isinstance(model, ActionMaskedModel):
+            raise ConfigError(
+                "cannot export a policy with action masks yet; act with "
+                "Trainer.compute_single_action instead"
+            )
         assert isinstance(model, RecurrentActorCritic)
         return RecurrentActor.export_of(model, epsilon=self.final_epsilon)
