@@ -149,5 +149,27 @@ def test_pettingzoo_aec_env_goes_through_aec_to_parallel() -> None:
     env.reset(seed=0)
     step = env.step({"player_0": 2, "player_1": 0})  # scissors lose to rock
     assert step.rewards == {"player_0": -1.0, "player_1": 1.0}
-    with pytest.raises(ConfigError, match="not parallelizable"):
-        from_pettingzoo(pettingzoo.make("aec", "classic/tictactoe-v3"))
+
+
+def test_a_turn_based_aec_game_is_played_turn_by_turn() -> None:
+    pytest.importorskip("pettingzoo")
+    from pettingzoo.classic import tictactoe_v3
+
+    env = from_pettingzoo(tictactoe_v3.env())
+    obs, _ = env.reset(seed=0)
+    assert list(obs) == env.agents == ["player_1"]
+    # X (player_1) takes the left column (squares 0, 1, 2); O answers in 3 and 4.
+    moves = [("player_1", 0), ("player_2", 3), ("player_1", 1), ("player_2", 4)]
+    for agent, square in moves:
+        assert env.agents == [agent] and obs[agent]["action_mask"][square] == 1
+        step = env.step({agent: square})
+        obs = step.obs
+        assert not step.terminateds["__all__"] and step.rewards == dict.fromkeys(
+            ["player_1", "player_2"], 0.0
+        )
+    with pytest.raises(ConfigError, match="active agents are \\['player_1'\\]"):
+        env.step({"player_2": 5})
+    final = env.step({"player_1": 2})  # three in a column: X wins
+    assert final.rewards == {"player_1": 1.0, "player_2": -1.0}
+    assert final.terminateds == {"player_1": True, "player_2": True, "__all__": True}
+    assert sorted(final.obs) == ["player_1", "player_2"] and env.agents == []

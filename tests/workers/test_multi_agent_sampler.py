@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -505,3 +506,47 @@ def test_evaluation_plays_the_same_steps_as_training() -> None:
     (env,) = worker.foreach_env(lambda e: e)
     assert len(env.actions_seen) == 5  # the evaluation had an env of its own
     assert worker.pop_episode_stats() == []
+
+
+def test_turn_based_rows_end_at_the_agents_next_turn_with_what_accrued() -> None:
+    # Tic-tac-toe, one policy for both players, fragments of 12 turns: each player's row runs
+    # from its move to its next turn (NEXT_OBS is the board it then sees, the other player's
+    # move included); the game's +1 / -1 land on the last row of each player; the mask keeps
+    # every move legal; results count each player's wins, draws and losses.
+    pytest.importorskip("pettingzoo")
+    from rlflow.ops.metrics import agent_outcome_counts
+
+    config = PGConfig(
+        env="pettingzoo.classic.tictactoe_v3",
+        num_workers=0,
+        rollout_fragment_length=12,
+        policies={"p": PolicySpec()},
+        policy_mapping_fn=lambda agent: "p",
+        seed=0,
+    )
+    worker = RolloutWorker(config, PGPolicy, worker_index=0)
+    batch = SampleBatch.concat_samples([worker.sample().policy_batches["p"] for _ in range(6)])
+    episodes = worker.pop_episode_stats()
+    assert len(episodes) >= 5
+    for episode in episodes:  # zero-sum: one wins, the other loses, or both draw
+        assert sorted(a.return_ for a in episode.agent_returns) in ([-1.0, 1.0], [0.0, 0.0])
+    obs, next_obs = batch[OBS], batch[NEXT_OBS]
+    board, mask = obs[:, :18], obs[:, 18:]  # the flat board (3x3x2), then the legal moves
+    assert np.all(mask[np.arange(len(obs)), batch[ACTIONS]] == 1)
+    for eps in np.unique(batch[EPS_ID]):
+        for player in (0, 1):
+            rows = np.flatnonzero((batch[EPS_ID] == eps) & (batch[AGENT_INDEX] == player))
+            if len(rows) < 2:
+                continue
+            # Between two of its turns both players moved once: two more marks on the board.
+            for r, r_next in itertools.pairwise(rows):
+                np.testing.assert_array_equal(next_obs[r], obs[r_next])
+                assert board[r_next].sum() == board[r].sum() + 2
+            assert batch[REWARDS][rows[:-1]].tolist() == [0.0] * (len(rows) - 1)
+    done = batch[TERMINATEDS]
+    assert set(batch[REWARDS][done].tolist()) <= {-1.0, 0.0, 1.0} and done.sum() >= 8
+    counts = agent_outcome_counts(episodes)
+    for agent in ("player_1", "player_2"):
+        total = sum(counts[f"agent_{k}/{agent}"] for k in ("wins", "draws", "losses"))
+        assert total == len(episodes)
+    assert counts["agent_wins/player_1"] == counts["agent_losses/player_2"]

@@ -104,8 +104,9 @@ def _pettingzoo_module(path: str) -> Any:
 
 def make_pettingzoo_env(path: str, **env_kwargs: Any) -> Any:
     """Build the PettingZoo env of module ``path`` (``"pettingzoo.classic.rps_v2"``) with
-    ``env_kwargs``: its ``parallel_env``, else its AEC ``env`` (which must be parallelizable),
-    adapted to a `rlflow.envs.multi_agent.MultiAgentEnv`."""
+    ``env_kwargs``: its ``parallel_env``, else its AEC ``env`` (a turn-based game is played
+    turn by turn: `rlflow.envs.multi_agent.PettingZooAECEnv`), adapted to a
+    `rlflow.envs.multi_agent.MultiAgentEnv`."""
     from rlflow.envs.ma_envs import make_multi_agent_env
 
     module = _pettingzoo_module(path)

@@ -143,17 +143,89 @@ class PettingZooEnv(MultiAgentEnv):
         self.env.close()
 
 
-def from_pettingzoo(env: Any) -> PettingZooEnv:
-    """Adapt a PettingZoo env: a ``ParallelEnv`` as it is, an ``AECEnv`` via ``aec_to_parallel``.
+class PettingZooAECEnv(MultiAgentEnv):
+    """A turn-based PettingZoo ``AECEnv`` seen as a `MultiAgentEnv` (build it with
+    `from_pettingzoo`): chess, tic-tac-toe, connect four, poker...
 
-    AEC envs must be parallelizable (``metadata["is_parallelizable"]``: every agent acts once
-    per cycle); turn-based games such as chess or tic-tac-toe are not, and raise `ConfigError`.
+    Each step is one agent's turn: ``obs`` (and `agents`) hold only the agent whose turn comes
+    next, so only it acts. ``rewards`` hold every agent's reward from that turn (PettingZoo's
+    ``env.rewards``), so an agent's reward for its action is what accrues until its next turn
+    (the sampler keeps the agent's row open until then, `rlflow.workers.multi_agent_sampler`).
+    An agent whose game is over (terminated or truncated) leaves in that step with its final
+    observation, whether or not it was its turn; the adapter takes PettingZoo's "dead steps"
+    (``step(None)``) for it. `ALL_AGENTS` is True once every agent left.
+    """
+
+    def __init__(self, env: Any) -> None:
+        """Wrap the PettingZoo AEC env ``env``."""
+        self.env = env
+        """The wrapped PettingZoo ``AECEnv``."""
+        self.possible_agents = list(env.possible_agents)
+        self.agents = []
+        self.observation_spaces = {a: env.observation_space(a) for a in self.possible_agents}
+        self.action_spaces = {a: env.action_space(a) for a in self.possible_agents}
+        self._any_truncated = False
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[MultiAgentDict, MultiAgentDict]:
+        """Reset the PettingZoo env; the first observation is the first mover's."""
+        self.env.reset(seed=seed, options=options)
+        self._any_truncated = False
+        first = self.env.agent_selection
+        self.agents = [first]
+        return {first: self.env.observe(first)}, {first: dict(self.env.infos.get(first, {}))}
+
+    def step(self, action_dict: Mapping[AgentID, Any]) -> MultiAgentStep:
+        """Play the turn of the agent whose turn it is (its action in ``action_dict``)."""
+        self._check_action_keys(action_dict)
+        env = self.env
+        env.step(action_dict[env.agent_selection])
+        rewards = {agent: float(r) for agent, r in env.rewards.items()}
+        obs: MultiAgentDict = {}
+        terminateds: dict[AgentID, bool] = {}
+        truncateds: dict[AgentID, bool] = {}
+        infos: MultiAgentDict = {}
+        for agent in list(env.agents):  # those whose game is over leave, with a last look
+            terminated, truncated = bool(env.terminations[agent]), bool(env.truncations[agent])
+            if terminated or truncated:
+                obs[agent] = env.observe(agent)
+                terminateds[agent] = terminated
+                truncateds[agent] = truncated and not terminated
+                infos[agent] = dict(env.infos.get(agent, {}))
+        self._any_truncated = self._any_truncated or any(truncateds.values())
+        while env.agents and (
+            env.terminations[env.agent_selection] or env.truncations[env.agent_selection]
+        ):
+            env.step(None)  # PettingZoo's dead step: the agent is removed
+        self.agents = [env.agent_selection] if env.agents else []
+        for agent in self.agents:  # the next mover
+            obs[agent] = env.observe(agent)
+            terminateds[agent] = truncateds[agent] = False
+            infos[agent] = dict(env.infos.get(agent, {}))
+        over = not self.agents
+        terminateds[ALL_AGENTS] = over and not self._any_truncated
+        truncateds[ALL_AGENTS] = over and self._any_truncated
+        return MultiAgentStep(obs, rewards, terminateds, truncateds, infos)
+
+    def close(self) -> None:
+        """Close the PettingZoo env."""
+        self.env.close()
+
+
+def from_pettingzoo(env: Any) -> PettingZooEnv | PettingZooAECEnv:
+    """Adapt a PettingZoo env: a ``ParallelEnv`` as it is; an ``AECEnv`` via
+    ``aec_to_parallel`` when it is parallelizable (``metadata["is_parallelizable"]``: every
+    agent acts once per cycle), else turn by turn (`PettingZooAECEnv`: chess, tic-tac-toe...).
 
     Example:
         >>> import pettingzoo
         >>> env = from_pettingzoo(pettingzoo.make("aec", "classic/rps-v2"))
         >>> sorted(env.reset(seed=0)[0])
         ['player_0', 'player_1']
+        >>> from pettingzoo.classic import tictactoe_v3
+        >>> sorted(from_pettingzoo(tictactoe_v3.env()).reset(seed=0)[0])
+        ['player_1']
     """
     try:
         from pettingzoo.utils.conversions import aec_to_parallel
@@ -165,11 +237,7 @@ def from_pettingzoo(env: Any) -> PettingZooEnv:
         ) from err
     if isinstance(env, AECEnv):
         if not env.metadata.get("is_parallelizable", False):
-            raise ConfigError(
-                f"from_pettingzoo: AEC env {env} is not parallelizable (metadata "
-                "'is_parallelizable' is not True), so aec_to_parallel cannot convert it; "
-                "turn-based games need an AEC-aware rollout, which rlflow does not have"
-            )
+            return PettingZooAECEnv(env)
         env = aec_to_parallel(env)
     if not isinstance(env, ParallelEnv):
         raise ConfigError(

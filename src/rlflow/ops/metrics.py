@@ -30,6 +30,7 @@ __all__ = [
     "CollectMetrics",
     "OncePerTimeInterval",
     "OncePerTimestepsElapsed",
+    "agent_outcome_counts",
     "policy_return_stats",
     "standard_metrics_reporting",
 ]
@@ -152,7 +153,8 @@ class CollectMetrics:
 
     Result keys: ``episode_return_mean/min/max`` (summed over agents in multi-agent envs),
     ``episode_len_mean``, per-policy ``policy_reward_mean/min/max`` in multi-agent runs (see
-    :func:`policy_return_stats`), ``episodes_this_iter``,
+    :func:`policy_return_stats`; and their agents' wins, draws and losses,
+    :func:`agent_outcome_counts`), ``episodes_this_iter``,
     ``episodes_total``, ``num_env_steps_sampled``, ``num_env_steps_trained``,
     ``num_agent_steps_sampled``, ``num_agent_steps_trained``, ``num_env_steps_sampled_this_iter``,
     ``num_env_steps_trained_this_iter``, ``num_healthy_workers`` (remote workers not known to be
@@ -271,6 +273,7 @@ class CollectMetrics:
             "episode_return_max": max(returns),
             "episode_len_mean": sum(lengths) / len(lengths),
             **policy_return_stats(window),
+            **agent_outcome_counts(window),
         }
 
     @staticmethod
@@ -314,6 +317,34 @@ def policy_return_stats(episodes: list[EpisodeStat]) -> dict[str, Any]:
     return out
 
 
+def agent_outcome_counts(episodes: list[EpisodeStat]) -> dict[str, Any]:
+    """Per agent of multi-agent episodes (empty for single-agent ones), how many of its
+    episodes it won, drew and lost: the sign of its return (a game's +1 / 0 / -1). Keys:
+    ``agent_wins``, ``agent_draws``, ``agent_losses`` (dicts ``{agent id: count}``) and the
+    same flattened as ``"agent_wins/<agent id>"`` etc. An agent with several lives in one
+    episode counts each.
+
+    >>> from rlflow.envs import AgentReturn
+    >>> games = [EpisodeStat(0.0, 5, (AgentReturn("x", "p", r), AgentReturn("o", "p", -r)))
+    ...          for r in (1.0, 1.0, 0.0)]
+    >>> counts = agent_outcome_counts(games)
+    >>> counts["agent_wins"], counts["agent_draws/o"], counts["agent_losses/o"]
+    ({'o': 0, 'x': 2}, 1, 2)
+    """
+    outcomes: dict[str, list[int]] = {}
+    for episode in episodes:
+        for agent in episode.agent_returns:
+            counts = outcomes.setdefault(agent.agent_id, [0, 0, 0])
+            counts[0 if agent.return_ > 0 else 1 if agent.return_ == 0 else 2] += 1
+    out: dict[str, Any] = {}
+    for k, name in enumerate(("agent_wins", "agent_draws", "agent_losses")):
+        values = {agent: counts[k] for agent, counts in sorted(outcomes.items())}
+        if values:
+            out[name] = values
+            out.update({f"{name}/{agent}": n for agent, n in values.items()})
+    return out
+
+
 def episode_stats(episodes: list[EpisodeStat]) -> dict[str, Any]:
     """`rlflow.Trainer.evaluate`'s result for its finished episodes (`EpisodeStat`s, at least
     one): ``episode_return_mean/min/max``, ``episode_len_mean``, ``episodes`` and, for
@@ -321,6 +352,7 @@ def episode_stats(episodes: list[EpisodeStat]) -> dict[str, Any]:
     returns = [e.return_ for e in episodes]
     return {
         **policy_return_stats(episodes),
+        **agent_outcome_counts(episodes),
         "episode_return_mean": float(np.mean(returns)),
         "episode_return_min": float(np.min(returns)),
         "episode_return_max": float(np.max(returns)),

@@ -136,6 +136,11 @@ class AgentTrajectory:
         self.last_next_obs = next_ob
         self.rows += 1
 
+    def defer_reward(self, reward: float) -> None:
+        """A reward for the pending action whose next observation has not come yet (the
+        other agents' turns): it joins the row when the outcome comes."""
+        self.unassigned_reward += reward
+
     def add_late_reward(self, reward: float) -> None:
         if self.memory is not None:
             self.memory.prev_reward += reward

@@ -11,7 +11,10 @@ exactly like single-agent fragments. ``sample()`` returns a `MultiAgentBatch` wh
 count is ``rollout_fragment_length * num_envs``, while each policy's rows count agent steps.
 
 Agents may join mid-episode (they appear in ``obs``) and leave (their ``terminateds`` or
-``truncateds`` entry is True). A reward given to an agent that did not act in that step is
+``truncateds`` entry is True). An agent's row is complete when its next observation comes:
+at once for an agent in the step's ``obs`` (or leaving in it), else (a turn-based game, where
+the others move in between: `rlflow.envs.multi_agent.PettingZooAECEnv`) at the agent's next
+turn, its reward being all it got until then. A reward given to an agent with no open row is
 added to its last row (to its next row when the last one already went out with a fragment).
 
 An env that raises in ``reset`` or ``step`` gets a note naming the env, the worker and its
@@ -297,6 +300,11 @@ class MultiAgentSampler(Sampler):
                 if terminated or truncated:
                     traj.end_idle(obs.get(agent), terminated=terminated, truncated=truncated)
                     self._close(slot, agent, record=record, terminated=terminated)
+                continue
+            if agent not in obs and not (terminated or truncated):
+                # Not its turn again yet (a turn-based game): the row stays open, its reward
+                # accruing, until the agent's next observation comes.
+                traj.defer_reward(reward)
                 continue
             next_ob = obs.get(agent, traj.columns[OBS][-1])
             traj.outcome(reward, next_ob, terminated=terminated, truncated=truncated)
