@@ -163,3 +163,22 @@ def test_a_mask_that_does_not_fit_the_actions_is_refused(local_backend: None) ->
 
     with pytest.raises(ConfigError, match="action mask has 6 values, but the action space"):
         Trainer("ppo", env=WrongSize, num_workers=0).train()
+
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_an_exported_masked_policy_acts_as_the_trainer(tmp_path: Any, algo: str) -> None:
+    import rlflow
+
+    fields: dict[str, Any] = {"env": LegalMoves, "num_workers": 0, "seed": 1}
+    with Trainer(algo, backend="local", min_time_s_per_iteration=0.0, **fields) as trainer:
+        trainer.train()
+        loaded = rlflow.load_policy(trainer.export_policy(tmp_path / algo))
+        assert type(loaded.actor).__name__ == "MaskedActor"
+        rng = np.random.default_rng(0)
+        obs = rng.random((300, 12)).astype(np.float32)
+        obs[:, 6:] = rng.random((300, 6)) < 0.4
+        obs[np.arange(300), 6 + rng.integers(0, 6, 300)] = 1.0  # one legal move at least
+        greedy = [trainer.compute_single_action(o) for o in obs]
+        assert loaded.compute_actions(obs).tolist() == greedy
+        explored = loaded.compute_actions(obs, explore=True)
+        assert np.all(obs[np.arange(300), 6 + explored] == 1.0)  # legal, exploring too

@@ -51,7 +51,12 @@ from rlflow.config.model import custom_model_class
 from rlflow.errors import ConfigError
 from rlflow.models.actors import ActorCriticActor, ActorExport, ExportableActor
 from rlflow.models.distributions import ActionDistribution, dist_class_for
-from rlflow.models.masking import ActionMaskedModel, masked_network
+from rlflow.models.masking import (
+    ActionMaskedModel,
+    MaskedActor,
+    masked_network,
+    unmasked_space,
+)
 from rlflow.models.nets import ActorCritic, build_model
 from rlflow.models.recurrent import (
     RecurrentActor,
@@ -353,11 +358,10 @@ def export_policy_model(
     """The export of a network :func:`build_policy_model` made: `ActorCriticActor` for the
     built-in one, :class:`CustomModelActor` for a custom one (`ConfigError` when its class is
     not importable by name)."""
-    if isinstance(model, ActionMaskedModel):
-        raise ConfigError(
-            "cannot export a policy with action masks yet (its network acts on observations "
-            "without the mask, then masks); act with Trainer.compute_single_action instead"
-        )
+    if isinstance(model, ActionMaskedModel):  # the network's own actor, masked
+        space = obs_space if model.feed_mask else unmasked_space(obs_space, model.mask_size)
+        inner = export_policy_model(model.model, space, action_space, model_config)
+        return MaskedActor.export_of(inner, model)
     if type(model) is RecurrentActorCritic:
         return RecurrentActor.export_of(model)
     if model_config.get("custom_model") is not None:

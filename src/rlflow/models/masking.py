@@ -12,7 +12,9 @@ them, and no gradient reaches them. Since the mask is part of every stored obser
 recomputing the network's outputs from a batch masks them exactly as acting did.
 
 Masks need ``Discrete(n)`` (a mask of ``n``) or ``MultiDiscrete(nvec)`` actions (a mask of
-``sum(nvec)``: each component's legal values) and are checked when the policy is built.
+``sum(nvec)``: each component's legal values) and are checked when the policy is built. An
+exported policy with masks (`rlflow.export`) is a :class:`MaskedActor` around the network's own
+exported actor, acting the same way.
 """
 
 from __future__ import annotations
@@ -26,8 +28,17 @@ import torch
 from torch import nn
 
 from rlflow.errors import ConfigError
+from rlflow.models.actors import ActorExport, ExportableActor, class_path
+from rlflow.models.actors import actor_class as find_actor_class
 
-__all__ = ["MASKED_LOGIT", "ActionMaskedModel", "legal_actions", "masked_network"]
+__all__ = [
+    "MASKED_LOGIT",
+    "ActionMaskedModel",
+    "MaskedActor",
+    "legal_actions",
+    "masked_network",
+    "unmasked_space",
+]
 
 MASKED_LOGIT = -1e9
 """The logit (or Q-value) an illegal action gets."""
@@ -99,12 +110,85 @@ def masked_network(
         return build(observation_space)
     _check_mask(size, action_space, where)
     feed = bool(model_config.get("use_action_mask_as_input", False))
-    assert isinstance(observation_space, gym.spaces.Box)
-    space = observation_space
-    if not feed:
-        low, high = observation_space.low[:-size], observation_space.high[:-size]
-        space = gym.spaces.Box(low, high, low.shape, np.float32)
+    space = observation_space if feed else unmasked_space(observation_space, size)
     return ActionMaskedModel(build(space), size, feed_mask=feed)
+
+
+def unmasked_space(space: gym.Space[Any], mask_size: int) -> gym.spaces.Box:
+    """The flat observation space ``space`` without its last ``mask_size`` values (the
+    mask): what the network of a masked policy takes."""
+    assert isinstance(space, gym.spaces.Box)
+    low, high = space.low[:-mask_size], space.high[:-mask_size]
+    return gym.spaces.Box(low, high, low.shape, np.float32)
+
+
+class MaskedActor(ExportableActor):
+    """An exported policy with action masks: its network's own exported actor (`actor_class`
+    with `actor_options`, e.g. an `ActorCriticActor`, a DQN ``QActor`` or a custom model's
+    actor), run on each observation without its mask (with it, when ``feed_mask``); the
+    action-distribution inputs of illegal actions masked as in `ActionMaskedModel`. Acting:
+    the mode or a sample of the masked distribution; a Q network's actor (one with an
+    ``epsilon``) acts greedily over the legal actions and explores uniformly over them."""
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        *,
+        actor_class: str,
+        actor_options: dict[str, Any],
+        action_mask_size: int,
+        feed_mask: bool = False,
+    ) -> None:
+        """Build the wrapped actor (weights are loaded afterwards, under ``actor.``)."""
+        super().__init__()
+        self.mask_size = int(action_mask_size)
+        self.feed_mask = bool(feed_mask)
+        space = (
+            observation_space if feed_mask else unmasked_space(observation_space, self.mask_size)
+        )
+        self.actor = find_actor_class(actor_class)(space, action_space, **actor_options)
+        """The network's own actor."""
+
+    def act(self, obs: torch.Tensor, *, explore: bool, generator: torch.Generator) -> torch.Tensor:
+        """Legal actions only: the greedy ones, or with ``explore`` drawn with ``generator``."""
+        legal = obs[..., -self.mask_size :] > 0.5
+        inputs = self._dist_inputs(obs if self.feed_mask else obs[..., : -self.mask_size])
+        inputs = inputs.cpu().masked_fill(~legal, MASKED_LOGIT)
+        epsilon = getattr(self.actor, "epsilon", None)
+        if epsilon is not None:  # a Q network: epsilon-greedy over the legal actions
+            greedy = inputs.argmax(dim=-1)
+            if not explore:
+                return greedy
+            random = torch.multinomial(legal.float(), 1, generator=generator)[:, 0]
+            draw = torch.rand(len(greedy), generator=generator) < float(epsilon)
+            return torch.where(draw, random, greedy)
+        dist = self.actor.dist_class(inputs, generator=generator)  # type: ignore[operator]
+        actions: torch.Tensor = dist.sample() if explore else dist.deterministic()
+        return actions
+
+    def _dist_inputs(self, obs: torch.Tensor) -> torch.Tensor:
+        network = getattr(self.actor, "model", self.actor)  # a custom model's actor holds it
+        out = network(obs)
+        inputs: torch.Tensor = out[0] if isinstance(out, tuple) else out
+        return inputs
+
+    @staticmethod
+    def export_of(inner: ActorExport, model: ActionMaskedModel) -> ActorExport:
+        """The export of a masked policy whose network exports as ``inner``."""
+        if callable(getattr(inner.actor_class, "act_with_state", None)):
+            raise ConfigError(
+                "cannot export a policy with both memory and action masks yet; act with "
+                "Trainer.compute_single_action(obs, state=...) instead"
+            )
+        options = {
+            "actor_class": class_path(inner.actor_class),
+            "actor_options": inner.options,
+            "action_mask_size": model.mask_size,
+            "feed_mask": model.feed_mask,
+        }
+        weights = {f"actor.{k}": v for k, v in inner.weights.items()}
+        return ActorExport(MaskedActor, options, weights)
 
 
 def _check_mask(size: int, action_space: gym.Space[Any], where: str) -> None:

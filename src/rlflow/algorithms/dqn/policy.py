@@ -54,7 +54,12 @@ from rlflow.data.sample_batch import (
 )
 from rlflow.errors import ConfigError
 from rlflow.models.actors import ActorExport
-from rlflow.models.masking import ActionMaskedModel, legal_actions, masked_network
+from rlflow.models.masking import (
+    ActionMaskedModel,
+    MaskedActor,
+    legal_actions,
+    masked_network,
+)
 from rlflow.models.recurrent import RecurrentInputs, state_out_key
 from rlflow.ops.keys import TD_ERROR
 from rlflow.policy.policy import TorchPolicy
@@ -305,19 +310,22 @@ class DQNPolicy(TorchPolicy):
     def export_model(self) -> ActorExport:
         """The Q network as a `QActor` (`rlflow.export` writes it): its model options,
         ``dueling``, ``final_epsilon`` for exploring, and :meth:`get_weights`."""
-        if isinstance(self.q_model, ActionMaskedModel):
-            raise ConfigError(
-                "cannot export a policy with action masks yet; act with "
-                "Trainer.compute_single_action instead"
-            )
         model_cfg = {"hidden": (64, 64), "activation": "relu", **self.config.model}
+        network = self.q_model
+        weights = self.get_weights()
+        if isinstance(network, ActionMaskedModel):  # the Q network's actor, masked
+            network = network.model
+            weights = {k.removeprefix("model."): v for k, v in weights.items()}
         options = {
             "hidden": [int(h) for h in model_cfg["hidden"]],
             "activation": str(model_cfg["activation"]),
-            "dueling": self.q_model.dueling,
+            "dueling": network.dueling,
             "epsilon": self.final_epsilon,
         }
-        return ActorExport(QActor, options, self.get_weights())
+        export = ActorExport(QActor, options, weights)
+        if isinstance(self.q_model, ActionMaskedModel):
+            return MaskedActor.export_of(export, self.q_model)
+        return export
 
     def update_target(self) -> None:
         """Copy the Q network's weights into the target network."""
