@@ -93,22 +93,30 @@ class MultiAgentEnv(abc.ABC):
             )
 
 
-class PettingZooEnv(MultiAgentEnv):
-    """A PettingZoo ``ParallelEnv`` seen as a `MultiAgentEnv` (build it with `from_pettingzoo`).
-
-    Observations, rewards and infos pass through unchanged (rewards as float); flags become
-    bool and gain `ALL_AGENTS`, True once PettingZoo's ``env.agents`` is empty.
-    """
+class _PettingZooAdapter(MultiAgentEnv):
+    """What both PettingZoo adapters share: the wrapped env, its agents and their spaces."""
 
     def __init__(self, env: Any) -> None:
-        """Wrap the PettingZoo parallel env ``env``."""
+        """Wrap the PettingZoo env ``env``."""
         self.env = env
-        """The wrapped PettingZoo ``ParallelEnv``."""
+        """The wrapped PettingZoo env."""
         self.possible_agents = list(env.possible_agents)
         self.agents = []
         self.observation_spaces = {a: env.observation_space(a) for a in self.possible_agents}
         self.action_spaces = {a: env.action_space(a) for a in self.possible_agents}
         self._any_truncated = False
+
+    def close(self) -> None:
+        """Close the PettingZoo env."""
+        self.env.close()
+
+
+class PettingZooEnv(_PettingZooAdapter):
+    """A PettingZoo ``ParallelEnv`` seen as a `MultiAgentEnv` (build it with `from_pettingzoo`).
+
+    Observations, rewards and infos pass through unchanged (rewards as float); flags become
+    bool and gain `ALL_AGENTS`, True once PettingZoo's ``env.agents`` is empty.
+    """
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -138,12 +146,8 @@ class PettingZooEnv(MultiAgentEnv):
             dict(infos),
         )
 
-    def close(self) -> None:
-        """Close the PettingZoo env."""
-        self.env.close()
 
-
-class PettingZooAECEnv(MultiAgentEnv):
+class PettingZooAECEnv(_PettingZooAdapter):
     """A turn-based PettingZoo ``AECEnv`` seen as a `MultiAgentEnv` (build it with
     `from_pettingzoo`): chess, tic-tac-toe, connect four, poker...
 
@@ -155,16 +159,6 @@ class PettingZooAECEnv(MultiAgentEnv):
     observation, whether or not it was its turn; the adapter takes PettingZoo's "dead steps"
     (``step(None)``) for it. `ALL_AGENTS` is True once every agent left.
     """
-
-    def __init__(self, env: Any) -> None:
-        """Wrap the PettingZoo AEC env ``env``."""
-        self.env = env
-        """The wrapped PettingZoo ``AECEnv``."""
-        self.possible_agents = list(env.possible_agents)
-        self.agents = []
-        self.observation_spaces = {a: env.observation_space(a) for a in self.possible_agents}
-        self.action_spaces = {a: env.action_space(a) for a in self.possible_agents}
-        self._any_truncated = False
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -207,10 +201,6 @@ class PettingZooAECEnv(MultiAgentEnv):
         terminateds[ALL_AGENTS] = over and not self._any_truncated
         truncateds[ALL_AGENTS] = over and self._any_truncated
         return MultiAgentStep(obs, rewards, terminateds, truncateds, infos)
-
-    def close(self) -> None:
-        """Close the PettingZoo env."""
-        self.env.close()
 
 
 def from_pettingzoo(env: Any) -> PettingZooEnv | PettingZooAECEnv:

@@ -61,7 +61,7 @@ from rlflow.models.nets import ActorCritic, build_model
 from rlflow.models.recurrent import (
     RecurrentActor,
     RecurrentActorCritic,
-    RecurrentInputs,
+    StatefulActor,
     is_recurrent,
 )
 
@@ -269,43 +269,18 @@ class CustomModelActor(ExportableActor):
         return ActorExport(cls, options, weights)
 
 
-class RecurrentCustomModelActor(CustomModelActor):
+class RecurrentCustomModelActor(StatefulActor, CustomModelActor):
     """A policy's recurrent custom model, acting on its own one step at a time from its state
-    (:meth:`act_with_state`, as `rlflow.models.recurrent.RecurrentActor` does); options and
-    weights as `CustomModelActor`'s."""
+    (`rlflow.models.recurrent.StatefulActor`); options and weights as `CustomModelActor`'s."""
 
     def initial_state(self, batch_size: int) -> list[torch.Tensor]:
         """The user's model's state at an episode's start, for ``batch_size`` observations."""
         return list(self.model.initial_state(batch_size))  # type: ignore[operator]
 
-    def act(self, obs: torch.Tensor, *, explore: bool, generator: torch.Generator) -> torch.Tensor:
-        """Refused: a policy with memory acts from its state (:meth:`act_with_state`)."""
-        raise ConfigError(
-            "a policy with memory acts from its state: LoadedPolicy.compute_single_action(obs, "
-            "state=...) (state: get_initial_state() at an episode's start)"
-        )
-
-    def act_with_state(
-        self,
-        obs: torch.Tensor,
-        memory: RecurrentInputs,
-        *,
-        explore: bool,
-        generator: torch.Generator,
-    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Actions ``[B, ...]`` for ``obs [B, ...]`` from ``memory`` (``state`` None: the
-        initial state) and the state after the step: the mode, or a sample with ``explore``;
-        the model gets what a policy gives it while sampling (``[B, 1, ...]`` inputs)."""
-        state = memory.state if memory.state is not None else self.initial_state(len(obs))
-        prev_a, prev_r = memory.prev_actions, memory.prev_rewards
-        dist_inputs, _, new_state = self.model(
-            obs[:, None],
-            list(state),
-            None if prev_a is None else prev_a[:, None],
-            None if prev_r is None else prev_r[:, None],
-        )
-        dist = self.dist_class(dist_inputs[:, 0].cpu(), generator=generator)
-        return (dist.sample() if explore else dist.deterministic()), list(new_state)
+    def network_step(self, *inputs: Any) -> tuple[torch.Tensor, torch.Tensor, list[Any]]:
+        """The user's model, given what a policy gives it while sampling."""
+        dist_inputs, value, state = self.model(*inputs)
+        return dist_inputs, value, list(state)
 
 
 def build_policy_model(

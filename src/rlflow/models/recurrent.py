@@ -38,6 +38,7 @@ __all__ = [
     "RecurrentActor",
     "RecurrentActorCritic",
     "RecurrentInputs",
+    "StatefulActor",
     "is_recurrent",
     "state_in_key",
     "state_out_key",
@@ -246,10 +247,65 @@ class RecurrentActorCritic(nn.Module):
         return logits, self.vf(out).squeeze(-1), new_state
 
 
-class RecurrentActor(RecurrentActorCritic, ExportableActor):
+class StatefulActor(ExportableActor):
+    """An exported policy with memory (`rlflow.load_policy`): it acts one step at a time from
+    its state (:meth:`act_with_state`); a plain :meth:`act` is refused. A subclass gives
+    ``initial_state(batch_size)``, :meth:`network_step` and, if it acts otherwise than by its
+    action distribution, :meth:`choose`."""
+
+    dist_class: type[ActionDistribution]
+    """The distribution the policy acted with."""
+
+    def act(self, obs: torch.Tensor, *, explore: bool, generator: torch.Generator) -> torch.Tensor:
+        """Refused: a policy with memory acts from its state (:meth:`act_with_state`)."""
+        raise ConfigError(
+            "a policy with memory acts from its state: LoadedPolicy.compute_single_action(obs, "
+            "state=...) (state: get_initial_state() at an episode's start)"
+        )
+
+    def initial_state(self, batch_size: int) -> list[torch.Tensor]:
+        """The state at an episode's start, for ``batch_size`` observations."""
+        raise NotImplementedError
+
+    def network_step(self, *inputs: Any) -> tuple[torch.Tensor, torch.Tensor, list[Any]]:
+        """The network on ``(obs [B, 1, ...], state, prev_actions, prev_rewards)``, as a policy
+        calls it while sampling: ``(dist_inputs, value, state after the step)``."""
+        raise NotImplementedError
+
+    def choose(
+        self, dist_inputs: torch.Tensor, *, explore: bool, generator: torch.Generator
+    ) -> torch.Tensor:
+        """The actions for ``dist_inputs [B, D]``: the mode, or a sample with ``explore``."""
+        dist = self.dist_class(dist_inputs, generator=generator)
+        actions: torch.Tensor = dist.sample() if explore else dist.deterministic()
+        return actions
+
+    def act_with_state(
+        self,
+        obs: torch.Tensor,
+        memory: RecurrentInputs,
+        *,
+        explore: bool,
+        generator: torch.Generator,
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Actions ``[B, ...]`` for ``obs [B, ...]`` from ``memory`` (tensors; ``state`` None:
+        the initial state) and the state after the step (:meth:`choose`)."""
+        state = memory.state if memory.state is not None else self.initial_state(len(obs))
+        prev_a, prev_r = memory.prev_actions, memory.prev_rewards
+        dist_inputs, _, new_state = self.network_step(
+            obs[:, None],
+            list(state),
+            None if prev_a is None else prev_a[:, None],
+            None if prev_r is None else prev_r[:, None],
+        )
+        head = dist_inputs[:, 0].cpu()
+        return self.choose(head, explore=explore, generator=generator), list(new_state)
+
+
+class RecurrentActor(RecurrentActorCritic, StatefulActor):
     """The `RecurrentActorCritic` of a policy with memory, exported (`rlflow.load_policy`):
-    it acts one step at a time from its state (:meth:`act_with_state`); same options and
-    parameter names as the policy's model, so its weights load as they are."""
+    it acts one step at a time from its state (`StatefulActor`); same options and parameter
+    names as the policy's model, so its weights load as they are."""
 
     def __init__(
         self,
@@ -265,48 +321,27 @@ class RecurrentActor(RecurrentActorCritic, ExportableActor):
         sampling its action distribution."""
         options["hidden"] = tuple(int(h) for h in options.get("hidden", ()))
         super().__init__(observation_space, action_space, **options)
-        self.dist_class: type[ActionDistribution] = dist_class_for(action_space)
-        """The distribution the policy acted with."""
+        self.dist_class = dist_class_for(action_space)
         self.epsilon = epsilon
         """A Q network's exploration rate (None: an actor-critic)."""
 
-    def act(self, obs: torch.Tensor, *, explore: bool, generator: torch.Generator) -> torch.Tensor:
-        """Refused: a policy with memory acts from its state (:meth:`act_with_state`)."""
-        raise ConfigError(
-            "a policy with memory acts from its state: LoadedPolicy.compute_single_action(obs, "
-            "state=...) (state: get_initial_state() at an episode's start)"
-        )
+    def network_step(self, *inputs: Any) -> tuple[torch.Tensor, torch.Tensor, list[Any]]:
+        """The network itself."""
+        return self.forward(*inputs)
 
-    def act_with_state(
-        self,
-        obs: torch.Tensor,
-        memory: RecurrentInputs,
-        *,
-        explore: bool,
-        generator: torch.Generator,
-    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Actions ``[B, ...]`` for ``obs [B, ...]`` from ``memory`` (tensors; ``state`` None:
-        the initial state) and the state after the step: the mode, or a sample with
-        ``explore``."""
-        state = memory.state if memory.state is not None else self.initial_state(len(obs))
-        prev_a, prev_r = memory.prev_actions, memory.prev_rewards
-        dist_inputs, _, new_state = self.forward(
-            obs[:, None],
-            list(state),
-            None if prev_a is None else prev_a[:, None],
-            None if prev_r is None else prev_r[:, None],
-        )
-        head = dist_inputs[:, 0].cpu()
-        if self.epsilon is not None:  # a Q network: epsilon-greedy
-            greedy = head.argmax(dim=-1)
-            if not explore:
-                return greedy, new_state
-            rows = greedy.shape[0]
-            draw = torch.rand(rows, generator=generator) < self.epsilon
-            random = torch.randint(head.shape[-1], (rows,), generator=generator)
-            return torch.where(draw, random, greedy), new_state
-        dist = self.dist_class(head, generator=generator)
-        return (dist.sample() if explore else dist.deterministic()), new_state
+    def choose(
+        self, dist_inputs: torch.Tensor, *, explore: bool, generator: torch.Generator
+    ) -> torch.Tensor:
+        """A Q network's: epsilon-greedy; an actor-critic's: `StatefulActor.choose`."""
+        if self.epsilon is None:
+            return super().choose(dist_inputs, explore=explore, generator=generator)
+        greedy = dist_inputs.argmax(dim=-1)
+        if not explore:
+            return greedy
+        rows = greedy.shape[0]
+        draw = torch.rand(rows, generator=generator) < self.epsilon
+        random = torch.randint(dist_inputs.shape[-1], (rows,), generator=generator)
+        return torch.where(draw, random, greedy)
 
     @staticmethod
     def export_of(model: RecurrentActorCritic, *, epsilon: float | None = None) -> ActorExport:
