@@ -135,6 +135,7 @@ class MultiAgentSampler(Sampler):
         self._obs_checks = [OBS_CHECK_STEPS] * num_envs
         self.policies = policies
         self._policy_ids = list(policies)
+        self._initial_states: dict[str, list[Array]] = {}
         self._new_eps_id = new_eps_id
         self._started = False
         self._episodes: list[EpisodeStat] = []
@@ -215,11 +216,14 @@ class MultiAgentSampler(Sampler):
         return traj
 
     def _new_memory(self, pid: str) -> AgentMemory:
-        """An agent's inputs when it joins: policy ``pid``'s initial state, no previous action
-        or reward."""
-        policy = self.policies[pid]
-        state = [s[0] for s in policy.initial_state(1)]
-        return AgentMemory(state, no_previous_action(policy.action_space))
+        """An agent's inputs when it joins: policy ``pid``'s initial state (computed once per
+        policy; a memory replaces its arrays, never writes into them), no previous action or
+        reward."""
+        initial = self._initial_states.get(pid)
+        if initial is None:
+            initial = [s[0] for s in self.policies[pid].initial_state(1)]
+            self._initial_states[pid] = initial
+        return AgentMemory(list(initial), no_previous_action(self.policies[pid].action_space))
 
     def pop_episode_stats(self) -> list[EpisodeStat]:
         """Episodes finished since the last call, in the order they ended."""
@@ -261,11 +265,11 @@ class MultiAgentSampler(Sampler):
             trajs = [self._trajectory(slot, agent) for slot, agent in members]
             states: list[Array] = []
             if policy.recurrent:  # each agent's own inputs, stacked
-                memory = _stacked_memory([traj.memory for traj in trajs])
+                memories = [traj.memory for traj in trajs if traj.memory is not None]
                 actions, extra = policy.compute_actions(
-                    obs, explore=self.spec.explore, memory=memory
+                    obs, explore=self.spec.explore, memory=_stacked_memory(memories)
                 )
-                states = [extra[state_out_key(k)] for k in range(len(memory.state or ()))]
+                states = [extra[state_out_key(k)] for k in range(len(memories[0].state))]
             else:
                 actions, extra = policy.compute_actions(obs, explore=self.spec.explore)
             logp, vf, dist = extra[LOGP], extra[VF_PREDS], extra[ACTION_DIST_INPUTS]
@@ -463,14 +467,13 @@ class MultiAgentSampler(Sampler):
             slot.env.close()
 
 
-def _stacked_memory(memories: list[AgentMemory | None]) -> RecurrentInputs:
+def _stacked_memory(memories: list[AgentMemory]) -> RecurrentInputs:
     """Agents' inputs to one policy with memory, one row each."""
-    rows = [m for m in memories if m is not None]
-    state = [np.stack(parts) for parts in zip(*(m.state for m in rows), strict=True)]
+    state = [np.stack(parts) for parts in zip(*(m.state for m in memories), strict=True)]
     return RecurrentInputs(
         state,
-        np.stack([m.prev_action for m in rows]),
-        np.array([m.prev_reward for m in rows], dtype=np.float32),
+        np.stack([m.prev_action for m in memories]),
+        np.array([m.prev_reward for m in memories], dtype=np.float32),
     )
 
 
