@@ -27,6 +27,7 @@ from rlflow.config.model import ModelConfig, import_object
 from rlflow.config.reporting import ReportingConfig
 from rlflow.config.resources import ResourceConfig
 from rlflow.config.rollouts import RolloutConfig
+from rlflow.config.self_play import SelfPlay, SelfPlayMapping
 from rlflow.config.training import TrainingConfig
 from rlflow.errors import ConfigError
 
@@ -63,6 +64,10 @@ class PolicySpec:
     config (keys checked against the config class, so a typo is a `ConfigError`), or None (the
     run's config). The policy gets an instance of its class's ``config_class``
     (:meth:`policy_config`)."""
+    snapshot_of: str | None = None
+    """The id of the policy this one is a frozen copy of (self-play's pools, see
+    `rlflow.config.self_play`): it has that policy's spaces when none are given, and never
+    trains. None: a policy of its own."""
 
     def __post_init__(self) -> None:
         if isinstance(self.policy_class, str):
@@ -130,12 +135,23 @@ class AlgorithmConfig(
     policies: dict[str, PolicySpec] = field(default_factory=dict)
     """Multi-agent: policy id -> `PolicySpec` (a plain dict with its fields works too).
     Empty: one policy, ``"default_policy"``, acts for every agent."""
-    policy_mapping_fn: Callable[[str], str] | None = None
-    """Multi-agent: agent id -> policy id (or ``"module:function"``), fixed for an agent within
-    an episode; must be picklable to reach remote workers. None: every agent to the only
-    policy (allowed with at most one entry in ``policies``)."""
+    policy_mapping_fn: Callable[..., str] | None = None
+    """Multi-agent: agent id -> policy id (or ``"module:function"``), asked once per agent and
+    episode. A function of two arguments also gets the episode
+    (`rlflow.config.self_play.EpisodeInfo`: its id and the env's agents), to map by episode.
+    Must be picklable to reach remote workers. None: every agent to the only policy (allowed
+    with at most one entry in ``policies``)."""
     policies_to_train: list[str] | None = None
-    """Ids of the policies that learn (the others only act); None: all of them."""
+    """Ids of the policies that learn (the others only act); None: all of them (with
+    ``self_play``: all but the snapshots, which never train)."""
+    self_play: dict[str, Any] = field(default_factory=dict)
+    """Self-play for games (`rlflow.config.self_play.SelfPlay`): ``snapshot_every`` (iterations
+    between snapshots, required), ``pool_size`` (5), ``opponent_sampling`` (``"uniform"`` or
+    ``"latest"``), ``policies`` (the learning ones; default the trained ones),
+    ``evaluation_interval`` (default: at each snapshot) and ``evaluation_games`` (100). Each
+    learning policy plays one seat per episode against frozen snapshots of itself; results get
+    ``self_play/<policy>/...`` win rates against a uniformly random legal player and the newest
+    snapshot. Empty: off. CLI: ``--set self_play.snapshot_every=10``."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -151,6 +167,25 @@ class AlgorithmConfig(
             bad = [p for p in self.policies_to_train if p not in known]
             if isinstance(self.policies_to_train, str) or bad:
                 raise self._bad("policies_to_train", f"must be a list of policy ids from {known}")
+        self._check_self_play()
+
+    def _check_self_play(self) -> None:
+        """Check ``self_play``; with it on, the trained policies are named (no snapshot)."""
+        settings = self.self_play_settings()
+        if settings is None:
+            return
+        base = self.base_policy_ids()
+        trained = [p for p in (self.policies_to_train or base) if p in base]
+        if self.policies_to_train is not None and len(trained) < len(self.policies_to_train):
+            raise self._bad(
+                "policies_to_train", "names a self-play snapshot; snapshots never train"
+            )
+        unknown = [p for p in settings.policies if p not in base]
+        if unknown:
+            raise self._bad("self_play", f"names policies {unknown}, not among {base}")
+        if not settings.learners(trained):
+            raise self._bad("self_play", "has no learning policy (policies_to_train is empty)")
+        object.__setattr__(self, "policies_to_train", trained)
 
     def _policy_specs_checked(self) -> dict[str, PolicySpec]:
         """`policies` with each entry a checked `PolicySpec` (dicts converted)."""
@@ -183,10 +218,10 @@ class AlgorithmConfig(
             object.__setattr__(self, "policy_mapping_fn", fn)
         if fn is not None and not callable(fn):
             raise self._bad("policy_mapping_fn", "must be a function agent_id -> policy_id")
-        if fn is None and len(self.policy_ids()) > 1:
+        if fn is None and len(self.base_policy_ids()) > 1:
             raise self._bad(
                 "policy_mapping_fn",
-                f"must be given with more than one policy ({sorted(self.policy_ids())}): it "
+                f"must be given with more than one policy ({sorted(self.base_policy_ids())}): it "
                 "maps each agent id to a policy id",
             )
 
@@ -203,13 +238,60 @@ class AlgorithmConfig(
         except ConfigError as err:
             raise self._bad("policies", f"entry {pid!r}: config overrides: {err}") from None
 
-    def policy_ids(self) -> list[str]:
-        """The ids of the run's policies: the keys of `policies`, or ``["default_policy"]``."""
+    def base_policy_ids(self) -> list[str]:
+        """The ids of the run's own policies: the keys of `policies`, or
+        ``["default_policy"]`` (an algorithm with policies of its own overrides this)."""
         return list(self.policies) or [DEFAULT_POLICY_ID]
 
-    def policy_specs(self) -> dict[str, PolicySpec]:
-        """`policies`, or one default `PolicySpec` under ``"default_policy"`` when empty."""
+    def base_policy_specs(self) -> dict[str, PolicySpec]:
+        """`policies`, or one default `PolicySpec` under ``"default_policy"`` when empty (an
+        algorithm with policies of its own overrides this)."""
         return dict(self.policies) or {DEFAULT_POLICY_ID: PolicySpec()}
+
+    def policy_ids(self) -> list[str]:
+        """The ids of every policy of the run: `base_policy_ids`, then each self-play
+        learner's snapshot pool."""
+        settings = self.self_play_settings()
+        if settings is None:
+            return self.base_policy_ids()
+        pools = [s for p in self._learners(settings) for s in settings.snapshot_ids(p)]
+        return self.base_policy_ids() + pools
+
+    def policy_specs(self) -> dict[str, PolicySpec]:
+        """Every policy's `PolicySpec`: `base_policy_specs`, then the self-play snapshots, each
+        its learner's spec with ``snapshot_of`` set."""
+        specs = self.base_policy_specs()
+        settings = self.self_play_settings()
+        if settings is not None:
+            for learner in self._learners(settings):
+                copy = dataclasses.replace(specs[learner], snapshot_of=learner)
+                specs.update({s: copy for s in settings.snapshot_ids(learner)})
+        return specs
+
+    def self_play_settings(self) -> SelfPlay | None:
+        """``self_play`` checked (`SelfPlay`), or None when it is off (empty)."""
+        if isinstance(self.self_play, Mapping) and not self.self_play:
+            return None
+        return SelfPlay.from_dict(self.self_play, self._label("self_play"))
+
+    def self_play_learners(self) -> tuple[str, ...]:
+        """The policies that learn by self-play (none when ``self_play`` is off)."""
+        settings = self.self_play_settings()
+        return () if settings is None else self._learners(settings)
+
+    def _learners(self, settings: SelfPlay) -> tuple[str, ...]:
+        base = self.base_policy_ids()
+        return settings.learners([p for p in (self.policies_to_train or base) if p in base])
+
+    def agent_mapping(self) -> Callable[..., str] | None:
+        """The mapping the workers use: ``policy_mapping_fn``, or with ``self_play`` the
+        per-episode `SelfPlayMapping` (which answers ``policy_mapping_fn`` when asked about
+        an agent outside an episode)."""
+        settings = self.self_play_settings()
+        if settings is None:
+            return self.policy_mapping_fn
+        seed = 0 if self.seed is None else self.seed
+        return SelfPlayMapping(self._learners(settings), settings, seed, self.policy_mapping_fn)
 
     # ------------------------------------------------------------------------ building
     @classmethod

@@ -23,6 +23,7 @@ from rlflow.ops import keys
 from rlflow.ops.filters import SyncObservationFilters
 from rlflow.ops.learner_info import pop_policy_lag
 from rlflow.ops.recovery import recreate_in_plan
+from rlflow.ops.self_play import SnapshotPolicies
 from rlflow.workers import WorkerMetrics, WorkerSet
 
 __all__ = [
@@ -373,7 +374,9 @@ def standard_metrics_reporting(
     ``config.metrics_num_episodes_for_smoothing`` episodes. The learner's policies are told
     the global ``timestep`` after every train item (their ``lr_schedule`` follows it). With an
     ``observation_filter`` other than ``"NoFilter"`` the workers' filters are synced once per
-    iteration, before the metrics (:class:`~rlflow.ops.filters.SyncObservationFilters`).
+    iteration, before the metrics (:class:`~rlflow.ops.filters.SyncObservationFilters`). With
+    ``config.self_play`` the last stage is `rlflow.ops.self_play.SnapshotPolicies` (snapshots
+    and win rates).
     """
     done = _IterationDone(config.min_steps_per_iteration, config.min_time_s_per_iteration)
     collect = CollectMetrics(workers, smoothing_episodes=config.metrics_num_episodes_for_smoothing)
@@ -381,4 +384,7 @@ def standard_metrics_reporting(
     if config.observation_filter != "NoFilter":
         sync = SyncObservationFilters(workers, timeout_s=config.sample_timeout_s)
         iterations = iterations.for_each(sync)
-    return iterations.for_each(collect)
+    results = iterations.for_each(collect)
+    if config.self_play_settings() is not None:
+        results = results.for_each(SnapshotPolicies(workers, config))
+    return results

@@ -49,6 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rlflow.checks import check_bool
+from rlflow.config.self_play import EpisodeInfo
 from rlflow.data.sample_batch import (
     ACTION_DIST_INPUTS,
     ACTIONS,
@@ -140,7 +141,8 @@ class MultiAgentSampler(Sampler):
         self._started = False
         self._episodes: list[EpisodeStat] = []
         env = self.slots[0].env
-        self._agent_index = {a: i for i, a in enumerate(env.possible_agents)}
+        self._possible_agents = tuple(env.possible_agents)
+        self._agent_index = {a: i for i, a in enumerate(self._possible_agents)}
         self._action_spaces = dict(env.action_spaces)
         self._length = 0
         self._out: dict[str, list[SampleBatch]] = {pid: [] for pid in self._policy_ids}
@@ -202,7 +204,8 @@ class MultiAgentSampler(Sampler):
     def _policy_for(self, slot: EnvSlot, agent: str) -> str:
         pid = slot.policy_of.get(agent)
         if pid is None:
-            pid = agent_policy_map([agent], self.spec.mapping_fn, self._policy_ids)[agent]
+            episode = EpisodeInfo(slot.eps_id, self._possible_agents)
+            pid = agent_policy_map([agent], self.spec.mapping_fn, self._policy_ids, episode)[agent]
             slot.policy_of[agent] = pid
         return pid
 

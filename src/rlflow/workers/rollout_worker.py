@@ -51,7 +51,13 @@ from rlflow.flow import ParallelIteratorWorker, ShardReply
 from rlflow.policy import TorchPolicy
 from rlflow.workers.multi_agent_sampler import MultiAgentSampler
 from rlflow.workers.records import Gradients, WorkerMetrics
-from rlflow.workers.sampler import Sampler, SamplerSpec, is_multi_agent_env, policy_spaces
+from rlflow.workers.sampler import (
+    MappingFn,
+    Sampler,
+    SamplerSpec,
+    is_multi_agent_env,
+    policy_spaces,
+)
 from rlflow.workers.vector_sampler import VectorSampler
 
 __all__ = ["RolloutWorker", "current_worker", "make_sampler"]
@@ -220,7 +226,7 @@ class RolloutWorker(ParallelIteratorWorker):
             spaces_of = policy_spaces(
                 probe,
                 config.policy_specs(),
-                config.policy_mapping_fn,
+                config.agent_mapping(),
                 config.env,
                 multi_agent=multi_agent,
             )
@@ -239,7 +245,7 @@ class RolloutWorker(ParallelIteratorWorker):
             num_envs=config.num_envs_per_worker,
             multi_agent=multi_agent,
             seed=None if config.seed is None else config.seed + worker_index * _ENV_SEED_STRIDE,
-            mapping_fn=config.policy_mapping_fn,
+            mapping_fn=config.agent_mapping(),
             restart_failed=config.restart_failed_sub_environments,
             on_nonfinite=config.on_nonfinite,
             vector_env=vector_env,
@@ -305,21 +311,26 @@ class RolloutWorker(ParallelIteratorWorker):
         seed: int | None = None,
         explore: bool = False,
         creator: Callable[[], Any] | None = None,
+        mapping_fn: MappingFn | None = None,
+        policies: Mapping[PolicyID, Any] | None = None,
     ) -> list[EpisodeStat]:
         """Play ``num_episodes`` episodes one after the other on one fresh env; their stats.
 
         The env is built for this call (by ``creator``, default the config's env creator) and
         closed after it, reset with ``seed`` first (then unseeded); the policies act greedily
-        unless ``explore``. It steps through the same sampler as :meth:`sample`, so actions are
-        converted and clipped, observations filtered (by frozen copies of the worker's
+        unless ``explore``. It steps through the same sampler as :meth:`sample`, so actions
+        are converted and clipped, observations filtered (by frozen copies of the worker's
         filters), and episodes counted, exactly as in training. The worker's envs, filters,
         episode ids and stats are untouched (with ``explore`` the actions draw from the
-        policies' generators).
+        policies' generators). Multi-agent: ``mapping_fn`` (default the run's) maps the agents
+        to ``policies`` (default the worker's policy map; others may be added, e.g. a fixed
+        opponent, `rlflow.ops.self_play.RandomLegalPolicy`); episode ids count from 1.
         """
         num_episodes = check_int(num_episodes, "RolloutWorker.evaluate: num_episodes", low=1)
         explore = check_bool(explore, "RolloutWorker.evaluate: explore")
         spec = self.sampler_spec._replace(
             creator=self.sampler_spec.creator if creator is None else creator,
+            mapping_fn=self.sampler_spec.mapping_fn if mapping_fn is None else mapping_fn,
             num_envs=1,
             seed=seed,
             explore=explore,
@@ -329,7 +340,7 @@ class RolloutWorker(ParallelIteratorWorker):
         )
         sampler = make_sampler(
             spec,
-            self.policy_map,
+            self.policy_map if policies is None else policies,
             new_eps_id=itertools.count(1).__next__,
             filters={pid: f.frozen_copy() for pid, f in self.filters.items()},
         )

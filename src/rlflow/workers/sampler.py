@@ -27,6 +27,7 @@ records the filtered ones; without filters (``"NoFilter"``) nothing is added to 
 from __future__ import annotations
 
 import abc
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -36,6 +37,7 @@ import numpy.typing as npt
 
 from rlflow.checks import check_int
 from rlflow.config import DEFAULT_POLICY_ID
+from rlflow.config.self_play import EpisodeInfo
 from rlflow.data import MultiAgentBatch, SampleBatch
 from rlflow.envs.multi_agent import MultiAgentEnv
 from rlflow.envs.vector import EpisodeStat
@@ -45,13 +47,15 @@ __all__ = [
     "Sampler",
     "SamplerSpec",
     "agent_policy_map",
+    "mapping_takes_episode",
     "as_multi_agent_env",
     "is_multi_agent_env",
     "no_previous_action",
     "policy_spaces",
 ]
 
-MappingFn = Callable[[str], str]
+MappingFn = Callable[..., str]
+"""``policy_mapping_fn``: ``fn(agent_id)``, or ``fn(agent_id, episode)`` (`EpisodeInfo`)."""
 
 
 class SamplerSpec(NamedTuple):
@@ -189,13 +193,41 @@ def no_previous_action(space: gym.Space[Any], *batch: int) -> npt.NDArray[Any]:
     return np.zeros((*batch, *(space.shape or ())), dtype=dtype)
 
 
+def mapping_takes_episode(mapping_fn: MappingFn | None) -> bool:
+    """Whether ``mapping_fn`` takes the episode as its second argument (two positional
+    parameters or ``*args``).
+
+    >>> mapping_takes_episode(lambda agent: "p"), mapping_takes_episode(lambda agent, ep: "p")
+    (False, True)
+    """
+    if mapping_fn is None:
+        return False
+    try:
+        params = inspect.signature(mapping_fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: one argument
+        return False
+    kinds = [p.kind for p in params]
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(k in positional for k in kinds) >= 2 or inspect.Parameter.VAR_POSITIONAL in kinds
+
+
 def agent_policy_map(
-    agents: list[str], mapping_fn: MappingFn | None, policy_ids: list[str]
+    agents: list[str],
+    mapping_fn: MappingFn | None,
+    policy_ids: list[str],
+    episode: EpisodeInfo | None = None,
 ) -> dict[str, str]:
-    """``{agent: policy id}`` for ``agents``; `ConfigError` if the function names an unknown id."""
+    """``{agent: policy id}`` for ``agents``; `ConfigError` if the function names an unknown id.
+
+    A two-argument ``mapping_fn`` also gets ``episode`` (None outside an episode: asking which
+    policy's spaces an agent gives)."""
+    with_episode = mapping_takes_episode(mapping_fn)
     out: dict[str, str] = {}
     for agent in agents:
-        pid = policy_ids[0] if mapping_fn is None else mapping_fn(agent)
+        if mapping_fn is None:
+            pid = policy_ids[0]
+        else:
+            pid = mapping_fn(agent, episode) if with_episode else mapping_fn(agent)
         if pid not in policy_ids:
             raise ConfigError(
                 f"policy_mapping_fn({agent!r}) returned {pid!r}, which is not a policy of this "
@@ -231,7 +263,9 @@ def policy_spaces(
     multi_agent: bool,
 ) -> dict[str, tuple[Any, Any]]:
     """``{policy id: (observation space, action space)}``: a spec's own spaces, else those of
-    the first agent of the env ``probe`` that maps to the policy (`ConfigError` if none)."""
+    the first agent of the env ``probe`` that maps to the policy (to the policy it is a
+    snapshot of, for a ``snapshot_of`` spec; `ConfigError` if none). The mapping is asked
+    outside an episode."""
     if not multi_agent:
         if list(specs) != [DEFAULT_POLICY_ID]:
             raise ConfigError(
@@ -250,7 +284,8 @@ def policy_spaces(
     policy_of = agent_policy_map(list(env.possible_agents), mapping_fn, list(specs))
     out: dict[str, tuple[Any, Any]] = {}
     for pid, spec in specs.items():
-        agent = next((a for a, p in policy_of.items() if p == pid), None)
+        source = spec.snapshot_of or pid  # a snapshot has the spaces of what it copies
+        agent = next((a for a, p in policy_of.items() if p == source), None)
         obs_space, act_space = spec.observation_space, spec.action_space
         if agent is not None:
             obs_space = obs_space or env.observation_spaces[agent]

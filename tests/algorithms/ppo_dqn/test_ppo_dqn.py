@@ -220,6 +220,42 @@ def test_composed_plan_on_ray_syncs_both_policies_to_the_workers(ray_backend: No
                 np.testing.assert_array_equal(weights[pid][name], value)
 
 
+def test_self_play_composes_with_the_mixed_plan(local_backend: None) -> None:
+    # Tic-tac-toe, both learners by self-play in one run: each game seats one learner against
+    # a snapshot of itself; each learner trains on its own games; its snapshots never train.
+    pytest.importorskip("pettingzoo")
+    from rlflow.config.self_play import snapshot_id
+
+    config = PPODQNConfig(
+        env="pettingzoo.classic.tictactoe_v3",
+        num_envs_per_worker=8,
+        min_time_s_per_iteration=0.0,
+        ppo={"train_batch_size": 256, "sgd_minibatch_size": 64, "num_sgd_iter": 1},
+        dqn={"learning_starts": 100, "train_batch_size": 32},
+        self_play={"snapshot_every": 1, "pool_size": 1, "evaluation_interval": 0},
+    )
+    workers, plan = _plan(config)
+    try:
+        results = plan.take(6)
+        local = workers.local_worker()
+        weights = local.get_weights()
+        local.sample()
+        episodes = local.pop_episode_stats()
+    finally:
+        workers.stop()
+    snapshots = {p: snapshot_id(p, 0) for p in (PPO_POLICY, DQN_POLICY)}
+    assert results[-1]["self_play"] == {p: {"snapshots": 6} for p in snapshots}
+    counters = results[-1]["counters"]
+    assert all(counters[f"{keys.NUM_TRAIN_STEPS}/{p}"] >= 1 for p in snapshots)
+    assert not any(f"{keys.NUM_TRAIN_STEPS}/{s}" in counters for s in snapshots.values())
+    played = [sorted(a.policy_id for a in e.agent_returns) for e in episodes]
+    assert {tuple(p) for p in played} == {(p, s) for p, s in snapshots.items()}
+    # The newest snapshot is each learner as the last iteration left it.
+    for learner, snap in snapshots.items():
+        for name, value in weights[learner].items():
+            np.testing.assert_array_equal(weights[snap][name], value)
+
+
 # ------------------------------------------------------------------------------ learning
 @pytest.mark.learning
 def test_ppo_and_dqn_agents_each_reach_150_on_multi_cartpole(local_backend: None) -> None:

@@ -75,7 +75,8 @@ class PPODQNConfig(
     and ``dqn`` are each learner's own settings (``lr``, ``train_batch_size``,
     ``num_sgd_iter``, ``buffer_size``, ``learning_starts``, ``target_network_update_freq``,
     ``training_intensity``, epsilon schedule, ...). The policies are these two
-    (`policy_specs`); ``policies`` stays empty.
+    (`base_policy_specs`; with ``self_play``, each also gets its snapshot pool); ``policies``
+    stays empty.
     """
 
     ppo: PPOConfig = field(default_factory=PPOConfig)
@@ -120,11 +121,11 @@ class PPODQNConfig(
         except ConfigError as err:
             raise ConfigError(f"{type(self).__name__}.{name}: {err}") from None
 
-    def policy_ids(self) -> list[str]:
+    def base_policy_ids(self) -> list[str]:
         """``["ppo_policy", "dqn_policy"]``."""
         return [PPO_POLICY, DQN_POLICY]
 
-    def policy_specs(self) -> dict[str, PolicySpec]:
+    def base_policy_specs(self) -> dict[str, PolicySpec]:
         """`PPOPolicy` with ``ppo`` for ``ppo_policy``, `DQNPolicy` with ``dqn`` for
         ``dqn_policy``. (The policies are imported here, not with the config: they import
         torch, which checking a config does not need.)"""
