@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from rlflow.checks import check_choice, check_int
@@ -64,8 +63,7 @@ def snapshot_id(policy_id: str, slot: int) -> str:
     return f"{policy_id}_snapshot_{slot}"
 
 
-@dataclass(frozen=True, kw_only=True)
-class SelfPlay:
+class SelfPlay(NamedTuple):
     """A run's self-play settings (its ``self_play`` dict, checked; `SelfPlay.from_dict`)."""
 
     snapshot_every: int
@@ -135,7 +133,6 @@ class SelfPlay:
         return interval > 0 and iteration % interval == 0
 
 
-@dataclass(frozen=True)
 class SelfPlayMapping:
     """``policy_mapping_fn(agent_id, episode)`` of a self-play run (module docstring).
 
@@ -146,10 +143,18 @@ class SelfPlayMapping:
     the first learner without ``base``.
     """
 
-    learners: tuple[str, ...]
-    settings: SelfPlay
-    seed: int = 0
-    base: Callable[[str], str] | None = None
+    def __init__(
+        self,
+        learners: Sequence[str],
+        settings: SelfPlay,
+        seed: int = 0,
+        base: Callable[[str], str] | None = None,
+    ) -> None:
+        """Map to ``learners`` and their pools by ``settings``; ``base``: the user's mapping."""
+        self.learners = tuple(learners)
+        self.settings = settings
+        self.seed = seed
+        self.base = base
 
     def __call__(self, agent_id: str, episode: EpisodeInfo | None = None) -> str:
         if episode is None:
