@@ -9,7 +9,8 @@ see `rlflow.ops.metrics.standard_metrics_reporting`), runs once per iteration:
 1. every ``evaluation_interval`` iterations it plays ``evaluation_games`` games of each
    learner against a uniformly random legal player (`RandomLegalPolicy`; the learner greedy)
    and against its newest snapshot (both sampling), on a fresh env of the learner's worker,
-   the learner's seat taking turns, and reports win / draw / loss rates, overall and by seat;
+   the learner's seat taking turns, and reports win / draw / loss rates, overall and by seat
+   (`measure_learner`, which also measures a trained policy on its own);
 2. every ``snapshot_every`` iterations it shifts each pool by one on the learner (the oldest
    snapshot falls out, slot 0 gets the learner's weights) and sends the pool's weights to the
    remote workers like any weight sync; the learner's training is not touched.
@@ -35,9 +36,15 @@ from rlflow.data.sample_batch import ACTION_DIST_INPUTS, LOGP, VF_PREDS
 from rlflow.envs.vector import EpisodeStat
 from rlflow.errors import ConfigError
 from rlflow.ops import keys
-from rlflow.workers import WorkerSet
+from rlflow.workers import RolloutWorker, WorkerSet
 
-__all__ = ["RANDOM_PLAYER", "RandomLegalPolicy", "SnapshotPolicies", "game_outcomes"]
+__all__ = [
+    "RANDOM_PLAYER",
+    "RandomLegalPolicy",
+    "SnapshotPolicies",
+    "game_outcomes",
+    "measure_learner",
+]
 
 RANDOM_PLAYER = "random_legal_player"
 """The policy id the random legal player acts under in self-play evaluation games."""
@@ -146,6 +153,31 @@ def _rates(counts: list[int]) -> dict[str, Any]:
     return {"win_rate": rates[0], "draw_rate": rates[1], "loss_rate": rates[2], "games": games}
 
 
+def measure_learner(
+    worker: RolloutWorker, learner: str, newest: str, *, games: int, seed: int | None
+) -> dict[str, Any]:
+    """``learner``'s rates (`game_outcomes`) in ``games`` games against a uniformly random
+    legal player, ``"vs_random"`` (the learner greedy), and as many against policy ``newest``,
+    ``"vs_previous"`` (both sampling), played on fresh envs of ``worker`` (the learner's) reset
+    with ``seed`` first, the learner's seat taking turns. The worker's training state is
+    untouched."""
+    policy = worker.get_policy(learner)
+    player = RandomLegalPolicy(policy.observation_space, policy.action_space, seed=seed)
+    vs_random = worker.evaluate(
+        games,
+        seed=seed,
+        mapping_fn=_Matchup(learner, RANDOM_PLAYER),
+        policies={**worker.policy_map, RANDOM_PLAYER: player},
+    )
+    vs_newest = worker.evaluate(
+        games, seed=seed, explore=True, mapping_fn=_Matchup(learner, newest)
+    )
+    return {
+        "vs_random": game_outcomes(vs_random, learner),
+        "vs_previous": game_outcomes(vs_newest, learner),
+    }
+
+
 class SnapshotPolicies:
     """Keep the self-play pools and measure the learners (the module docstring).
 
@@ -179,35 +211,19 @@ class SnapshotPolicies:
         stats: dict[str, dict[str, Any]] = {p: {} for p in self.pools}
         if self.settings.evaluates_at(iteration):
             for learner, pool in self.pools.items():
-                stats[learner] = self.measure(learner, pool[0], seed=self.seed + iteration)
+                stats[learner] = measure_learner(
+                    self.workers.local_worker(),
+                    learner,
+                    pool[0],
+                    games=self.settings.evaluation_games,
+                    seed=self.seed + iteration + _EVAL_SEED_OFFSET,
+                )
         if iteration % self.settings.snapshot_every == 0:
             self._snapshot()
             counters[keys.NUM_SELF_PLAY_SNAPSHOTS] += 1
         for learner in self.pools:
             stats[learner]["snapshots"] = int(counters[keys.NUM_SELF_PLAY_SNAPSHOTS])
         return {**result, "self_play": stats}
-
-    def measure(self, learner: str, newest: str, *, seed: int) -> dict[str, Any]:
-        """``learner``'s rates against the random legal player (learner greedy) and against
-        the snapshot ``newest`` (both sampling), ``evaluation_games`` games each."""
-        local = self.workers.local_worker()
-        policy = local.get_policy(learner)
-        player = RandomLegalPolicy(policy.observation_space, policy.action_space, seed=seed)
-        games = self.settings.evaluation_games
-        eval_seed = seed + _EVAL_SEED_OFFSET
-        vs_random = local.evaluate(
-            games,
-            seed=eval_seed,
-            mapping_fn=_Matchup(learner, RANDOM_PLAYER),
-            policies={**local.policy_map, RANDOM_PLAYER: player},
-        )
-        vs_newest = local.evaluate(
-            games, seed=eval_seed, explore=True, mapping_fn=_Matchup(learner, newest)
-        )
-        return {
-            "vs_random": game_outcomes(vs_random, learner),
-            "vs_previous": game_outcomes(vs_newest, learner),
-        }
 
     def _snapshot(self) -> None:
         local = self.workers.local_worker()
