@@ -336,3 +336,31 @@ def test_a_run_that_fails_to_start_leaves_no_run_dir(
     (given / "mine.txt").write_text("keep")
     code, _, _ = run(capsys, "train", "pg", *TINY, "--out", str(given))
     assert code == 2 and (given / "mine.txt").read_text() == "keep"  # a given dir stays
+
+
+def test_self_play_from_the_command_line_survives_a_restore(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # The command shape: no policies given, one --set turns self-play on; the progress
+    # line shows the measured win rate; a restored run keeps its snapshot schedule.
+    pytest.importorskip("pettingzoo")
+    run_dir = tmp_path / "run"
+    sets = [
+        "--set", "self_play.snapshot_every=1", "--set", "self_play.evaluation_games=10",
+        "--set", "sgd_minibatch_size=32", "--set", "num_sgd_iter=1",
+    ]  # fmt: skip
+    code, out, err = run(
+        capsys, "train", "ppo", "--env", "pettingzoo.classic.tictactoe_v3", *TINY, *sets,
+        "--stop-iters", "2", "--out", str(run_dir),
+    )  # fmt: skip
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if line.startswith("iter ")]
+    assert len(lines) == 2 and "default_policy vs random: win" in lines[1]
+    assert "snapshot" not in lines[1]  # the frozen copies stay out of the line
+    code, out, err = run(
+        capsys, "train", "--restore", str(run_dir), "--backend", "local", "--stop-iters", "3"
+    )
+    assert code == 0, err
+    progress = _progress(run_dir)
+    assert [r["self_play"]["default_policy"]["snapshots"] for r in progress] == [1, 2, 3]
+    assert progress[2]["self_play"]["default_policy"]["vs_random"]["games"] == 10

@@ -77,6 +77,25 @@ def test_snapshots_shift_the_pool_and_never_train(self_play_trainer: Trainer) ->
     assert result["self_play"][DEFAULT_POLICY_ID]["snapshots"] == 3
 
 
+def test_a_restored_run_keeps_its_pools_and_schedule(
+    self_play_trainer: Trainer, tmp_path: Any
+) -> None:
+    trainer = self_play_trainer
+    for _ in range(3):
+        trainer.train()
+    path = trainer.save(tmp_path / "ckpt")
+    saved = trainer.workers.local_worker().get_weights(POOL)
+    with Trainer.restore(path, backend="local") as restored:
+        assert _all_same(restored.workers.local_worker().get_weights(POOL), saved)
+        result = restored.train()  # iteration 4: the second snapshot, as in the saved run
+    assert result["self_play"][DEFAULT_POLICY_ID]["snapshots"] == 2
+    assert "vs_random" in result["self_play"][DEFAULT_POLICY_ID]
+
+
+def _all_same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+
+
 def test_every_training_game_seats_the_learner_once(self_play_trainer: Trainer) -> None:
     worker = self_play_trainer.workers.local_worker()
     worker.sample()

@@ -24,16 +24,25 @@ def fmt(value: Any, spec: str) -> str:
 
 
 def progress_line(result: Mapping[str, Any]) -> str:
-    """One line per training iteration: return, env steps, throughput, time, per-policy."""
+    """One line per training iteration: return, env steps, throughput, time, per-policy (with
+    self-play: the learners only, and their win / draw rates against a random legal player
+    when they were measured)."""
     line = (
         f"iter {result['iteration']:4d} | return {fmt(result['episode_return_mean'], '8.2f')} | "
         f"env steps {result['num_env_steps_sampled']:9d} | "
         f"{fmt(result.get('env_steps_per_s'), '8.0f')} steps/s | "
         f"{result['time_total_s']:7.1f} s"
     )
+    self_play = result.get("self_play")
+    learners = self_play if isinstance(self_play, Mapping) else {}
     per_policy = result.get("policy_reward_mean")
     if isinstance(per_policy, Mapping) and per_policy:
-        line += " | " + " ".join(f"{pid} {fmt(v, '.1f')}" for pid, v in per_policy.items())
+        shown = [(p, v) for p, v in per_policy.items() if not learners or p in learners]
+        line += " | " + " ".join(f"{pid} {fmt(v, '.1f')}" for pid, v in shown)
+    for pid, stats in learners.items():
+        rates = stats.get("vs_random") if isinstance(stats, Mapping) else None
+        if rates:
+            line += f" | {pid} vs random: win {rates['win_rate']:.2f} draw {rates['draw_rate']:.2f}"
     return line
 
 

@@ -300,3 +300,24 @@ def close_quietly(env: Any) -> None:
         env.close()
     except Exception as err:  # noqa: BLE001 - a broken env may fail to close too
         logger.warning("closing a failed env raised %r", err)
+
+
+def pickles_by_constructor(env: Any) -> bool:
+    """Whether ``env`` (or an env it wraps, through ``.env`` attributes) pickles as its
+    constructor arguments only (Gymnasium's ``EzPickle``: PettingZoo's classic games, Box2D and
+    MuJoCo envs), so an unpickled copy is a fresh env that was never reset, not the episode in
+    progress.
+
+    >>> import gymnasium as gym
+    >>> pickles_by_constructor(gym.make("CartPole-v1"))
+    False
+    """
+    from gymnasium.utils import EzPickle
+
+    seen: set[int] = set()
+    while env is not None and id(env) not in seen:
+        if isinstance(env, EzPickle):
+            return True
+        seen.add(id(env))
+        env = getattr(env, "__dict__", {}).get("env")
+    return False

@@ -73,6 +73,7 @@ from rlflow.envs.validation import (
     env_failure_note,
     env_location,
     env_name,
+    pickles_by_constructor,
     restart_seed,
 )
 from rlflow.envs.vector import EpisodeStat, env_action
@@ -451,13 +452,22 @@ class MultiAgentSampler(Sampler):
         return {"slots": self.slots, "started": self._started, "episodes": self._episodes}
 
     def set_state(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`get_state` (the envs built in ``__init__`` are closed first)."""
+        """Restore :meth:`get_state` (the envs built in ``__init__`` are closed first).
+
+        An env that pickles as its constructor arguments (`pickles_by_constructor`: the
+        PettingZoo classic games) comes back unreset, so its episode in progress cannot go
+        on: it starts a new one (unseeded), and the unfinished episode is dropped."""
         self.close()
         self.slots = state["slots"]
         self._started = state["started"]
         self._episodes = list(state["episodes"])
         self._restarts = [0] * len(self.slots)
         self._obs_checks = [0] * len(self.slots)
+        if self._started:
+            for j, slot in enumerate(self.slots):
+                if pickles_by_constructor(slot.env):
+                    logger.info("%s: restored unreset, so it starts a new episode", self._where(j))
+                    self._start_episode(j, slot, None)
 
     @property
     def envs(self) -> list[Any]:
