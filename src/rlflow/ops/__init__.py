@@ -19,6 +19,9 @@ Sources (snake_case functions that build a stream) and stages (PascalCase callab
   workers' observation filter deltas and broadcasts the result, once per iteration);
 - learner info (:mod:`rlflow.ops.learner_info`): :func:`record_learner_info` (what every update
   operator calls with its stats) and :func:`pop_policy_lag` (the result's policy lag).
+- self-play (:mod:`rlflow.ops.self_play`): :class:`SnapshotPolicies` (the snapshot pools and
+  the win rates of a run with ``self_play``), :class:`RandomLegalPolicy`,
+  :func:`measure_learner`.
 
 Operators used by one algorithm, or by one family of algorithms, live beside its plan
 (``rlflow.algorithms.<name>``, ``rlflow.algorithms.<family>``).
@@ -56,6 +59,7 @@ from rlflow.ops.rollout import (
     async_gradients,
     parallel_rollouts,
 )
+from rlflow.ops.self_play import RandomLegalPolicy, SnapshotPolicies, measure_learner
 from rlflow.ops.train import (
     ApplyGradients,
     AverageGradients,
@@ -78,8 +82,10 @@ __all__ = [
     "LearnerWeights",
     "OncePerTimeInterval",
     "OncePerTimestepsElapsed",
+    "RandomLegalPolicy",
     "RecordStepsTrained",
     "SelectExperiences",
+    "SnapshotPolicies",
     "StandardizeFields",
     "StoreToReplayBuffer",
     "SyncObservationFilters",
@@ -93,6 +99,7 @@ __all__ = [
     "concurrently",
     "dequeue",
     "keys",
+    "measure_learner",
     "parallel_rollouts",
     "pop_policy_lag",
     "record_learner_info",
