@@ -20,6 +20,8 @@ pytestmark = pytest.mark.timeout(300)
 
 TICTACTOE = "pettingzoo.classic.tictactoe_v3"
 POOL = [snapshot_id(DEFAULT_POLICY_ID, k) for k in range(3)]
+SMALL = {"train_batch_size": 512, "sgd_minibatch_size": 128, "num_sgd_iter": 2}
+"""A few SGD steps per iteration: these tests check the pools, not learning."""
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -49,12 +51,10 @@ def self_play_trainer(local_backend: None) -> Any:
         env=TICTACTOE,
         num_workers=0,
         seed=3,
-        train_batch_size=512,
-        sgd_minibatch_size=128,
-        num_sgd_iter=2,
         rollout_fragment_length=64,
         num_envs_per_worker=4,
         self_play={"snapshot_every": 2, "pool_size": 3, "evaluation_games": 20},
+        **SMALL,
     ) as trainer:
         yield trainer
 
@@ -143,11 +143,9 @@ def test_remote_workers_play_against_the_learners_snapshots(ray_backend: None) -
         env=TICTACTOE,
         num_workers=2,
         seed=0,
-        train_batch_size=256,
-        sgd_minibatch_size=64,
-        num_sgd_iter=1,
         rollout_fragment_length=32,
         self_play={"snapshot_every": 1, "pool_size": 2, "evaluation_interval": 0},
+        **SMALL,
     ) as trainer:
         for _ in range(3):
             result = trainer.train()
