@@ -5,7 +5,7 @@ Each test trains with the shipped tuned config (`ppo/tuned/pettingzoo.classic.<g
 the learner at a random seat against 20 frozen snapshots of itself) on the local backend, where
 a seeded run takes the same steps however loaded the machine is, until the run's own periodic
 measurement (`rlflow.ops.self_play.SnapshotPolicies`: 200 games, the learner greedy, its seat
-taking turns) reaches the target or the budget is spent; then 200 more games on fresh seeds
+taking turns) reaches the target or the budget is spent; then 400 more games on fresh seeds
 confirm it.
 """
 
@@ -30,7 +30,7 @@ def _train_until(
     env: str, budget: int, reached: Callable[[dict[str, Any]], bool]
 ) -> tuple[dict[str, Any], dict[str, Any], int, float]:
     """Train PPO self-play on ``env`` until a measurement ``reached`` the target or ``budget``
-    env steps; the last measurement, a fresh one of 200 games, the steps and the seconds."""
+    env steps; the last measurement, a fresh one of 400 games, the steps and the seconds."""
     pytest.importorskip("pettingzoo")
     config = tuned_config("ppo", env, seed=0)
     start = time.perf_counter()
@@ -47,7 +47,7 @@ def _train_until(
                 break
         worker = trainer.workers.local_worker()  # a confirmation on other seeds
         newest = snapshot_id(DEFAULT_POLICY_ID, 0)
-        confirm = measure_learner(worker, DEFAULT_POLICY_ID, newest, games=200, seed=77_000)
+        confirm = measure_learner(worker, DEFAULT_POLICY_ID, newest, games=400, seed=77_000)
         steps = int(result["num_env_steps_sampled"])
     return measured, confirm["vs_random"], steps, time.perf_counter() - start
 
