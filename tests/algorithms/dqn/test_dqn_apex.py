@@ -18,6 +18,7 @@ from rlflow.algorithms import ALGORITHMS, ApexConfig, DQNConfig, get_algorithm, 
 from rlflow.algorithms.q_learning.replay import training_intensity_weights
 from rlflow.errors import ConfigError
 from rlflow.ops import keys
+from rlflow.replay import replay_buffers
 from rlflow.testing.envs import CountingEnv
 from rlflow.testing.learning import ASYNC_TARGETS, train_to_target
 from rlflow.workers import WorkerSet
@@ -95,6 +96,34 @@ def test_dqn_plan_runs_with_the_training_intensity(local_backend: None) -> None:
     assert results[-1]["episode_return_mean"] == 5.0
     assert "td_error" not in results[-1]["info"]["learner"]["default_policy"]
     workers.stop()
+
+
+def test_dqn_self_play_replays_only_the_learners_experience(local_backend: None) -> None:
+    # Tic-tac-toe by self-play: the snapshots' moves fill no buffer, so every replayed batch
+    # is the learner's; the snapshots never train.
+    pytest.importorskip("pettingzoo")
+    config = DQNConfig(
+        env="pettingzoo.classic.tictactoe_v3",
+        num_workers=0,
+        learning_starts=64,
+        train_batch_size=32,
+        min_time_s_per_iteration=0.0,
+        self_play={"snapshot_every": 2, "pool_size": 2, "evaluation_games": 4},
+    )
+    workers = WorkerSet(config, get_algorithm("dqn").policy_cls)
+    plan = get_algorithm("dqn").plan(workers, config)
+    try:
+        results = [next(plan) for _ in range(40)]
+        (buffer,) = replay_buffers(workers).values()
+        local = workers.local_worker()
+        updates = {p: local.get_policy(p).num_grad_updates for p in config.policy_ids()}
+    finally:
+        workers.stop()
+    assert results[-1]["self_play"]["default_policy"]["snapshots"] == 20
+    assert updates["default_policy"] > 0
+    assert [n for p, n in updates.items() if p != "default_policy"] == [0, 0]
+    assert list(buffer.buffers) == ["default_policy"]  # type: ignore[attr-defined]
+    assert plan.metrics.counters[keys.NUM_ENV_STEPS_REPLAYED] > 0
 
 
 @pytest.mark.parametrize("intensity", [0.5, 4.0])

@@ -3,7 +3,8 @@
 Liang et al., "RLlib Flow: Distributed Reinforcement Learning is a Dataflow Problem"
 (NeurIPS 2021), Fig. 7 (DQN)::
 
-    store_op:  (1) parallel_rollouts(bulk_sync) -> (2) StoreToReplayBuffer
+    store_op:  (1) parallel_rollouts(bulk_sync) -> (2) StoreToReplayBuffer (of the trained
+               policies: with policies_to_train, SelectExperiences first)
     replay_op: (3) replay(learning_starts) -> (4) TrainOneStep -> (5) UpdateReplayPriorities
                -> (6) UpdateTargetNetwork(target_network_update_freq)
     (7) concurrently(store_op, replay_op; round robin, weights from training_intensity,
@@ -25,6 +26,7 @@ from rlflow.algorithms.q_learning.replay import (
 )
 from rlflow.flow import LocalIterator
 from rlflow.ops import (
+    SelectExperiences,
     StoreToReplayBuffer,
     TrainOneStep,
     UpdateReplayPriorities,
@@ -65,9 +67,10 @@ def store_and_replay(
     buffer = make_replay_buffer(config, multi_agent=workers.local_worker().multi_agent)
     register_replay_buffer(workers, "replay_buffer", buffer)  # checkpoint_replay_buffers
     # (1) Every worker samples a fragment (n-step transitions); (2) into the buffer.
-    store_op = parallel_rollouts(workers, mode="bulk_sync").for_each(
-        StoreToReplayBuffer(local_buffer=buffer)
-    )
+    rollouts = parallel_rollouts(workers, mode="bulk_sync")
+    if config.policies_to_train is not None:  # policies that only act fill no buffer
+        rollouts = rollouts.for_each(SelectExperiences(config.policies_to_train))
+    store_op = rollouts.for_each(StoreToReplayBuffer(local_buffer=buffer))
     # (3) A train batch, once the buffer holds learning_starts transitions.
     replayed = replay(
         local_buffer=buffer,
