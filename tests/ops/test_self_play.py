@@ -131,6 +131,12 @@ def test_stage_needs_self_play_and_shows_in_the_plan(
         with pytest.raises(ConfigError, match="self_play is empty"):
             SnapshotPolicies(trainer.workers, trainer.config)
         assert "SnapshotPolicies" not in trainer.plan_graph().to_mermaid()
+        # Measuring needs Discrete actions (the random legal player's): refused at plan build.
+        learner = trainer.workers.local_worker().get_policy(DEFAULT_POLICY_ID)
+        learner.action_space = spaces.Box(-1, 1, (9,))
+        measured = trainer.config.replace(self_play={"snapshot_every": 2})
+        with pytest.raises(ConfigError, match="needs Discrete actions"):
+            SnapshotPolicies(trainer.workers, measured)
     code = cli_main(["plan", "ppo", "--env", TICTACTOE, "--set", "self_play.snapshot_every=10"])
     assert code == 0 and "for_each(SnapshotPolicies)" in capsys.readouterr().out
 

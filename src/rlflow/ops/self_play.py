@@ -191,7 +191,8 @@ class SnapshotPolicies:
     """
 
     def __init__(self, workers: WorkerSet, config: AlgorithmConfig) -> None:
-        """`ConfigError` unless ``config.self_play`` is set."""
+        """`ConfigError` unless ``config.self_play`` is set, or when measuring is on and a
+        learner's actions are not Discrete (the random legal player's)."""
         settings = config.self_play_settings()
         if settings is None:
             raise ConfigError("SnapshotPolicies: the config's self_play is empty (self-play off)")
@@ -200,6 +201,10 @@ class SnapshotPolicies:
         self.seed = 0 if config.seed is None else config.seed
         self.pools = {p: settings.snapshot_ids(p) for p in config.self_play_learners()}
         local = workers.local_worker()
+        if settings.evaluation_interval != 0:  # the random player's space check, before a run
+            for learner in self.pools:
+                policy = local.get_policy(learner)
+                RandomLegalPolicy(policy.observation_space, policy.action_space, seed=None)
         weights = local.get_weights(list(self.pools))
         local.set_weights({s: weights[p] for p, pool in self.pools.items() for s in pool})
         self._send_pools()
