@@ -8,6 +8,11 @@ N * A single-agent envs. The ratio is the price of the per-agent bookkeeping of
 per-trajectory postprocessing) over the single-agent vector loop. Run::
 
     python benchmarks/multi_agent_sampling.py [--envs 8] [--agents 2] [--seconds 5]
+
+``--pools 1,5,20`` measures self-play's cost instead: rows/s on PettingZoo's tic-tac-toe
+(turn-based) with one policy shared by both seats against self-play with each pool size
+(`rlflow.config.self_play`: each step's opponent moves spread over up to ``pool_size`` frozen
+policies, one forward pass each), and the ratios.
 """
 
 from __future__ import annotations
@@ -40,7 +45,11 @@ def main() -> None:
     parser.add_argument("--envs", type=int, default=8)
     parser.add_argument("--agents", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--pools", default="", help="self-play pool sizes, e.g. 1,5,20")
     args = parser.parse_args()
+    if args.pools:
+        self_play_cost([int(p) for p in args.pools.split(",")], args.envs, args.seconds)
+        return
     common = {"num_workers": 0, "rollout_fragment_length": 100, "model": {"hidden": (64, 64)}}
     single = rows_per_s(
         PPOConfig(env="CartPole-v1", num_envs_per_worker=args.envs * args.agents, **common),
@@ -63,6 +72,33 @@ def main() -> None:
     label = f"multi_cartpole, {args.envs} envs x {args.agents} agents"
     print(f"{label + ', 1 shared policy':<54} {shared:>10,.0f} {shared / single:>6.2f}")
     print(f"{label + ', 1 policy each':<54} {per_agent:>10,.0f} {per_agent / single:>6.2f}")
+
+
+def self_play_cost(pools: list[int], envs: int, seconds: float) -> None:
+    """Print tic-tac-toe rows/s: one shared policy, then self-play with each pool size."""
+    from rlflow.config import PolicySpec
+
+    common = {
+        "env": "pettingzoo.classic.tictactoe_v3",
+        "num_workers": 0,
+        "num_envs_per_worker": envs,
+        "rollout_fragment_length": 64,
+    }
+    shared = rows_per_s(
+        PPOConfig(**common, policies={"p": PolicySpec()}, policy_mapping_fn=_shared), seconds
+    )
+    print(f"{'what':<54} {'rows/s':>10} {'ratio':>6}")
+    print(f"{f'tictactoe, {envs} envs, 1 policy for both seats':<54} {shared:>10,.0f} {1.0:>6.2f}")
+    for pool in pools:
+        rate = rows_per_s(
+            PPOConfig(**common, self_play={"snapshot_every": 1, "pool_size": pool}), seconds
+        )
+        label = f"tictactoe, {envs} envs, self-play, pool of {pool}"
+        print(f"{label:<54} {rate:>10,.0f} {rate / shared:>6.2f}")
+
+
+def _shared(agent_id: str) -> str:
+    return "p"
 
 
 def _by_index(agent_id: str) -> str:

@@ -108,6 +108,7 @@ def test_dqn_self_play_replays_only_the_learners_experience(local_backend: None)
         learning_starts=64,
         train_batch_size=32,
         min_time_s_per_iteration=0.0,
+        min_steps_per_iteration=0,  # an iteration per train step
         self_play={"snapshot_every": 2, "pool_size": 2, "evaluation_games": 4},
     )
     workers = WorkerSet(config, get_algorithm("dqn").policy_cls)
