@@ -183,8 +183,6 @@ class AlgorithmConfig(
         unknown = [p for p in settings.policies if p not in base]
         if unknown:
             raise self._bad("self_play", f"names policies {unknown}, not among {base}")
-        if not settings.learners(trained):
-            raise self._bad("self_play", "has no learning policy (policies_to_train is empty)")
         object.__setattr__(self, "policies_to_train", trained)
 
     def _policy_specs_checked(self) -> dict[str, PolicySpec]:

@@ -87,6 +87,7 @@ from rlflow.workers.sampler import (
     SamplerSpec,
     agent_policy_map,
     as_multi_agent_env,
+    mapping_takes_episode,
     no_previous_action,
 )
 
@@ -143,6 +144,7 @@ class MultiAgentSampler(Sampler):
         self._episodes: list[EpisodeStat] = []
         env = self.slots[0].env
         self._possible_agents = tuple(env.possible_agents)
+        self._mapping_takes_episode = mapping_takes_episode(spec.mapping_fn)
         self._agent_index = {a: i for i, a in enumerate(self._possible_agents)}
         self._action_spaces = dict(env.action_spaces)
         self._length = 0
@@ -206,7 +208,13 @@ class MultiAgentSampler(Sampler):
         pid = slot.policy_of.get(agent)
         if pid is None:
             episode = EpisodeInfo(slot.eps_id, self._possible_agents)
-            pid = agent_policy_map([agent], self.spec.mapping_fn, self._policy_ids, episode)[agent]
+            pid = agent_policy_map(
+                [agent],
+                self.spec.mapping_fn,
+                self._policy_ids,
+                episode,
+                takes_episode=self._mapping_takes_episode,
+            )[agent]
             slot.policy_of[agent] = pid
         return pid
 

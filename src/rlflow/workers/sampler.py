@@ -216,12 +216,15 @@ def agent_policy_map(
     mapping_fn: MappingFn | None,
     policy_ids: list[str],
     episode: EpisodeInfo | None = None,
+    *,
+    takes_episode: bool | None = None,
 ) -> dict[str, str]:
     """``{agent: policy id}`` for ``agents``; `ConfigError` if the function names an unknown id.
 
     A two-argument ``mapping_fn`` also gets ``episode`` (None outside an episode: asking which
-    policy's spaces an agent gives)."""
-    with_episode = mapping_takes_episode(mapping_fn)
+    policy's spaces an agent gives); ``takes_episode`` is `mapping_takes_episode`'s answer
+    when the caller has it (None: found here)."""
+    with_episode = mapping_takes_episode(mapping_fn) if takes_episode is None else takes_episode
     out: dict[str, str] = {}
     for agent in agents:
         if mapping_fn is None:
