@@ -9,8 +9,9 @@ per-trajectory postprocessing) over the single-agent vector loop. Run::
 
     python benchmarks/multi_agent_sampling.py [--envs 8] [--agents 2] [--seconds 5]
 
-``--pools 1,5,20`` measures self-play's cost instead: rows/s on PettingZoo's tic-tac-toe
-(turn-based) with one policy shared by both seats against self-play with each pool size
+``--pools 1,5,20 [--rounds 3]`` measures self-play's cost instead: rows/s on PettingZoo's
+tic-tac-toe (turn-based), medians of rounds that each measure every setting in turn, with one
+policy shared by both seats against self-play with each pool size
 (`rlflow.config.self_play`: each step's opponent moves spread over up to ``pool_size`` frozen
 policies, one forward pass each), and the ratios.
 """
@@ -18,6 +19,7 @@ policies, one forward pass each), and the ratios.
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 from typing import Any
 
@@ -46,9 +48,11 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--pools", default="", help="self-play pool sizes, e.g. 1,5,20")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --pools measurements")
     args = parser.parse_args()
     if args.pools:
-        self_play_cost([int(p) for p in args.pools.split(",")], args.envs, args.seconds)
+        pools = [int(p) for p in args.pools.split(",")]
+        self_play_cost(pools, args.envs, args.seconds, args.rounds)
         return
     common = {"num_workers": 0, "rollout_fragment_length": 100, "model": {"hidden": (64, 64)}}
     single = rows_per_s(
@@ -74,8 +78,9 @@ def main() -> None:
     print(f"{label + ', 1 policy each':<54} {per_agent:>10,.0f} {per_agent / single:>6.2f}")
 
 
-def self_play_cost(pools: list[int], envs: int, seconds: float) -> None:
-    """Print tic-tac-toe rows/s: one shared policy, then self-play with each pool size."""
+def self_play_cost(pools: list[int], envs: int, seconds: float, rounds: int) -> None:
+    """Print tic-tac-toe rows/s, medians of ``rounds`` rounds that each measure every setting
+    once in turn: one shared policy, then self-play with each pool size; ratios to the first."""
     from rlflow.config import PolicySpec
 
     common = {
@@ -84,17 +89,24 @@ def self_play_cost(pools: list[int], envs: int, seconds: float) -> None:
         "num_envs_per_worker": envs,
         "rollout_fragment_length": 64,
     }
-    shared = rows_per_s(
-        PPOConfig(**common, policies={"p": PolicySpec()}, policy_mapping_fn=_shared), seconds
-    )
-    print(f"{'what':<54} {'rows/s':>10} {'ratio':>6}")
-    print(f"{f'tictactoe, {envs} envs, 1 policy for both seats':<54} {shared:>10,.0f} {1.0:>6.2f}")
-    for pool in pools:
-        rate = rows_per_s(
-            PPOConfig(**common, self_play={"snapshot_every": 1, "pool_size": pool}), seconds
+    configs = {
+        f"tictactoe, {envs} envs, 1 policy for both seats": PPOConfig(
+            **common, policies={"p": PolicySpec()}, policy_mapping_fn=_shared
         )
-        label = f"tictactoe, {envs} envs, self-play, pool of {pool}"
-        print(f"{label:<54} {rate:>10,.0f} {rate / shared:>6.2f}")
+    }
+    for pool in pools:
+        configs[f"tictactoe, {envs} envs, self-play, pool of {pool}"] = PPOConfig(
+            **common, self_play={"snapshot_every": 1, "pool_size": pool}
+        )
+    rates: dict[str, list[float]] = {label: [] for label in configs}
+    for _ in range(rounds):
+        for label, config in configs.items():
+            rates[label].append(rows_per_s(config, seconds))
+    medians = {label: statistics.median(r) for label, r in rates.items()}
+    base = next(iter(medians.values()))
+    print(f"{'what (median of ' + str(rounds) + ' rounds)':<54} {'rows/s':>10} {'ratio':>6}")
+    for label, rate in medians.items():
+        print(f"{label:<54} {rate:>10,.0f} {rate / base:>6.2f}")
 
 
 def _shared(agent_id: str) -> str:
