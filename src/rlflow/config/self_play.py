@@ -96,24 +96,22 @@ class SelfPlay(NamedTuple):
                 f"{label}={dict(values)!r} needs snapshot_every (iterations between snapshots), "
                 "e.g. --set self_play.snapshot_every=10"
             )
-        out = dict(values)
+        out = {**cls._field_defaults, **values}  # the defaults are the fields' own
         out["snapshot_every"] = check_int(out["snapshot_every"], f"{label}.snapshot_every", low=1)
-        out["pool_size"] = check_int(out.get("pool_size", 5), f"{label}.pool_size", low=1)
+        out["pool_size"] = check_int(out["pool_size"], f"{label}.pool_size", low=1)
         out["opponent_sampling"] = check_choice(
-            out.get("opponent_sampling", "uniform"),
-            f"{label}.opponent_sampling",
-            OPPONENT_SAMPLING,
+            out["opponent_sampling"], f"{label}.opponent_sampling", OPPONENT_SAMPLING
         )
-        policies = out.get("policies") or ()
+        policies = out["policies"] or ()
         if isinstance(policies, str) or not all(isinstance(p, str) for p in policies):
             raise ConfigError(f"{label}.policies={policies!r} must be a list of policy ids")
         out["policies"] = tuple(policies)
-        if out.get("evaluation_interval") is not None:
+        if out["evaluation_interval"] is not None:
             out["evaluation_interval"] = check_int(
                 out["evaluation_interval"], f"{label}.evaluation_interval", low=0
             )
         out["evaluation_games"] = check_int(
-            out.get("evaluation_games", 100), f"{label}.evaluation_games", low=1
+            out["evaluation_games"], f"{label}.evaluation_games", low=1
         )
         return cls(**out)
 
@@ -127,9 +125,9 @@ class SelfPlay(NamedTuple):
 
     def evaluates_at(self, iteration: int) -> bool:
         """Whether the win rates are measured after iteration ``iteration`` (1-based)."""
-        interval = (
-            self.snapshot_every if self.evaluation_interval is None else (self.evaluation_interval)
-        )
+        interval = self.evaluation_interval
+        if interval is None:
+            interval = self.snapshot_every
         return interval > 0 and iteration % interval == 0
 
 
