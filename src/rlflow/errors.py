@@ -48,3 +48,9 @@ class NonFiniteError(RLFlowError, ArithmeticError):
     returned (caught by the samplers as it arrives), or a loss or gradient that kept being
     non-finite for ``max_nonfinite_updates`` updates in a row (`rlflow.policy.TorchPolicy`).
     The message names where it came from and the setting that governs it."""
+
+
+class OfflineDataError(RLFlowError, ValueError):
+    """Recorded experience that cannot be written or read (`rlflow.offline`): a column that is
+    not numeric, a file that is not Parquet, is truncated, or was not written by rlflow. The
+    message names the file or the column."""

@@ -23,6 +23,7 @@ from rlflow.algorithms.appo import APPOPolicy
 from rlflow.algorithms.dqn import DQNPolicy
 from rlflow.algorithms.impala import VTracePolicy
 from rlflow.algorithms.maml import MAMLPolicy
+from rlflow.algorithms.marwil import MARWILPolicy
 from rlflow.algorithms.pg import PGPolicy
 from rlflow.algorithms.ppo import PPOPolicy
 from rlflow.algorithms.ppo_dqn import DQN_POLICY, PPO_POLICY
@@ -170,6 +171,19 @@ FIELDS: dict[type, list[tuple[str, Callable[[Any], Any], Check]]] = {
         ("use_kl_loss", _flip, lambda p, v: p.use_kl_loss == v),
         ("kl_coeff", lambda d: 0.45, lambda p, v: p.kl_coeff == v),
     ],
+    MARWILPolicy: [
+        *BASE,
+        ("model", lambda d: {"hidden": (7,), "activation": "relu"}, _hidden),
+        *COEFFS,
+        ("beta", lambda d: 0.7, lambda p, v: p.beta == v),
+        ("moving_average_sqd_adv_norm_start", lambda d: 50.0, lambda p, v: p.sqd_adv_norm == v),
+        (
+            "moving_average_sqd_adv_norm_update_rate",
+            lambda d: 0.01,
+            lambda p, v: p.sqd_adv_norm_rate == v,
+        ),
+        ("max_advantage_weight", lambda d: 7.0, lambda p, v: p.max_advantage_weight == v),
+    ],
     MAMLPolicy: [
         *BASE,
         ("model", lambda d: {"hidden": (7,), "activation": "relu"}, _hidden),
@@ -220,6 +234,8 @@ def test_policy_uses_every_setting_of_its_config(name: str) -> None:
         expected = {PPO_POLICY: {**ppo, **shared}, DQN_POLICY: {**dqn, **shared}}
     else:
         values = _consistent(changed(spec.config_cls, spec.policy_cls))
+        if name == "bc":
+            values.pop("beta")  # bc is MARWIL with beta 0, and refuses any other
         config = spec.config_cls(**values, num_workers=3)
         expected = {"default_policy": values}
     resolved = resolve_policies(config, spec.policy_cls)

@@ -94,7 +94,7 @@ def test_every_field_is_declared_in_exactly_one_class_body_with_a_docstring() ->
 
 def test_algorithm_config_is_one_level_of_groups() -> None:
     groups = AlgorithmConfig.__bases__
-    assert len(groups) == 6
+    assert len(groups) == 7
     assert all(group.__bases__ == (FieldGroup,) for group in groups)
 
 

@@ -24,7 +24,8 @@ def fmt(value: Any, spec: str) -> str:
 
 
 def progress_line(result: Mapping[str, Any]) -> str:
-    """One line per training iteration: return, env steps, throughput, time, per-policy (with
+    """One line per training iteration: return, env steps, throughput, time, the evaluation's
+    return in an iteration that evaluated, per-policy (with
     self-play: the learners only, and their win / draw rates against a random legal player
     when they were measured)."""
     line = (
@@ -33,6 +34,9 @@ def progress_line(result: Mapping[str, Any]) -> str:
         f"{fmt(result.get('env_steps_per_s'), '8.0f')} steps/s | "
         f"{result['time_total_s']:7.1f} s"
     )
+    evaluated = result.get("evaluation/episode_return_mean")
+    if is_number(evaluated):
+        line += f" | eval return {fmt(evaluated, '.2f')}"
     self_play = result.get("self_play")
     learners = self_play if isinstance(self_play, Mapping) else {}
     per_policy = result.get("policy_reward_mean")

@@ -70,7 +70,17 @@ def _add_train(sub: argparse._SubParsersAction[Parser], config_args: Parser) -> 
         "stopped; a second one during that stop exits at once.",
     )
     train.add_argument("algo", metavar="ALGO", nargs="?", help="(optional with --restore)")
-    train.add_argument("--stop-reward", type=float, help="stop at this episode_return_mean")
+    train.add_argument(
+        "--stop-reward",
+        type=float,
+        help="stop at this episode_return_mean (bc, marwil: the evaluation's)",
+    )
+    train.add_argument(
+        "--output",
+        metavar="DIR",
+        help="also write every sampled batch to DIR as Parquet files (config output; "
+        "train bc or marwil on them with --set input=DIR)",
+    )
     train.add_argument(
         "--stop-policy-reward",
         type=float,

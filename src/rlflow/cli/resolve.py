@@ -105,6 +105,7 @@ def resolve_run(args: argparse.Namespace) -> RunSpec:
     stop.update(file.stop)
     flags = {"env": args.env, "num_workers": args.num_workers, "seed": args.seed}
     flags["loggers"] = getattr(args, "logger", None)
+    flags["output"] = getattr(args, "output", None)
     fields.update({k: v for k, v in flags.items() if v is not None})
     fields.update(parse_sets(config_cls, args.set, base=fields))
     return RunSpec(resolve_setup(spec, build_config(config_cls, fields)), stop)
@@ -195,10 +196,15 @@ def stop_criteria(args: argparse.Namespace, base: Mapping[str, float]) -> dict[s
 def should_stop(result: Mapping[str, Any], stop: Mapping[str, float]) -> str | None:
     """Why to stop after ``result`` (``"key=value >= threshold"``), or None to go on.
 
-    A per-policy value (a mapping) counts as reached when every policy reaches it.
+    A per-policy value (a mapping) counts as reached when every policy reaches it. A run
+    that samples no episodes (the offline algorithms: bc, marwil) stops on its evaluation's
+    ``evaluation/episode_return_mean`` for ``episode_return_mean``.
     """
     for key, threshold in stop.items():
         value: Any = result.get(key)
+        if key == "episode_return_mean" and not is_number(value):
+            key = "evaluation/episode_return_mean"
+            value = result.get(key)
         if isinstance(value, Mapping):
             value = min(value.values()) if value else None
         if is_number(value) and not math.isnan(value) and value >= threshold:

@@ -51,6 +51,7 @@ def _overrides(
     fields: dict[str, Any] = dict(file.fields) if file else {}
     flags = {"env": args.env, "num_workers": args.num_workers, "seed": args.seed}
     flags["loggers"] = args.logger
+    flags["output"] = args.output
     fields.update({k: v for k, v in flags.items() if v is not None})
     fields = {k: coerce_field(config_cls, k, v) for k, v in fields.items()}
     fields.update(parse_sets(config_cls, args.set, base={**saved, **fields}))

@@ -18,6 +18,8 @@ The modules of this package:
 - `rlflow.config.reporting` (`ReportingConfig`), `rlflow.config.resources`
   (`ResourceConfig`), `rlflow.config.failures` (`FailureConfig`): where results go and
   evaluation, resources and placement, what a run does when parts fail;
+- `rlflow.config.offline` (`OfflineConfig`): recorded experience, written (``output``) and
+  read (``input``);
 - `rlflow.config.learning`: what several families learn with (`ActorCriticConfig`,
   `LossWeightsConfig`, `SGDConfig`, `SurrogateConfig`, `AdaptiveKLConfig`,
   `TargetNetworkConfig`, `LearnerQueueConfig`);

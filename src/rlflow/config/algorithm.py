@@ -1,16 +1,15 @@
 """`AlgorithmConfig`: the fields every algorithm has, built from field groups; `PolicySpec` and
 the multi-agent fields.
 
-:class:`AlgorithmConfig` is one level of bases, the field groups (`RolloutConfig`,
-`TrainingConfig`, `ModelConfig`, `ReportingConfig`, `ResourceConfig`, `FailureConfig`), plus
-its own multi-agent fields (``policies``, ``policy_mapping_fn``, ``policies_to_train``: they
-name policies, each with an `AlgorithmConfig` of its own, so they live with it) and the methods
-that build configs (`from_dict`, `replace`, `to_dict`). Each algorithm's config composes it
-with the groups it has (`rlflow.config.learning`) and its own fields, and sets its defaults in
-its class statement (``defaults=``, see `rlflow.config.group`). Validation runs in
-``__post_init__`` and raises :class:`~rlflow.errors.ConfigError` naming class, field, value and
-rule, before any actor starts. :meth:`AlgorithmConfig.from_dict` rejects unknown keys with the
-closest valid name.
+:class:`AlgorithmConfig` is one level of bases, the field groups (`RolloutConfig`, `TrainingConfig`,
+`ModelConfig`, `ReportingConfig`, `ResourceConfig`, `FailureConfig`, `OfflineConfig`), plus its own
+multi-agent fields (``policies``, ``policy_mapping_fn``, ``policies_to_train``: they name policies,
+each with an `AlgorithmConfig` of its own, so they live with it) and the methods that build configs
+(`from_dict`, `replace`, `to_dict`). Each algorithm's config composes it with the groups it has
+(`rlflow.config.learning`) and its own fields, and sets its defaults in its class statement
+(``defaults=``, see `rlflow.config.group`). Validation runs in ``__post_init__`` and raises
+:class:`~rlflow.errors.ConfigError` naming class, field, value and rule, before any actor starts.
+:meth:`AlgorithmConfig.from_dict` rejects unknown keys with the closest valid name.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from typing import Any, TypeVar
 
 from rlflow.config.failures import FailureConfig
 from rlflow.config.model import ModelConfig, import_object
+from rlflow.config.offline import OfflineConfig
 from rlflow.config.reporting import ReportingConfig
 from rlflow.config.resources import ResourceConfig
 from rlflow.config.rollouts import RolloutConfig
@@ -121,15 +121,22 @@ class PolicySpec:
 
 @dataclass(frozen=True, kw_only=True)
 class AlgorithmConfig(
-    RolloutConfig, TrainingConfig, ModelConfig, ReportingConfig, ResourceConfig, FailureConfig
+    RolloutConfig,
+    TrainingConfig,
+    ModelConfig,
+    ReportingConfig,
+    ResourceConfig,
+    FailureConfig,
+    OfflineConfig,
 ):
     """The fields every algorithm has: its field groups' and the multi-agent ones.
 
     Groups: `RolloutConfig` (env, workers, fragments, seed), `TrainingConfig` (batch, gamma,
     lr, grad_clip), `ModelConfig` (``model``), `ReportingConfig` (loggers, iteration length,
     evaluation), `ResourceConfig` (CPUs, GPUs, placement, torch threads), `FailureConfig`
-    (worker and env restarts, stragglers, what a checkpoint holds). An algorithm's config
-    extends it (or a family's config) and changes defaults with ``defaults=``.
+    (worker and env restarts, stragglers, what a checkpoint holds), `OfflineConfig` (recorded
+    experience written and read). An algorithm's config extends it (or a family's config) and
+    changes defaults with ``defaults=``.
     """
 
     policies: dict[str, PolicySpec] = field(default_factory=dict)

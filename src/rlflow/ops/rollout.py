@@ -45,7 +45,7 @@ def _check_batch(item: Any, where: str) -> Batch:
     return item
 
 
-def _count_sampled(batch: Batch) -> Batch:
+def count_sampled(batch: Batch) -> Batch:
     """Add a batch's env and agent steps to the sampled counters; pass it on."""
     counters = flow.current_metrics().counters
     counters[keys.NUM_ENV_STEPS_SAMPLED] += batch.env_steps()
@@ -171,7 +171,7 @@ def parallel_rollouts(
         )
         if by_reference:
             local = local.for_each(store_batch)
-        return local.for_each(_count_sampled)
+        return local.for_each(count_sampled)
     shards = _worker_shards(workers)
     if by_reference:  # on each worker: its batch into its object store, its reference out
         shards = shards.for_each(store_batch)
@@ -184,7 +184,7 @@ def parallel_rollouts(
         rounds = rounds.for_each(_concat_round)
     else:
         rounds = shards.gather_async(num_async=num_async)
-    return rounds.for_each(_count_sampled)
+    return rounds.for_each(count_sampled)
 
 
 def _gradients_on_worker(batch: Batch) -> Gradients:

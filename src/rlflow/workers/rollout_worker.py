@@ -48,6 +48,7 @@ from rlflow.envs.validation import check_calls, check_env_api, env_name
 from rlflow.errors import ConfigError
 from rlflow.filters import MeanStdFilter, make_filter
 from rlflow.flow import ParallelIteratorWorker, ShardReply
+from rlflow.offline.writer import ExperienceWriter
 from rlflow.policy import TorchPolicy
 from rlflow.workers.multi_agent_sampler import MultiAgentSampler
 from rlflow.workers.records import Gradients, WorkerMetrics
@@ -168,6 +169,7 @@ class RolloutWorker(ParallelIteratorWorker):
         finally:
             probe.close()
         self._sampler: Sampler | None = None
+        self._writer: ExperienceWriter | None = None
         self.global_vars: dict[str, Any] = {}
         """Values pushed with the weights (``{"timestep": env steps sampled}``)."""
         self._rng = np.random.default_rng(policy_seed)
@@ -302,7 +304,38 @@ class RolloutWorker(ParallelIteratorWorker):
         for pid, part in parts.items():
             version = self.get_policy(pid).num_grad_updates
             part[NUM_GRAD_UPDATES] = np.full(part.count, version, dtype=np.int64)
+        if self.config.output is not None:
+            self._output_writer().write(batch)
         return batch
+
+    def _output_writer(self) -> ExperienceWriter:
+        """This worker's writer of ``config.output`` (built on first use)."""
+        if self._writer is None:
+            assert self.config.output is not None  # sample() asks only when it is set
+            self._writer = ExperienceWriter(
+                self.config.output,
+                worker_index=self.worker_index,
+                max_rows_per_file=self.config.output_max_rows_per_file,
+            )
+        return self._writer
+
+    def output_stats(self) -> dict[str, float]:
+        """What this worker wrote to ``config.output``: ``rows``, ``files``, ``bytes`` and
+        ``seconds`` (encoding and writing); zeros when it wrote nothing."""
+        w = self._writer
+        if w is None:
+            return {"rows": 0, "files": 0, "bytes": 0, "seconds": 0.0}
+        return {
+            "rows": w.rows_written,
+            "files": w.files_written,
+            "bytes": w.bytes_written,
+            "seconds": w.seconds_writing,
+        }
+
+    def flush_output(self) -> None:
+        """Write the rows buffered for ``config.output`` (each policy's last file)."""
+        if self._writer is not None:
+            self._writer.flush()
 
     def evaluate(
         self,
@@ -604,7 +637,8 @@ class RolloutWorker(ParallelIteratorWorker):
         return "ok"
 
     def stop(self) -> None:
-        """Close the envs."""
+        """Write the rows buffered for ``config.output``; close the envs."""
+        self.flush_output()
         if self._sampler is not None:
             self._sampler.close()
 

@@ -17,7 +17,7 @@ from rlflow import flow
 from rlflow.checks import check_callable, check_int, check_number
 from rlflow.config import AlgorithmConfig
 from rlflow.config.resources import check_cluster_fits, check_gpus
-from rlflow.errors import ConfigError, WorkerError
+from rlflow.errors import ConfigError, OfflineDataError, WorkerError
 from rlflow.policy import TorchPolicy
 from rlflow.workers.learner_group import LearnerGroup
 from rlflow.workers.rollout_worker import RolloutWorker
@@ -405,11 +405,28 @@ class WorkerSet:
             ) from err
 
     def stop(self) -> None:
-        """Close the local worker's envs and kill the remote actors and the learner actors."""
+        """Close the local worker's envs and kill the remote actors and the learner actors
+        (with ``output``, each remote worker first writes its buffered rows)."""
+        if self.config.output is not None:
+            self._flush_remote_output()
         self._local.stop()
         if self._learner_group is not None:
             self._learner_group.stop()
         self._stop_remote()
+
+    def _flush_remote_output(self, timeout_s: float = 60.0) -> None:
+        """Ask every healthy remote worker to write its buffered output rows; a worker that
+        fails or takes longer than ``timeout_s`` loses them (logged), the others do not."""
+        calls = [(h, h.flush_output.remote()) for h in self.healthy_workers()]
+        for handle, ref in calls:
+            try:
+                flow.get(ref, timeout=timeout_s)
+            except (WorkerError, TimeoutError, OSError, OfflineDataError) as err:
+                logger.warning(
+                    "rollout worker %d did not write its last output rows: %s",
+                    self.worker_index(handle),
+                    err,
+                )
 
     def _stop_remote(self) -> None:
         for handle in [*self._remote, *(actor for actor, _ in self._starting.values())]:

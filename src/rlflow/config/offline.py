@@ -1,0 +1,89 @@
+"""`OfflineConfig`: the field group of recorded experience: where sampled batches are written
+(``output``) and where a plan reads experience from (``input``).
+
+One of the groups `rlflow.config.AlgorithmConfig` is built from. The files and their readers
+are `rlflow.offline`; the offline algorithms (``bc``, ``marwil``) read ``input``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlflow.config.group import FieldGroup
+from rlflow.errors import ConfigError
+
+__all__ = ["SAMPLER", "OfflineConfig", "experience_files"]
+
+SAMPLER = "sampler"
+"""The value of ``input`` that means the rollout workers' live samples."""
+
+
+def _files_of(item: str, label: str) -> list[Path]:
+    path = Path(item).expanduser()
+    if path.is_dir():
+        found = [p for p in path.rglob("*.parquet") if not p.name.startswith(".")]
+        if not found:
+            raise ConfigError(f"{label}={item!r}: the folder holds no .parquet files")
+        return sorted(found)
+    if path.is_file():
+        return [path]
+    matches = sorted(Path(m) for m in glob.glob(os.path.expanduser(item), recursive=True))
+    found = [m for m in matches if m.is_file() and not m.name.startswith(".")]
+    if not found:
+        raise ConfigError(f"{label}={item!r}: no such folder or file, and no file matches it")
+    return found
+
+
+def experience_files(
+    spec: str | os.PathLike[str] | Sequence[str], label: str = "input"
+) -> list[Path]:
+    """The files an ``input`` names: each folder's ``*.parquet`` files (recursively, hidden
+    ones left out), each glob's matches, each file; in that order, duplicates dropped.
+    `ConfigError` naming ``label`` when an item names nothing."""
+    items = [os.fspath(spec)] if isinstance(spec, str | os.PathLike) else list(spec)
+    if not items:
+        raise ConfigError(f"{label}=[]: name at least one folder, glob or file")
+    files: dict[Path, None] = {}
+    for item in items:
+        if not isinstance(item, str | os.PathLike):
+            raise ConfigError(f"{label}: {item!r} is not a path or glob")
+        for path in _files_of(os.fspath(item), label):
+            files.setdefault(path.resolve(), None)
+    return list(files)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OfflineConfig(FieldGroup):
+    """Where sampled experience is written and where recorded experience is read from."""
+
+    output: str | None = None
+    """A folder: every batch the rollout workers sample is also written there as Parquet files
+    (`rlflow.offline.ExperienceWriter`, needs ``pip install "rl-flow[offline]"``). None: not
+    written. CLI: ``--output DIR``."""
+    output_max_rows_per_file: int = 10_000
+    """Rows (of one policy) per written file, >= 1; a worker's last file holds the rest."""
+    input: str | list[str] = SAMPLER
+    """Where the offline algorithms (``bc``, ``marwil``) read experience: a folder (its
+    ``*.parquet`` files, recursively), a glob, a file, or a list of them; ``"sampler"``: the
+    rollout workers (what online algorithms always use). Checked when the config is built: each
+    item must name at least one file."""
+    num_input_readers: int = 1
+    """Reader shards that read and decode ``input``'s files in parallel (an actor each on Ray),
+    >= 1; at most one per file."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.output is not None and not isinstance(self.output, str | os.PathLike):
+            raise self._bad("output", "must be a folder path or None")
+        self._check_int("output_max_rows_per_file", 1)
+        self._check_int("num_input_readers", 1)
+        if self.input != SAMPLER:
+            experience_files(self.input, self._label("input"))
+
+    def reads_recorded(self) -> bool:
+        """True when ``input`` names recorded files, not the sampler."""
+        return self.input != SAMPLER

@@ -1,0 +1,195 @@
+"""bc and marwil: their plans over recorded experience, MARWIL's returns, the loss's weights, and
+the errors of a run that names no recorded data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rlflow import Trainer
+from rlflow.algorithms import BCConfig, MARWILConfig, PPOConfig, get_algorithm
+from rlflow.algorithms.marwil import MARWILPolicy, MarwilReturns
+from rlflow.data import SampleBatch
+from rlflow.data.sample_batch import (
+    ACTIONS,
+    EPS_ID,
+    NEXT_OBS,
+    OBS,
+    REWARDS,
+    TERMINATEDS,
+    VALUE_TARGETS,
+)
+from rlflow.errors import ConfigError
+from rlflow.testing.envs import CountingEnv
+from rlflow.workers import RolloutWorker, WorkerSet
+
+pytestmark = pytest.mark.timeout(120)
+
+TINY: dict[str, Any] = {
+    "env": CountingEnv,
+    "env_config": {"episode_len": 3},
+    "model": {"hidden": (8,)},
+}
+
+
+@pytest.fixture(scope="module")
+def counting_data(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """300 rows of CountingEnv sampled by PPO, written with ``output``."""
+    root = tmp_path_factory.mktemp("counting")
+    config = PPOConfig(**TINY, num_workers=0, rollout_fragment_length=10, output=str(root), seed=0)
+    worker = RolloutWorker(config, get_algorithm("ppo").policy_cls, worker_index=1)
+    for _ in range(30):
+        worker.sample()
+    worker.stop()
+    return str(root)
+
+
+@pytest.mark.parametrize("name", ["bc", "marwil"])
+def test_offline_plans_train_on_recorded_rows_and_evaluate(
+    local_backend: None, counting_data: str, name: str
+) -> None:
+    spec = get_algorithm(name)
+    config = spec.config_cls(
+        **TINY,
+        input=counting_data,
+        train_batch_size=40,
+        sgd_minibatch_size=6,
+        min_steps_per_iteration=100,
+    )
+    workers = WorkerSet(config, spec.policy_cls)
+    try:
+        plan = spec.plan(workers, config)
+        graph = plan.describe().to_mermaid()
+        assert "read_experience[1 files, shards=1]" in graph
+        assert ("MarwilReturns" in graph) == (name == "marwil")
+        first, second = plan.take(2)
+        # Rows read count as sampled; each iteration reads at least min_steps_per_iteration.
+        assert first["num_env_steps_sampled"] >= 100
+        assert second["num_env_steps_trained"] == second["num_env_steps_sampled"] >= 200
+        assert second["info"]["learner"]["default_policy"]["mean_weight"] > 0
+        assert workers.local_worker().get_policy().num_grad_updates >= 5 * 7  # 7 minibatches
+    finally:
+        workers.stop()
+
+
+def test_trainer_runs_bc_with_evaluation_as_its_only_env_use(counting_data: str) -> None:
+    trainer = Trainer("bc", config={**TINY, "input": counting_data}, backend="local")
+    try:
+        result = trainer.train()
+        assert result["num_env_steps_sampled"] >= 10_000  # the default iteration, in rows read
+        assert result["evaluation/episode_return_mean"] == 3.0  # CountingEnv: 3 steps of 1
+        assert result["episodes_total"] == 0  # nothing sampled
+    finally:
+        trainer.stop()
+
+
+def test_offline_algorithms_name_what_is_missing(local_backend: None, tmp_path: Path) -> None:
+    config = BCConfig(**TINY)  # input is the sampler by default
+    workers = WorkerSet(config, get_algorithm("bc").policy_cls)
+    try:
+        with pytest.raises(ConfigError, match=r"BCConfig.input='sampler': this algorithm learns"):
+            get_algorithm("bc").plan(workers, config)
+    finally:
+        workers.stop()
+    with pytest.raises(ConfigError, match=r"BCConfig.beta=0.5 must be 0 for bc"):
+        BCConfig(beta=0.5)
+    with pytest.raises(ConfigError, match=r"MARWILConfig.observation_filter='MeanStdFilter'"):
+        MARWILConfig(observation_filter="MeanStdFilter")
+    with pytest.raises(ConfigError, match=r"MARWILConfig.input='.*nothing': no such folder"):
+        MARWILConfig(input=str(tmp_path / "nothing"))
+
+
+class _ValueIsFirstFeature:
+    """A stand-in learner policy: V(obs) = obs[0]."""
+
+    def value(self, obs: Any) -> Any:
+        return np.asarray(obs)[:, 0].astype(np.float32)
+
+
+class _Workers:
+    def local_worker(self) -> Any:
+        return self
+
+    def get_policy(self, policy_id: str) -> Any:
+        assert policy_id == "default_policy"
+        return _ValueIsFirstFeature()
+
+
+def test_marwil_returns_bootstrap_only_fragments_that_did_not_terminate() -> None:
+    obs = np.array([[1.0], [2.0], [3.0], [4.0], [5.0]], np.float32)
+    batch = SampleBatch(
+        {
+            OBS: obs,
+            REWARDS: np.array([1.0, 1.0, 1.0, 2.0, 2.0], np.float32),
+            TERMINATEDS: np.array([False, False, True, False, False]),
+            EPS_ID: np.array([7, 7, 7, 8, 8]),
+        }
+    )
+    gamma = 0.5
+    out = MarwilReturns(_Workers(), gamma)(batch)  # type: ignore[arg-type]
+    # Episode 7 terminated: G = 1 + .5 (1 + .5 * 1). Episode 8 was cut: bootstrap V(obs[-1]) = 5.
+    expected = [1.75, 1.5, 1.0, 2 + 0.5 * (2 + 0.5 * 5), 2 + 0.5 * 5]
+    np.testing.assert_allclose(out[VALUE_TARGETS], expected)
+    assert out[VALUE_TARGETS].dtype == np.float32
+    # With the next observation recorded, the bootstrap is V(next_obs) of the last row.
+    with_next = SampleBatch({**batch, NEXT_OBS: obs + 10})
+    out = MarwilReturns(_Workers(), gamma)(with_next)  # type: ignore[arg-type]
+    np.testing.assert_allclose(out[VALUE_TARGETS][3:], [2 + 0.5 * (2 + 0.5 * 15), 2 + 0.5 * 15])
+
+
+def _policy(**fields: Any) -> MARWILPolicy:
+    config = MARWILConfig(model={"hidden": (8,)}, **fields)
+    space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    return MARWILPolicy(space, gym.spaces.Discrete(2), config, seed=0)
+
+
+def _tensors(policy: MARWILPolicy, returns: list[float]) -> dict[str, torch.Tensor]:
+    rng = np.random.default_rng(0)
+    n = len(returns)
+    batch = {
+        OBS: rng.uniform(-1, 1, (n, 3)).astype(np.float32),
+        ACTIONS: rng.integers(0, 2, n),
+        VALUE_TARGETS: np.array(returns, np.float32),
+    }
+    return policy.batch_to_tensors(batch)
+
+
+def test_bc_loss_is_the_negative_log_likelihood() -> None:
+    policy = _policy(beta=0.0)
+    tensors = _tensors(policy, [0.0] * 6)
+    loss, stats = policy.loss(tensors)
+    dist_inputs, _ = policy.model_outputs(tensors)
+    logp = policy.dist_class(dist_inputs).logp(tensors[ACTIONS])
+    assert float(loss) == pytest.approx(float(-logp.mean()), rel=1e-6)
+    assert float(stats["vf_loss"]) == 0.0 and float(stats["mean_weight"]) == 1.0
+
+
+def test_marwil_weights_rows_by_exponentiated_advantages_clipped() -> None:
+    policy = _policy(
+        beta=2.0,
+        moving_average_sqd_adv_norm_start=4.0,
+        moving_average_sqd_adv_norm_update_rate=0.5,
+        max_advantage_weight=5.0,
+        vf_loss_coeff=0.0,
+    )
+    returns = [10.0, 0.0, -3.0, 0.5]
+    tensors = _tensors(policy, returns)
+    with torch.no_grad():
+        dist_inputs, values = policy.model_outputs(tensors)
+        logp = policy.dist_class(dist_inputs).logp(tensors[ACTIONS])
+    advantages = tensors[VALUE_TARGETS] - values
+    sqd = 4.0 + 0.5 * (float(advantages.pow(2).mean()) - 4.0)
+    weights = torch.exp(2.0 * advantages / np.sqrt(sqd)).clamp(max=5.0)
+    assert float(weights[0]) == 5.0  # the large advantage is clipped
+    loss, stats = policy.loss(tensors)
+    assert float(loss) == pytest.approx(float(-(weights * logp).mean()), rel=1e-5)
+    assert float(stats["sqd_adv_norm"]) == pytest.approx(sqd, rel=1e-6)
+    state = policy.get_state()
+    fresh = _policy(beta=2.0)
+    fresh.set_state(state)
+    assert float(fresh.sqd_adv_norm) == pytest.approx(sqd, rel=1e-6)
