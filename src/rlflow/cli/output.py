@@ -72,13 +72,18 @@ def make_run_dir(out: str | None, algo: str, env: Any) -> Path:
 def summary(
     out: IO[str], trainer: Any, result: Mapping[str, Any] | None, reason: str, ckpt: Path, d: Path
 ) -> None:
-    """Write the end-of-run lines: why it stopped, totals, checkpoint and run dir."""
-    ret = fmt(result["episode_return_mean"], ".2f") if result else "nan"
+    """Write the end-of-run lines: why it stopped, totals (the mean return, or the evaluation's
+    when no episode was sampled), checkpoint and run dir."""
+    key, ret = "episode_return_mean", "nan"
+    if result:
+        if not is_number(result[key]) and is_number(result.get("evaluation/" + key)):
+            key = "evaluation/" + key  # an offline run samples no episodes
+        ret = fmt(result[key], ".2f")
     steps = result["num_env_steps_sampled"] if result else 0
     elapsed = result["time_total_s"] if result else 0.0
     out.write(
         f"done ({reason}): {trainer.iteration} iterations, {steps} env steps in {elapsed:.1f} s, "
-        f"episode_return_mean {ret}\ncheckpoint: {ckpt}\nresults: {d}\n"
+        f"{key} {ret}\ncheckpoint: {ckpt}\nresults: {d}\n"
     )
 
 

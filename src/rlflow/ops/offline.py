@@ -2,7 +2,8 @@
 
 It reads ``config.input`` (`rlflow.config.offline.OfflineConfig`) through
 `rlflow.offline.read_experience`: ``num_input_readers`` reader shards, each shuffled per epoch
-from ``config.seed``, gathered as they are ready, epoch after epoch. The rows read count as
+from ``config.seed``, gathered as they are ready (`READ_AHEAD` requests in flight per shard),
+epoch after epoch. The rows read count as
 sampled (``num_env_steps_sampled``), so ``min_steps_per_iteration`` and the step stops work as
 in an online plan.
 """
@@ -17,7 +18,13 @@ from rlflow.errors import ConfigError
 from rlflow.offline import read_experience
 from rlflow.ops.rollout import count_sampled
 
-__all__ = ["offline_batches"]
+__all__ = ["READ_AHEAD", "offline_batches"]
+
+READ_AHEAD = 4
+"""Batches each reader shard is asked for ahead (``gather_async(num_async=)``), so a reader
+actor decodes while the learner trains: BC on CartPole rows read by one reader actor on Ray
+(2 cores, `benchmarks/offline_io.py`) trained 0.52 of its from-memory rate at 1 ahead, 0.77
+at 4 and 0.82 at 8 (one run each)."""
 
 
 def offline_batches(config: AlgorithmConfig) -> flow.LocalIterator[SampleBatch | MultiAgentBatch]:
@@ -31,4 +38,4 @@ def offline_batches(config: AlgorithmConfig) -> flow.LocalIterator[SampleBatch |
         )
     files = experience_files(config.input, f"{type(config).__name__}.input")
     shards = read_experience(files, num_shards=config.num_input_readers, seed=config.seed)
-    return shards.gather_async().for_each(count_sampled)
+    return shards.gather_async(num_async=READ_AHEAD).for_each(count_sampled)
