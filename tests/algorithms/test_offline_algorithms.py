@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from rlflow import Trainer
-from rlflow.algorithms import BCConfig, MARWILConfig, PPOConfig, get_algorithm
+from rlflow.algorithms import BCConfig, DQNConfig, MARWILConfig, PPOConfig, get_algorithm
 from rlflow.algorithms.marwil import MARWILPolicy, MarwilReturns
 from rlflow.data import SampleBatch
 from rlflow.data.sample_batch import (
@@ -25,6 +25,7 @@ from rlflow.data.sample_batch import (
     VALUE_TARGETS,
 )
 from rlflow.errors import ConfigError
+from rlflow.ops import experience
 from rlflow.testing.envs import CountingEnv
 from rlflow.workers import RolloutWorker, WorkerSet
 
@@ -193,3 +194,75 @@ def test_marwil_weights_rows_by_exponentiated_advantages_clipped() -> None:
     fresh = _policy(beta=2.0)
     fresh.set_state(state)
     assert float(fresh.sqd_adv_norm) == pytest.approx(sqd, rel=1e-6)
+
+
+@pytest.fixture(scope="module")
+def dqn_data(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """CountingEnv n-step transitions sampled by DQN (fragments of 10), written with ``output``."""
+    root = tmp_path_factory.mktemp("dqn")
+    config = DQNConfig(**TINY, num_workers=0, rollout_fragment_length=10, output=str(root), seed=0)
+    worker = RolloutWorker(config, get_algorithm("dqn").policy_cls, worker_index=1)
+    for _ in range(30):
+        worker.sample()
+    worker.stop()
+    return str(root)
+
+
+def test_dqn_fills_its_replay_from_recorded_transitions(
+    local_backend: None, dqn_data: str, counting_data: str
+) -> None:
+    spec = get_algorithm("dqn")
+    fields = {**TINY, "learning_starts": 50, "train_batch_size": 16, "min_time_s_per_iteration": 0}
+    config = spec.config_cls(**fields, num_workers=0, input=dqn_data, min_steps_per_iteration=100)
+    workers = WorkerSet(config, spec.policy_cls)
+    try:
+        plan = spec.plan(workers, config)
+        assert "read_experience[1 files, shards=1]" in plan.describe().to_mermaid()
+        result = next(plan)
+        assert result["num_env_steps_sampled"] >= 100  # rows read
+        assert result["num_env_steps_trained"] > 0
+        assert result["episodes_total"] == 0  # the workers never sampled
+    finally:
+        workers.stop()
+    # PPO's rows have no next_obs or discounts: refused, naming the file and the columns.
+    ppo_rows = spec.config_cls(**fields, num_workers=0, input=counting_data)
+    workers = WorkerSet(ppo_rows, spec.policy_cls)
+    try:
+        with pytest.raises(ConfigError, match=r"DQNConfig replay: .*has no column \['next_obs',"):
+            spec.plan(workers, ppo_rows)
+    finally:
+        workers.stop()
+
+
+def test_input_mix_takes_each_sources_batches_in_proportion(
+    local_backend: None, dqn_data: str
+) -> None:
+    config = DQNConfig(
+        **TINY,
+        num_workers=2,
+        rollout_fragment_length=4,
+        input_mix={"sampler": 1, dqn_data: 2},
+    )
+    workers = WorkerSet(config, get_algorithm("dqn").policy_cls)
+    try:
+        items = experience(workers, config).take(9)
+        # A sampling round: 2 workers x 4 steps; a recorded batch: one fragment of 10 rows.
+        assert [b.count for b in items] == [8, 10, 10] * 3
+    finally:
+        workers.stop()
+
+
+def test_input_mix_is_checked_when_the_config_is_built(dqn_data: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"input_mix\['sampler'\]=0: the weight must be"):
+        DQNConfig(input_mix={"sampler": 0, dqn_data: 1})
+    with pytest.raises(ConfigError, match=r"input_mix\['/nowhere'\]='/nowhere': no such"):
+        DQNConfig(input_mix={"sampler": 1, "/nowhere": 1})
+    with pytest.raises(ConfigError, match=r"DQNConfig.input=.* must be 'sampler' when input_mix"):
+        DQNConfig(input=dqn_data, input_mix={"sampler": 1})
+    config = BCConfig(**TINY, input_mix={"sampler": 1, dqn_data: 1})
+    workers = WorkerSet(config, get_algorithm("bc").policy_cls)
+    try:
+        with pytest.raises(ConfigError, match="an offline algorithm reads no 'sampler'"):
+            get_algorithm("bc").plan(workers, config)
+    finally:
+        workers.stop()

@@ -331,6 +331,14 @@ def _cmd_export(args: argparse.Namespace) -> int:
         f"exported {args.policy_id} of {trainer.algorithm} on {trainer.config.env} "
         f"(iteration {trainer.iteration}) to {path}; load it with rlflow.load_policy({path!r})\n"
     )
+    if args.format == "onnx":
+        from rlflow.export.onnx import ONNX_FILE, export_onnx
+
+        onnx_path = export_onnx(path, Path(path) / ONNX_FILE)
+        sys.stdout.write(
+            f"ONNX: {onnx_path} (inputs and outputs: rlflow.export.onnx; run it with "
+            "onnxruntime.InferenceSession)\n"
+        )
     return EXIT_OK
 
 

@@ -148,6 +148,13 @@ def _add_export(sub: argparse._SubParsersAction[Parser]) -> None:
     export.add_argument("checkpoint", metavar="CHECKPOINT_OR_RUN_DIR", help="a run dir: its latest")
     export.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write")
     export.add_argument("--policy-id", default="default_policy", help="the policy to export")
+    export.add_argument(
+        "--format",
+        choices=["rlflow", "onnx"],
+        default="rlflow",
+        help="onnx: also write DIR/policy.onnx, the greedy policy with its observation filter "
+        "folded in, for onnxruntime (pip install rl-flow[onnx]) (default: rlflow)",
+    )
 
 
 def _add_evaluate(sub: argparse._SubParsersAction[Parser]) -> None:

@@ -74,6 +74,13 @@ class OfflineConfig(FieldGroup):
     num_input_readers: int = 1
     """Reader shards that read and decode ``input``'s files in parallel (an actor each on Ray),
     >= 1; at most one per file."""
+    input_mix: dict[str, float] | None = None
+    """Several sources mixed: ``{"sampler": 0.5, "data/": 0.5}`` (RLlib's shape) takes batches
+    from each key (``"sampler"``: the rollout workers; else a folder, glob or file of recorded
+    experience) in turn, in those proportions (of batches: a sampling round, or one recorded
+    batch); weights > 0. Replaces ``input`` (which must stay ``"sampler"``). Read by the plans
+    that take their experience from `rlflow.ops.offline.experience` (DQN, SAC, TD3 fill their
+    replay from it; bc and marwil). None: ``input`` alone."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -83,7 +90,31 @@ class OfflineConfig(FieldGroup):
         self._check_int("num_input_readers", 1)
         if self.input != SAMPLER:
             experience_files(self.input, self._label("input"))
+        if self.input_mix is not None:
+            self._check_input_mix()
+
+    def _check_input_mix(self) -> None:
+        mix = self.input_mix
+        if not isinstance(mix, dict) or not mix:
+            raise self._bad("input_mix", "must be a non-empty dict of source -> weight")
+        if self.input != SAMPLER:
+            raise self._bad("input", "must be 'sampler' when input_mix names the sources")
+        for key, weight in mix.items():
+            label = f"{self._label('input_mix')}[{key!r}]"
+            if not isinstance(key, str):
+                raise self._bad("input_mix", f"has key {key!r}: 'sampler' or a path or glob")
+            if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight > 0:
+                raise ConfigError(f"{label}={weight!r}: the weight must be a number > 0")
+            if key != SAMPLER:
+                experience_files(key, label)
+
+    def recorded_sources(self) -> list[str | list[str]]:
+        """The recorded sources a plan reads: ``input_mix``'s paths, else ``input`` (none when
+        both name only the sampler)."""
+        if self.input_mix is not None:
+            return [key for key in self.input_mix if key != SAMPLER]
+        return [self.input] if self.input != SAMPLER else []
 
     def reads_recorded(self) -> bool:
-        """True when ``input`` names recorded files, not the sampler."""
-        return self.input != SAMPLER
+        """True when ``input`` or ``input_mix`` names recorded files."""
+        return bool(self.recorded_sources())

@@ -64,6 +64,13 @@ class ExportableActor(nn.Module, abc.ABC):
         """Actions ``[B, ...]`` (on CPU) for observations ``[B, *obs_shape]``: the greedy ones,
         or with ``explore`` sampled with ``generator``; called without gradients."""
 
+    def action_inputs(self, obs: torch.Tensor) -> torch.Tensor | None:
+        """What the greedy action is chosen from, ``[B, D]``, for observations ``[B,
+        *obs_shape]``: the action distribution's inputs (logits; a Gaussian's mean and
+        log-std), a Q network's values, a deterministic actor's outputs before squashing. None
+        (the default): the actor shows none (an ONNX export then has only ``actions``)."""
+        return None
+
 
 class ActorExport(NamedTuple):
     """What a policy exports (``policy.export_model()``): how to rebuild its actor, and weights."""
@@ -101,6 +108,11 @@ class ActorCriticActor(ActorCritic, ExportableActor):
         )
         self.dist_class: type[ActionDistribution] = dist_class_for(action_space)
         """The distribution the policy acted with."""
+
+    def action_inputs(self, obs: torch.Tensor) -> torch.Tensor:
+        """The action distribution's inputs."""
+        dist_inputs, _ = self.forward(obs)
+        return dist_inputs
 
     def act(self, obs: torch.Tensor, *, explore: bool, generator: torch.Generator) -> torch.Tensor:
         """The mode of the action distribution, or a sample from it with ``explore``."""

@@ -246,6 +246,11 @@ class CustomModelActor(ExportableActor):
         self.model = cls(observation_space, action_space, num_outputs, model_config)
         """The user's model."""
 
+    def action_inputs(self, obs: torch.Tensor) -> torch.Tensor:
+        """The action distribution's inputs (the user's model's first output)."""
+        dist_inputs: torch.Tensor = self.model(obs)[0]
+        return dist_inputs
+
     def act(self, obs: torch.Tensor, *, explore: bool, generator: torch.Generator) -> torch.Tensor:
         """The mode of the action distribution, or a sample from it with ``explore``."""
         dist_inputs, _ = self.model(obs)

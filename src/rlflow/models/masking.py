@@ -150,11 +150,16 @@ class MaskedActor(ExportableActor):
         self.actor = find_actor_class(actor_class)(space, action_space, **actor_options)
         """The network's own actor."""
 
+    def action_inputs(self, obs: torch.Tensor) -> torch.Tensor:
+        """The wrapped network's action inputs, illegal actions' set to ``MASKED_LOGIT``."""
+        legal = obs[..., -self.mask_size :] > 0.5
+        inputs = self._dist_inputs(obs if self.feed_mask else obs[..., : -self.mask_size])
+        return inputs.cpu().masked_fill(~legal, MASKED_LOGIT)
+
     def act(self, obs: torch.Tensor, *, explore: bool, generator: torch.Generator) -> torch.Tensor:
         """Legal actions only: the greedy ones, or with ``explore`` drawn with ``generator``."""
         legal = obs[..., -self.mask_size :] > 0.5
-        inputs = self._dist_inputs(obs if self.feed_mask else obs[..., : -self.mask_size])
-        inputs = inputs.cpu().masked_fill(~legal, MASKED_LOGIT)
+        inputs = self.action_inputs(obs)
         epsilon = getattr(self.actor, "epsilon", None)
         if epsilon is not None:  # a Q network: epsilon-greedy over the legal actions
             greedy = inputs.argmax(dim=-1)

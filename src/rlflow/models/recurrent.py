@@ -213,7 +213,8 @@ class RecurrentActorCritic(nn.Module):
         """``(dist_inputs [B, T, D], value [B, T], state)`` for ``obs [B, T, *obs_shape]``
         from ``state`` (as :meth:`initial_state` gives); the previous actions ``[B, T, ...]``
         and rewards ``[B, T]`` are read when the model was built to use them."""
-        b, t = int(obs.shape[0]), int(obs.shape[1])
+        # Sizes as the tensor gives them (not int()): an ONNX trace keeps the batch dynamic.
+        b, t = obs.shape[0], obs.shape[1]
         x = self._features(obs.reshape(b * t, *obs.shape[2:])).reshape(b, t, -1)
         parts = [x]
         if self.use_prev_action:

@@ -20,7 +20,8 @@ Sources (snake_case functions that build a stream) and stages (PascalCase callab
 - learner info (:mod:`rlflow.ops.learner_info`): :func:`record_learner_info` (what every update
   operator calls with its stats) and :func:`pop_policy_lag` (the result's policy lag).
 - offline (:mod:`rlflow.ops.offline`): :func:`offline_batches` (recorded experience of
-  ``input`` as a plan's source);
+  ``input`` as a plan's source), :func:`experience` (the workers, recorded files or
+  ``input_mix``: what DQN, SAC, TD3, bc and marwil read);
 - self-play (:mod:`rlflow.ops.self_play`): :class:`SnapshotPolicies` (the snapshot pools and
   the win rates of a run with ``self_play``), :class:`RandomLegalPolicy`,
   :func:`measure_learner`.
@@ -48,7 +49,7 @@ from rlflow.ops.metrics import (
     OncePerTimestepsElapsed,
     standard_metrics_reporting,
 )
-from rlflow.ops.offline import offline_batches
+from rlflow.ops.offline import experience, offline_batches
 from rlflow.ops.replay import (
     StoreToReplayBuffer,
     UpdateReplayPriorities,
@@ -101,6 +102,7 @@ __all__ = [
     "async_gradients",
     "concurrently",
     "dequeue",
+    "experience",
     "offline_batches",
     "keys",
     "measure_learner",

@@ -1,6 +1,6 @@
 """The BC plan: recorded experience in, behaviour cloning out::
 
-    (1) offline_batches(input) -> (2) ConcatBatches(train_batch_size)
+    (1) experience(input) -> (2) ConcatBatches(train_batch_size)
         -> (3) TrainOneStep -> (4) standard_metrics_reporting (+ evaluation on a live env)
 
 MARWIL's plan (`rlflow.algorithms.marwil.marwil_plan`) without the returns stage: with ``beta``
@@ -13,7 +13,7 @@ from typing import Any
 
 from rlflow.algorithms.bc.config import BCConfig
 from rlflow.flow import LocalIterator
-from rlflow.ops import ConcatBatches, TrainOneStep, offline_batches, standard_metrics_reporting
+from rlflow.ops import ConcatBatches, TrainOneStep, experience, standard_metrics_reporting
 from rlflow.workers import WorkerSet
 
 __all__ = ["bc_plan"]
@@ -23,7 +23,7 @@ def bc_plan(workers: WorkerSet, config: BCConfig) -> LocalIterator[dict[str, Any
     """Build the BC plan over ``workers``; each item is one iteration's result dict."""
     # (1) Recorded batches, read in parallel and shuffled; (2) train_batch_size rows.
     train_op = (
-        offline_batches(config)
+        experience(workers, config, recorded_only=True)
         .combine(ConcatBatches(config.train_batch_size))
         # (3) Epochs of minibatches of imitation on them.
         .for_each(

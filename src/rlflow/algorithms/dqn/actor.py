@@ -85,6 +85,11 @@ class QActor(QNetwork, ExportableActor):
         )
         self.num_actions, self.epsilon = n, float(epsilon)
 
+    def action_inputs(self, obs: torch.Tensor) -> torch.Tensor:
+        """The Q-values."""
+        q: torch.Tensor = self.forward(obs)
+        return q
+
     def act(self, obs: torch.Tensor, *, explore: bool, generator: torch.Generator) -> torch.Tensor:
         """Greedy actions, or epsilon-greedy ones drawn with ``generator`` when exploring."""
         actions = self.forward(obs).cpu().argmax(dim=1)

@@ -3,8 +3,9 @@
 Liang et al., "RLlib Flow: Distributed Reinforcement Learning is a Dataflow Problem"
 (NeurIPS 2021), Fig. 7 (DQN)::
 
-    store_op:  (1) parallel_rollouts(bulk_sync) -> (2) StoreToReplayBuffer (of the trained
-               policies: with policies_to_train, SelectExperiences first)
+    store_op:  (1) parallel_rollouts(bulk_sync) (or recorded transitions: input, input_mix)
+               -> (2) StoreToReplayBuffer (of the trained policies: with policies_to_train,
+               SelectExperiences first)
     replay_op: (3) replay(learning_starts) -> (4) TrainOneStep -> (5) UpdateReplayPriorities
                -> (6) UpdateTargetNetwork(target_network_update_freq)
     (7) concurrently(store_op, replay_op; round robin, weights from training_intensity,
@@ -24,6 +25,7 @@ from rlflow.algorithms.q_learning.replay import (
     make_replay_buffer,
     training_intensity_weights,
 )
+from rlflow.data.sample_batch import ACTIONS, NEXT_OBS, OBS, REWARDS, TERMINATEDS
 from rlflow.flow import LocalIterator
 from rlflow.ops import (
     SelectExperiences,
@@ -32,14 +34,19 @@ from rlflow.ops import (
     UpdateReplayPriorities,
     UpdateTargetNetwork,
     concurrently,
-    parallel_rollouts,
+    experience,
     replay,
     standard_metrics_reporting,
 )
-from rlflow.replay import register_replay_buffer
+from rlflow.ops.offline import require_columns
+from rlflow.replay import DISCOUNTS, register_replay_buffer
 from rlflow.workers import WorkerSet
 
-__all__ = ["dqn_plan", "store_and_replay"]
+__all__ = ["REPLAY_COLUMNS", "dqn_plan", "store_and_replay"]
+
+REPLAY_COLUMNS = [OBS, ACTIONS, REWARDS, NEXT_OBS, TERMINATEDS, DISCOUNTS]
+"""The n-step transitions a replay policy trains on (what recorded experience must hold to
+fill the buffer: a run of DQN, SAC or TD3 records them)."""
 
 
 def dqn_plan(workers: WorkerSet, config: ReplayAlgorithmConfig) -> LocalIterator[dict[str, Any]]:
@@ -66,8 +73,11 @@ def store_and_replay(
     """
     buffer = make_replay_buffer(config, multi_agent=workers.local_worker().multi_agent)
     register_replay_buffer(workers, "replay_buffer", buffer)  # checkpoint_replay_buffers
-    # (1) Every worker samples a fragment (n-step transitions); (2) into the buffer.
-    rollouts = parallel_rollouts(workers, mode="bulk_sync")
+    # (1) Every worker samples a fragment (n-step transitions), or recorded ones are read
+    # (input, input_mix); (2) into the buffer.
+    if config.reads_recorded():
+        require_columns(config, REPLAY_COLUMNS, f"{type(config).__name__} replay")
+    rollouts = experience(workers, config)
     if config.policies_to_train is not None:  # policies that only act fill no buffer
         rollouts = rollouts.for_each(SelectExperiences(config.policies_to_train))
     store_op = rollouts.for_each(StoreToReplayBuffer(local_buffer=buffer))

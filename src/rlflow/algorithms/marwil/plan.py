@@ -3,7 +3,7 @@
 Wang et al., "Exponentially Weighted Imitation Learning for Batched Historical Data" (NeurIPS
 2018), as a dataflow plan of the RLlib Flow paper's shape::
 
-    (1) offline_batches(input) -> (2) MarwilReturns (discounted returns with the learner's
+    (1) experience(input) -> (2) MarwilReturns (discounted returns with the learner's
         critic at fragment ends) -> (3) ConcatBatches(train_batch_size)
         -> (4) TrainOneStep -> (5) standard_metrics_reporting (+ evaluation on a live env)
 
@@ -21,7 +21,7 @@ from rlflow.algorithms.marwil.config import MARWILConfig
 from rlflow.data import MultiAgentBatch, SampleBatch
 from rlflow.data.sample_batch import NEXT_OBS, OBS, REWARDS, TERMINATEDS, VALUE_TARGETS
 from rlflow.flow import LocalIterator
-from rlflow.ops import ConcatBatches, TrainOneStep, offline_batches, standard_metrics_reporting
+from rlflow.ops import ConcatBatches, TrainOneStep, experience, standard_metrics_reporting
 from rlflow.returns import discounted_returns
 from rlflow.workers import WorkerSet
 
@@ -69,7 +69,9 @@ class MarwilReturns:
 def marwil_plan(workers: WorkerSet, config: MARWILConfig) -> LocalIterator[dict[str, Any]]:
     """Build the MARWIL plan over ``workers``; each item is one iteration's result dict."""
     # (1) Recorded batches, read in parallel and shuffled; (2) their returns.
-    batches = offline_batches(config).for_each(MarwilReturns(workers, config.gamma))
+    batches = experience(workers, config, recorded_only=True).for_each(
+        MarwilReturns(workers, config.gamma)
+    )
     # (3) train_batch_size rows; (4) epochs of minibatches on them.
     train_op = batches.combine(ConcatBatches(config.train_batch_size)).for_each(
         TrainOneStep(

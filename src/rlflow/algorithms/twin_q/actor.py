@@ -57,6 +57,11 @@ class TanhActor(MLP, ExportableActor):
         self.gaussian, self.noise = bool(gaussian), float(noise)
         self.log_std_bounds = (float(log_std_bounds[0]), float(log_std_bounds[1]))
 
+    def action_inputs(self, obs: torch.Tensor) -> torch.Tensor:
+        """The network's outputs before squashing: SAC's mean and log-std, TD3's ``mu``."""
+        out: torch.Tensor = self.forward(obs.reshape(obs.shape[0], -1).float())
+        return out
+
     def act(self, obs: torch.Tensor, *, explore: bool, generator: torch.Generator) -> torch.Tensor:
         """``mid + half * tanh(...)``: the mean's (SAC) or ``mu``'s (TD3) action, or a draw."""
         out = self.forward(obs.reshape(obs.shape[0], -1).float()).cpu()
