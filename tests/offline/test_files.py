@@ -48,12 +48,24 @@ def every_dtype(rows: int, seed: int) -> SampleBatch:
     )
 
 
+def concat(batches: list[SampleBatch]) -> SampleBatch:
+    return SampleBatch.concat_samples(batches)
+
+
 def assert_same(a: SampleBatch, b: SampleBatch) -> None:
     assert list(a) == list(b)
     for name in a:
         assert a[name].dtype == b[name].dtype, name
         assert a[name].shape == b[name].shape, name
         assert a[name].tobytes() == b[name].tobytes(), name
+
+
+def test_small_batches_share_row_groups_of_at_least_the_rows_asked(tmp_path: Path) -> None:
+    batches = [every_dtype(n, n) for n in (3, 2, 4, 9, 1)]
+    write_parquet(tmp_path / "x.parquet", "p", batches, row_group_rows=5)
+    groups = read_parquet(tmp_path / "x.parquet").batches
+    assert [g.count for g in groups] == [5, 4 + 9, 1]  # 9 rows never split; the rest last
+    assert_same(concat(groups), concat(batches))
 
 
 def test_round_trip_is_byte_identical_for_every_dtype(tmp_path: Path) -> None:
@@ -119,9 +131,10 @@ def test_writer_files_hold_whole_batches_and_appear_when_complete(tmp_path: Path
     writer.close()  # the 5 remaining rows
     files = sorted((tmp_path / "default_policy").iterdir())
     assert [p.name for p in files] == ["worker3-000000.parquet", "worker3-000001.parquet"]
-    read = [b for f in files for b in read_parquet(f).batches]
-    for written, got in zip(batches, read, strict=True):
-        assert_same(written, got)
+    # Small consecutive batches share a row group: the rows, in order, are what was written.
+    groups = [read_parquet(f).batches for f in files]
+    assert [[b.count for b in g] for g in groups] == [[12], [5]]
+    assert_same(concat([b for g in groups for b in g]), concat(batches))
     assert (writer.rows_written, writer.files_written) == (17, 2)
     schema = json.loads((tmp_path / SCHEMA_FILE).read_text())
     assert schema["policies"]["default_policy"]["obs"] == {"dtype": "|u1", "shape": [4, 6, 6]}
@@ -143,9 +156,10 @@ def test_multi_agent_batches_keep_their_policy_ids(tmp_path: Path) -> None:
     red = read_parquet(tmp_path / "red" / "worker1-000000.parquet")
     blue = read_parquet(tmp_path / "blue" / "worker1-000000.parquet")
     assert (red.policy_id, blue.policy_id) == ("red", "blue")
-    assert_same(red.batches[0], first.policy_batches["red"])
-    assert_same(red.batches[1], second.policy_batches["red"])
-    assert_same(blue.batches[0], first.policy_batches["blue"])
+    assert_same(
+        concat(red.batches), concat([first.policy_batches["red"], second.policy_batches["red"]])
+    )
+    assert_same(concat(blue.batches), first.policy_batches["blue"])
     # Read back as a source: a non-default policy's rows come as MultiAgentBatch items.
     items = list(ShardReader(experience_files(tmp_path / "blue"), seed=0, shard=0)())
     assert len(items) == 1 and isinstance(items[0], MultiAgentBatch)

@@ -1,15 +1,15 @@
 """Batches of experience as Parquet files, and back, byte for byte.
 
-One file holds the rows of one policy: one Parquet row group per batch written into it (a
-sampled fragment stays whole, so episodes keep their order within it), zstd-compressed. A 1-D
-column is stored as itself (a Parquet column any tool reads); a column of shape ``(rows,
-*shape)`` as one fixed-size binary value per row, the row's bytes (16x faster to write and
-read than a list of its values, and smaller: 84x84x4 Pong frames in 512-row batches took 11
-ms to write and 6 ms to read, against 180 and 126 ms as lists); the file's key-value
+One file holds the rows of one policy: one Parquet row group per batch written into it, or per run
+of consecutive small ones joined (a sampled fragment stays whole, so episodes keep their order
+within it), zstd-compressed. A 1-D column is stored as itself (a Parquet column any tool reads); a
+column of shape ``(rows, *shape)`` as one fixed-size binary value per row, the row's bytes (16x
+faster to write and read than a list of its values, and smaller: 84x84x4 Pong frames in 512-row
+batches took 11 ms to write and 6 ms to read, against 180 and 126 ms as lists); the file's key-value
 metadata (key ``rlflow``) records, as JSON, the format version, the policy id and each column's
 dtype and shape, so reading restores every array exactly (bools, every integer and float width,
-image observations as uint8). Only numeric and boolean columns can be written; a column of
-Python objects or strings is refused, naming it.
+image observations as uint8). Only numeric and boolean columns can be written; a column of Python
+objects or strings is refused, naming it.
 
 pyarrow is imported on first use: ``pip install "rl-flow[offline]"``.
 """
@@ -115,10 +115,29 @@ def _from_arrow(column: Any, spec: ColumnSpec, rows: int) -> np.ndarray:
     return raw.view(dtype).reshape((rows, *spec.shape)).copy()
 
 
-def write_parquet(path: Path, policy_id: str, batches: Sequence[SampleBatch]) -> int:
-    """Write ``batches`` (same columns, dtypes and shapes) as one file at ``path``, one row
-    group each; return the bytes written. The file is written beside ``path`` and renamed into
-    place, so ``path`` exists only once it is complete."""
+def _row_groups(batches: Sequence[SampleBatch], rows: int) -> list[SampleBatch]:
+    """Consecutive ``batches`` joined, in order, until each group has at least ``rows`` rows
+    (the last may have fewer); a batch that has them stays whole and alone."""
+    groups: list[SampleBatch] = []
+    pending: list[SampleBatch] = []
+    for batch in batches:
+        pending.append(batch)
+        if sum(b.count for b in pending) >= rows:
+            groups.append(pending[0] if len(pending) == 1 else SampleBatch.concat_samples(pending))
+            pending = []
+    if pending:
+        groups.append(pending[0] if len(pending) == 1 else SampleBatch.concat_samples(pending))
+    return groups
+
+
+def write_parquet(
+    path: Path, policy_id: str, batches: Sequence[SampleBatch], *, row_group_rows: int = 1
+) -> int:
+    """Write ``batches`` (same columns, dtypes and shapes) as one file at ``path``, a row group
+    each, or with ``row_group_rows`` > 1 consecutive small ones joined until a group has that
+    many rows (rows in order: a fragment is never split); return the bytes written. The file is
+    written beside ``path`` and renamed into place, so ``path`` exists only once it is
+    complete."""
     pa = _pyarrow()
     if not batches:
         raise OfflineDataError(f"{path}: nothing to write")
@@ -137,7 +156,7 @@ def write_parquet(path: Path, policy_id: str, batches: Sequence[SampleBatch]) ->
     }
     tables = [
         pa.table({name: _to_arrow(pa, batch[name], spec) for name, spec in schema.items()})
-        for batch in batches
+        for batch in _row_groups(batches, row_group_rows)
     ]
     arrow_schema = tables[0].schema.with_metadata({METADATA_KEY: json.dumps(meta).encode()})
     partial = path.with_name(f".{path.name}.partial")

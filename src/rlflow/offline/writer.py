@@ -1,13 +1,13 @@
 """`ExperienceWriter`: what one rollout worker samples, written as Parquet files.
 
 A run with ``output=DIR`` gives each sampling worker a writer. Every batch the worker samples
-(postprocessed, as its learner gets it) is buffered per policy; once a policy has
-``max_rows_per_file`` rows buffered they become one file, ``DIR/<policy id>/worker<i>-<n>.parquet``
-(``n`` counts that worker's files of that policy from 0, past any file already there), and when the
-worker stops the rest is written. ``DIR/schema.json`` describes the columns of each policy (written
-once per policy, by the first writer to get there). A file appears only when complete
-(`rlflow.offline.parquet.write_parquet` renames it into place), so a worker killed mid-run loses
-only what it had buffered.
+(postprocessed, as its learner gets it) is buffered per policy (consecutive small ones become one
+row group of at least `ROW_GROUP_ROWS` rows); once a policy has ``max_rows_per_file`` rows buffered
+they become one file, ``DIR/<policy id>/worker<i>-<n>.parquet`` (``n`` counts that worker's files of
+that policy from 0, past any file already there), and when the worker stops the rest is written.
+``DIR/schema.json`` describes the columns of each policy (written once per policy, by the first
+writer to get there). A file appears only when complete (`rlflow.offline.parquet.write_parquet`
+renames it into place), so a worker killed mid-run loses only what it had buffered.
 """
 
 from __future__ import annotations
@@ -23,7 +23,14 @@ from rlflow.data.sample_batch import MultiAgentBatch, SampleBatch
 from rlflow.errors import OfflineDataError
 from rlflow.offline.parquet import FORMAT, FORMAT_VERSION, batch_schema, write_parquet
 
-__all__ = ["SCHEMA_FILE", "ExperienceWriter"]
+__all__ = ["ROW_GROUP_ROWS", "SCHEMA_FILE", "ExperienceWriter"]
+
+ROW_GROUP_ROWS = 64
+"""Consecutive sampled batches smaller than this are joined into one row group of at least
+this many rows (a SAC run samples one step at a time: 10,000 one-row groups per file read
+slowly and bloat its footer). Larger groups shuffle worse: the readers' unit is a group, and
+at 256 MARWIL's CartPole learning test fell from a mean evaluation of 493 to 443 (PPO's
+128-row fragments were joined in pairs)."""
 
 SCHEMA_FILE = "schema.json"
 """The file beside the policies' folders that describes their columns."""
@@ -103,7 +110,7 @@ class ExperienceWriter:
             n += 1
             path = folder / f"worker{self.worker_index}-{n:06d}.parquet"
         self._next_file[pid] = n + 1
-        self.bytes_written += write_parquet(path, pid, batches)
+        self.bytes_written += write_parquet(path, pid, batches, row_group_rows=ROW_GROUP_ROWS)
         self.rows_written += rows
         self.files_written += 1
         self.seconds_writing += time.perf_counter() - start
