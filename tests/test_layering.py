@@ -127,6 +127,11 @@ ALLOWED_ALGORITHM_IMPORTS = {
     "a3c": {"rlflow.algorithms.pg.config"},
     "apex": {"rlflow.algorithms.dqn.config"},
     "bc": {"rlflow.algorithms.marwil.config"},
+    "cql": {
+        "rlflow.algorithms.sac.config",
+        "rlflow.algorithms.sac.policy",
+        "rlflow.algorithms.dqn.plan",
+    },
     "appo": {"rlflow.algorithms.impala.config", "rlflow.algorithms.impala.plan"},
     "sac": {"rlflow.algorithms.dqn.plan"},
     "td3": {"rlflow.algorithms.dqn.plan"},

@@ -72,9 +72,10 @@ def test_config_validation_names_class_field_value_and_rule() -> None:
         PPOConfig(lambda_=2)
 
 
-# maml needs a task-settable env, ppo_dqn a multi-agent one, bc and marwil recorded experience:
+# maml needs a task-settable env, ppo_dqn a multi-agent one, the offline ones recorded experience:
 # their own test files run them.
-SINGLE_AGENT_ALGORITHMS = sorted(set(ALGORITHMS) - {"maml", "ppo_dqn", "bc", "marwil"})
+OFFLINE = {"bc", "marwil", "cql"}
+SINGLE_AGENT_ALGORITHMS = sorted(set(ALGORITHMS) - {"maml", "ppo_dqn"} - OFFLINE)
 BOX_ALGORITHMS = {"sac", "td3"}
 """Algorithms for Box actions only: they run CountingEnv(continuous=True)."""
 

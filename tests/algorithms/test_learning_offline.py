@@ -25,7 +25,8 @@ import numpy as np
 import pytest
 
 from rlflow import Trainer
-from rlflow.algorithms import tuned_config
+from rlflow.algorithms import get_algorithm, tuned_config
+from rlflow.workers import RolloutWorker
 
 pytestmark = [pytest.mark.learning, pytest.mark.timeout(1200)]
 
@@ -106,3 +107,53 @@ def test_marwil_beats_bc_on_expert_rows_mixed_with_random_ones(recorded: dict[st
     assert last["marwil"] >= 450.0, (last, marwil)
     assert last["marwil"] >= last["bc"] + 100.0, (last, bc, marwil)
     assert marwil["fresh"] >= 450.0, marwil
+
+
+@pytest.fixture(scope="module")
+def half_trained_sac(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """50k Pendulum transitions of a half-trained SAC: the shipped tuned config (seed 0, an
+    iteration every 500 steps) trained 3,500 env steps (greedy return about -790 when
+    measured), then frozen and sampled (exploring) by a rollout worker with ``output``."""
+    root = tmp_path_factory.mktemp("sac_data")
+    config = tuned_config(
+        "sac", "Pendulum-v1", seed=0, min_time_s_per_iteration=0.0, min_steps_per_iteration=500
+    )
+    with Trainer("sac", config=config, backend="local") as trainer:
+        while trainer.train()["num_env_steps_sampled"] < 3500:
+            pass
+        weights = trainer.workers.local_worker().get_weights()
+    recording = config.replace(
+        output=str(root), num_envs_per_worker=8, rollout_fragment_length=25, seed=1
+    )
+    worker = RolloutWorker(recording, get_algorithm("sac").policy_cls, worker_index=1)
+    worker.set_weights(weights)
+    rows = 0
+    while rows < RECORDED_STEPS:
+        rows += worker.sample().count
+    returns = [e.return_ for e in worker.pop_episode_stats()]
+    worker.stop()
+    print(f"recorded {rows} SAC transitions, their episodes' mean return {np.mean(returns):.0f}")
+    assert np.mean(returns) < -500  # the data is far from solving the task
+    return str(root)
+
+
+def test_cql_beats_its_half_trained_data_on_pendulum(half_trained_sac: str) -> None:
+    config = tuned_config("cql", "Pendulum-v1", seed=0, input=half_trained_sac)
+    start = time.perf_counter()
+    returns: list[float] = []
+    with Trainer("cql", config=config, backend="local") as trainer:
+        for _ in range(10):  # 1,000 train steps an iteration
+            returns.append(trainer.train()["evaluation/episode_return_mean"])
+            if returns[-1] >= -400.0:
+                break
+        fresh = trainer.evaluate(20, seed=5_000)["episode_return_mean"]
+    print(
+        f"cql: evaluations {[round(r) for r in returns]}, fresh {fresh:.0f}, "
+        f"{time.perf_counter() - start:.1f} s"
+    )
+    # Measured (local backend, seed 0): evaluations -1484, -919, -582, -503, -539, -421, -374
+    # (stopped), fresh 20 episodes -446; the data's own episodes averaged -918. Trained on,
+    # the greedy return swings between -209 and -678 (iterations 8-16): offline CQL here
+    # improves far past its data but does not settle, so the check is at the first reach.
+    assert returns[-1] >= -400.0, returns
+    assert fresh >= -500.0, fresh

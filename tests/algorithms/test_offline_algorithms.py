@@ -12,7 +12,16 @@ import pytest
 import torch
 
 from rlflow import Trainer
-from rlflow.algorithms import BCConfig, DQNConfig, MARWILConfig, PPOConfig, get_algorithm
+from rlflow.algorithms import (
+    BCConfig,
+    CQLConfig,
+    DQNConfig,
+    MARWILConfig,
+    PPOConfig,
+    SACConfig,
+    get_algorithm,
+)
+from rlflow.algorithms.cql import CQLPolicy
 from rlflow.algorithms.marwil import MARWILPolicy, MarwilReturns
 from rlflow.data import SampleBatch
 from rlflow.data.sample_batch import (
@@ -26,6 +35,7 @@ from rlflow.data.sample_batch import (
 )
 from rlflow.errors import ConfigError
 from rlflow.ops import experience
+from rlflow.replay import DISCOUNTS
 from rlflow.testing.envs import CountingEnv
 from rlflow.workers import RolloutWorker, WorkerSet
 
@@ -163,9 +173,10 @@ def _tensors(policy: MARWILPolicy, returns: list[float]) -> dict[str, torch.Tens
 def test_bc_loss_is_the_negative_log_likelihood() -> None:
     policy = _policy(beta=0.0)
     tensors = _tensors(policy, [0.0] * 6)
-    loss, stats = policy.loss(tensors)
-    dist_inputs, _ = policy.model_outputs(tensors)
-    logp = policy.dist_class(dist_inputs).logp(tensors[ACTIONS])
+    with torch.no_grad():
+        loss, stats = policy.loss(tensors)
+        dist_inputs, _ = policy.model_outputs(tensors)
+        logp = policy.dist_class(dist_inputs).logp(tensors[ACTIONS])
     assert float(loss) == pytest.approx(float(-logp.mean()), rel=1e-6)
     assert float(stats["vf_loss"]) == 0.0 and float(stats["mean_weight"]) == 1.0
 
@@ -187,7 +198,8 @@ def test_marwil_weights_rows_by_exponentiated_advantages_clipped() -> None:
     sqd = 4.0 + 0.5 * (float(advantages.pow(2).mean()) - 4.0)
     weights = torch.exp(2.0 * advantages / np.sqrt(sqd)).clamp(max=5.0)
     assert float(weights[0]) == 5.0  # the large advantage is clipped
-    loss, stats = policy.loss(tensors)
+    with torch.no_grad():
+        loss, stats = policy.loss(tensors)
     assert float(loss) == pytest.approx(float(-(weights * logp).mean()), rel=1e-5)
     assert float(stats["sqd_adv_norm"]) == pytest.approx(sqd, rel=1e-6)
     state = policy.get_state()
@@ -268,3 +280,79 @@ def test_input_mix_is_checked_when_the_config_is_built(dqn_data: str, tmp_path: 
             get_algorithm("bc").plan(workers, config)
     finally:
         workers.stop()
+
+
+CONTINUOUS: dict[str, Any] = {**TINY, "env_config": {"episode_len": 3, "continuous": True}}
+
+
+@pytest.fixture(scope="module")
+def sac_data(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Continuous CountingEnv transitions sampled by SAC, written with ``output``."""
+    root = tmp_path_factory.mktemp("sac")
+    config = SACConfig(**CONTINUOUS, rollout_fragment_length=10, output=str(root), seed=0)
+    worker = RolloutWorker(config, get_algorithm("sac").policy_cls, worker_index=1)
+    for _ in range(20):
+        worker.sample()
+    worker.stop()
+    return str(root)
+
+
+def test_cql_trains_conservatively_then_leaves_imitation(
+    local_backend: None, sac_data: str
+) -> None:
+    spec = get_algorithm("cql")
+    config = CQLConfig(
+        **CONTINUOUS,
+        input=sac_data,
+        learning_starts=100,
+        train_batch_size=16,
+        training_intensity=16,  # one train step per recorded row
+        bc_iters=30,
+        min_steps_per_iteration=0,  # a result per train step
+        min_time_s_per_iteration=0.0,
+        evaluation_interval=0,
+    )
+    workers = WorkerSet(config, spec.policy_cls)
+    policy = workers.local_worker().get_policy()
+    try:
+        phases = []
+        for result in spec.plan(workers, config):
+            stats = result["info"]["learner"]["default_policy"]
+            phases.append((policy.num_grad_updates, stats["bc_phase"]))
+            assert stats["cql_loss"] > 0
+            if policy.num_grad_updates >= 40:
+                break
+        # The actor imitates for bc_iters updates, then is SAC's.
+        assert all(phase == float(updates <= 30) for updates, phase in phases), phases
+        # One train step per recorded row read (training_intensity over a batch's rows).
+        read = result["num_env_steps_sampled"]
+        assert read - 100 <= policy.num_grad_updates <= read
+    finally:
+        workers.stop()
+
+
+def test_cql_without_its_term_is_sacs_loss() -> None:
+    obs_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    act_space = gym.spaces.Box(-2.0, 2.0, (2,), np.float32)
+    shared = {"model": {"hidden": (8,)}}
+    rng = np.random.default_rng(0)
+    batch = {
+        OBS: rng.uniform(-1, 1, (12, 3)).astype(np.float32),
+        NEXT_OBS: rng.uniform(-1, 1, (12, 3)).astype(np.float32),
+        ACTIONS: rng.uniform(-2, 2, (12, 2)).astype(np.float32),
+        REWARDS: rng.standard_normal(12).astype(np.float32),
+        TERMINATEDS: np.zeros(12, bool),
+        DISCOUNTS: np.full(12, 0.99, np.float32),
+    }
+    sac = get_algorithm("sac").policy_cls(obs_space, act_space, SACConfig(**shared), seed=4)
+    cql = {**shared, "bc_iters": 0}  # SAC's actor from the start
+    plain = CQLPolicy(obs_space, act_space, CQLConfig(**cql, min_q_weight=0.0), seed=4)
+    conservative = CQLPolicy(obs_space, act_space, CQLConfig(**cql), seed=4)
+    with torch.no_grad():
+        sac_loss, _ = sac.loss(sac.batch_to_tensors(batch))
+        plain_loss, plain_stats = plain.loss(plain.batch_to_tensors(batch))
+        loss, stats = conservative.loss(conservative.batch_to_tensors(batch))
+    assert float(plain_stats["cql_loss"]) == 0.0
+    assert float(plain_loss) == pytest.approx(float(sac_loss), rel=1e-6)
+    # The term is logsumexp over sampled actions minus Q at the data's: >= -log(3N) per critic.
+    assert float(stats["cql_loss"]) > 0 and float(loss) > float(sac_loss)

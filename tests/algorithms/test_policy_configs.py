@@ -20,6 +20,7 @@ from torch import nn
 
 from rlflow.algorithms import ALGORITHMS
 from rlflow.algorithms.appo import APPOPolicy
+from rlflow.algorithms.cql import CQLPolicy
 from rlflow.algorithms.dqn import DQNPolicy
 from rlflow.algorithms.impala import VTracePolicy
 from rlflow.algorithms.maml import MAMLPolicy
@@ -116,6 +117,13 @@ FIELDS: dict[type, list[tuple[str, Callable[[Any], Any], Check]]] = {
         ("initial_alpha", lambda d: 0.3, lambda p, v: abs(p.alpha - v) < 1e-6),
         ("target_entropy", lambda d: -0.5, lambda p, v: p.target_entropy == v),
         ("alpha_lr", lambda d: 0.0789, lambda p, v: p.optimizer.param_groups[2]["lr"] == v),
+    ],
+    CQLPolicy: [
+        *TWIN_Q,
+        ("min_q_weight", lambda d: 2.5, lambda p, v: p.min_q_weight == v),
+        ("num_actions", lambda d: 4, lambda p, v: p.num_actions == v),
+        ("temperature", lambda d: 0.5, lambda p, v: p.temperature == v),
+        ("bc_iters", lambda d: 77, lambda p, v: p.bc_iters == v),
     ],
     TD3Policy: [
         *TWIN_Q,

@@ -213,6 +213,8 @@ class ExperienceFile:
         """Each column's dtype and row shape."""
         self.num_row_groups: int = self._file.num_row_groups
         """Batches in the file (one per row group)."""
+        self.num_rows: int = self._file.metadata.num_rows
+        """Rows in the file."""
 
     def read(self, group: int) -> SampleBatch:
         """Row group ``group`` as the `SampleBatch` that was written."""

@@ -26,7 +26,13 @@ from rlflow.ops.concurrency import concurrently
 from rlflow.ops.rollout import count_sampled, parallel_rollouts
 from rlflow.workers import WorkerSet
 
-__all__ = ["READ_AHEAD", "experience", "offline_batches", "require_columns"]
+__all__ = [
+    "READ_AHEAD",
+    "experience",
+    "offline_batches",
+    "recorded_rows_per_batch",
+    "require_columns",
+]
 
 READ_AHEAD = 4
 """Batches each reader shard is asked for ahead (``gather_async(num_async=)``), so a reader
@@ -91,6 +97,21 @@ def experience(
     smallest = min(mix.values())
     weights = [float(weight) / smallest for weight in mix.values()]
     return concurrently(sources, mode="round_robin", round_robin_weights=weights)
+
+
+def recorded_rows_per_batch(config: AlgorithmConfig) -> float:
+    """The mean rows of one recorded batch (row group) over ``config``'s recorded sources,
+    from the files' footers: what one item of `offline_batches` holds, for a plan that paces
+    its training by rows read (``training_intensity``)."""
+    rows = groups = 0
+    for source in config.recorded_sources():
+        for path in experience_files(source, f"{type(config).__name__}.input"):
+            file = ExperienceFile(path)
+            rows, groups = rows + file.num_rows, groups + file.num_row_groups
+            file.close()
+    if not groups:
+        raise ConfigError(f"{type(config).__name__}: the recorded experience holds no rows")
+    return rows / groups
 
 
 def require_columns(config: AlgorithmConfig, columns: list[str], who: str) -> None:

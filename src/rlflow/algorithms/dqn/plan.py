@@ -38,7 +38,7 @@ from rlflow.ops import (
     replay,
     standard_metrics_reporting,
 )
-from rlflow.ops.offline import require_columns
+from rlflow.ops.offline import recorded_rows_per_batch, require_columns
 from rlflow.replay import DISCOUNTS, register_replay_buffer
 from rlflow.workers import WorkerSet
 
@@ -58,7 +58,7 @@ def dqn_plan(workers: WorkerSet, config: ReplayAlgorithmConfig) -> LocalIterator
 
 
 def store_and_replay(
-    workers: WorkerSet, config: ReplayAlgorithmConfig
+    workers: WorkerSet, config: ReplayAlgorithmConfig, *, recorded_only: bool = False
 ) -> LocalIterator[dict[str, Any]]:
     """Sample into a replay buffer and train on replayed batches, in turn (module docstring).
 
@@ -69,15 +69,19 @@ def store_and_replay(
     targets update (each policy's ``update_target()``); weights go to every worker after each
     train step; counters as its operators write them. Reads ``config``'s replay fields,
     ``train_batch_size``, ``target_network_update_freq`` and ``policies_to_train``. Never
-    ends by itself.
+    ends by itself. With ``recorded_only`` (CQL) the source must be recorded experience
+    (`rlflow.ops.offline.experience`).
     """
     buffer = make_replay_buffer(config, multi_agent=workers.local_worker().multi_agent)
     register_replay_buffer(workers, "replay_buffer", buffer)  # checkpoint_replay_buffers
     # (1) Every worker samples a fragment (n-step transitions), or recorded ones are read
     # (input, input_mix); (2) into the buffer.
+    steps_per_round = None
     if config.reads_recorded():
         require_columns(config, REPLAY_COLUMNS, f"{type(config).__name__} replay")
-    rollouts = experience(workers, config)
+        if not config.input_mix:  # recorded only: a turn stores one recorded batch
+            steps_per_round = recorded_rows_per_batch(config)
+    rollouts = experience(workers, config, recorded_only=recorded_only)
     if config.policies_to_train is not None:  # policies that only act fill no buffer
         rollouts = rollouts.for_each(SelectExperiences(config.policies_to_train))
     store_op = rollouts.for_each(StoreToReplayBuffer(local_buffer=buffer))
@@ -103,5 +107,5 @@ def store_and_replay(
         [store_op, replay_op],
         mode="round_robin",
         output_indexes=[1],
-        round_robin_weights=training_intensity_weights(config),
+        round_robin_weights=training_intensity_weights(config, steps_per_round),
     )

@@ -86,7 +86,9 @@ def beta_schedule(config: ReplayAlgorithmConfig) -> LinearSchedule | None:
     )
 
 
-def training_intensity_weights(config: ReplayAlgorithmConfig) -> list[float | str]:
+def training_intensity_weights(
+    config: ReplayAlgorithmConfig, steps_per_round: float | None = None
+) -> list[float | str]:
     """Round-robin weights ``[1, k]`` of (store_op, replay_op) for ``training_intensity``.
 
     RLlib's rule. One store item is one sampling round of ``S = rollout_fragment_length *
@@ -94,7 +96,8 @@ def training_intensity_weights(config: ReplayAlgorithmConfig) -> list[float | st
     ``train_batch_size`` (B) transitions. For ``training_intensity`` I replayed transitions per
     env step sampled, each round is followed by ``k = I * S / B`` train steps (``concurrently``
     draws a fractional turn at random, so the mean is exact). Without ``training_intensity``,
-    ``k = 1``: the "native" intensity ``B / S``.
+    ``k = 1``: the "native" intensity ``B / S``. ``steps_per_round`` replaces ``S`` (a plan
+    reading recorded experience: the rows of one recorded batch).
 
     >>> from types import SimpleNamespace as Config
     >>> training_intensity_weights(Config(rollout_fragment_length=4, num_envs_per_worker=1,
@@ -103,7 +106,7 @@ def training_intensity_weights(config: ReplayAlgorithmConfig) -> list[float | st
     """
     if config.training_intensity is None:
         return [1, 1]
-    steps_per_round = (
-        config.rollout_fragment_length * config.num_envs_per_worker * max(config.num_workers, 1)
-    )
+    if steps_per_round is None:
+        workers = max(config.num_workers, 1)
+        steps_per_round = config.rollout_fragment_length * config.num_envs_per_worker * workers
     return [1, config.training_intensity * steps_per_round / config.train_batch_size]

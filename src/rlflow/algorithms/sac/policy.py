@@ -150,8 +150,14 @@ class SACPolicy(TwinQPolicy):
     def actor_loss(self, obs: torch.Tensor) -> tuple[torch.Tensor | None, dict[str, Any]]:
         """The actor's loss plus the alpha loss (module docstring)."""
         unit, logp, _ = self.sample(obs)
+        actor = (self.log_alpha.exp().detach() * logp - self.q_detached(obs, unit)).mean()
+        return self.with_alpha_loss(actor, logp)
+
+    def with_alpha_loss(
+        self, actor: torch.Tensor, logp: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """``actor`` plus the alpha loss at the sampled actions' ``logp``, and the stats."""
         alpha = self.log_alpha.exp()
-        actor = (alpha.detach() * logp - self.q_detached(obs, unit)).mean()
         alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
         stats = {
             "actor_loss": actor,
