@@ -17,7 +17,6 @@ from rlflow.algorithms import (
     CQLConfig,
     DQNConfig,
     MARWILConfig,
-    PPOConfig,
     SACConfig,
     get_algorithm,
 )
@@ -48,16 +47,23 @@ TINY: dict[str, Any] = {
 }
 
 
-@pytest.fixture(scope="module")
-def counting_data(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """300 rows of CountingEnv sampled by PPO, written with ``output``."""
-    root = tmp_path_factory.mktemp("counting")
-    config = PPOConfig(**TINY, num_workers=0, rollout_fragment_length=10, output=str(root), seed=0)
-    worker = RolloutWorker(config, get_algorithm("ppo").policy_cls, worker_index=1)
-    for _ in range(30):
+def record(algo: str, root: Path, fragments: int, **fields: Any) -> str:
+    """``fragments`` fragments of 10 steps sampled by ``algo``'s policy, written to ``root``."""
+    spec = get_algorithm(algo)
+    config = spec.config_cls(
+        **fields, num_workers=0, rollout_fragment_length=10, output=str(root), seed=0
+    )
+    worker = RolloutWorker(config, spec.policy_cls, worker_index=1)
+    for _ in range(fragments):
         worker.sample()
     worker.stop()
     return str(root)
+
+
+@pytest.fixture(scope="module")
+def counting_data(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """300 rows of CountingEnv sampled by PPO, written with ``output``."""
+    return record("ppo", tmp_path_factory.mktemp("counting"), 30, **TINY)
 
 
 @pytest.mark.parametrize("name", ["bc", "marwil"])
@@ -211,13 +217,7 @@ def test_marwil_weights_rows_by_exponentiated_advantages_clipped() -> None:
 @pytest.fixture(scope="module")
 def dqn_data(tmp_path_factory: pytest.TempPathFactory) -> str:
     """CountingEnv n-step transitions sampled by DQN (fragments of 10), written with ``output``."""
-    root = tmp_path_factory.mktemp("dqn")
-    config = DQNConfig(**TINY, num_workers=0, rollout_fragment_length=10, output=str(root), seed=0)
-    worker = RolloutWorker(config, get_algorithm("dqn").policy_cls, worker_index=1)
-    for _ in range(30):
-        worker.sample()
-    worker.stop()
-    return str(root)
+    return record("dqn", tmp_path_factory.mktemp("dqn"), 30, **TINY)
 
 
 def test_dqn_fills_its_replay_from_recorded_transitions(
@@ -288,13 +288,7 @@ CONTINUOUS: dict[str, Any] = {**TINY, "env_config": {"episode_len": 3, "continuo
 @pytest.fixture(scope="module")
 def sac_data(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Continuous CountingEnv transitions sampled by SAC, written with ``output``."""
-    root = tmp_path_factory.mktemp("sac")
-    config = SACConfig(**CONTINUOUS, rollout_fragment_length=10, output=str(root), seed=0)
-    worker = RolloutWorker(config, get_algorithm("sac").policy_cls, worker_index=1)
-    for _ in range(20):
-        worker.sample()
-    worker.stop()
-    return str(root)
+    return record("sac", tmp_path_factory.mktemp("sac"), 20, **CONTINUOUS)
 
 
 def test_cql_trains_conservatively_then_leaves_imitation(
