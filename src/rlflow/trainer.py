@@ -168,6 +168,15 @@ class Trainer:
             check_callable(plan, "Trainer(plan)")
         self._plan_fn: PlanFn = plan if plan is not None else self._spec.plan
         self._custom_plan, self._stopped = plan is not None, True
+        if plan is None and self._config.reads_recorded() and not self._spec.reads_input:
+            from rlflow.algorithms import ALGORITHMS
+
+            readers = sorted(n for n, s in ALGORITHMS.items() if s.reads_input)
+            raise ConfigError(
+                f"{self._spec.name} does not read recorded experience, but its config names "
+                f"some (input / input_mix); the algorithms that do: {readers} (or pass a plan "
+                "that reads rlflow.ops.experience)"
+            )
         self.loggers = LoggerSet(self._config.loggers, logdir)
         """Where each result goes (`rlflow.loggers.LoggerSet`); ``.add(logger)`` adds yours."""
         learner = _build_learner(setup)

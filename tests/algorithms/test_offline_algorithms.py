@@ -350,3 +350,8 @@ def test_cql_without_its_term_is_sacs_loss() -> None:
     assert float(plain_loss) == pytest.approx(float(sac_loss), rel=1e-6)
     # The term is logsumexp over sampled actions minus Q at the data's: >= -log(3N) per critic.
     assert float(stats["cql_loss"]) > 0 and float(loss) > float(sac_loss)
+
+
+def test_an_algorithm_that_reads_no_recorded_data_refuses_it(counting_data: str) -> None:
+    with pytest.raises(ConfigError, match=r"ppo does not read recorded experience.*'bc', 'cql'"):
+        Trainer("ppo", config={**TINY, "input": counting_data}, backend="local")

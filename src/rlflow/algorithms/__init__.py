@@ -95,6 +95,10 @@ class AlgorithmSpec:
     """The plan function, or where it is (``"module:function"``)."""
     summary: str
     """One line for listings."""
+    reads_input: bool = False
+    """Whether its plan reads recorded experience (``input``, ``input_mix``:
+    `rlflow.ops.offline.experience`); a run of another algorithm naming recorded files is
+    refused before anything starts."""
 
     @property
     def policy_cls(self) -> type[TorchPolicy]:
@@ -117,7 +121,14 @@ def _resolve(ref: Any) -> Any:
     return getattr(importlib.import_module(module), attribute)
 
 
-def _spec(name: str, config_cls: type[AlgorithmConfig], policy: str, summary: str) -> AlgorithmSpec:
+def _spec(
+    name: str,
+    config_cls: type[AlgorithmConfig],
+    policy: str,
+    summary: str,
+    *,
+    reads_input: bool = False,
+) -> AlgorithmSpec:
     """The spec of algorithm ``name``: its policy ``policy`` (``"package:Class"`` under
     ``rlflow.algorithms``), its plan ``<name>_plan`` in its package."""
     package, _, cls = policy.partition(":")
@@ -127,6 +138,7 @@ def _spec(name: str, config_cls: type[AlgorithmConfig], policy: str, summary: st
         f"rlflow.algorithms.{package}.policy:{cls}",
         f"rlflow.algorithms.{name}.plan:{name}_plan",
         summary,
+        reads_input,
     )
 
 
@@ -137,7 +149,13 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         _spec("a2c", A2CConfig, "pg:PGPolicy", "Synchronous advantage actor-critic"),
         _spec("a3c", A3CConfig, "pg:PGPolicy", "Asynchronous advantage actor-critic"),
         _spec("ppo", PPOConfig, "ppo:PPOPolicy", "Proximal policy optimization (clip + KL)"),
-        _spec("dqn", DQNConfig, "dqn:DQNPolicy", "Deep Q-learning (double, dueling, n-step, PER)"),
+        _spec(
+            "dqn",
+            DQNConfig,
+            "dqn:DQNPolicy",
+            "Deep Q-learning (double, dueling, n-step, PER)",
+            reads_input=True,
+        ),
         _spec("apex", ApexConfig, "dqn:DQNPolicy", "Ape-X: distributed prioritized replay DQN"),
         _spec("r2d2", R2D2Config, "r2d2:R2D2Policy", "R2D2: recurrent replay DQN (LSTM, burn-in)"),
         _spec(
@@ -157,17 +175,40 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             "ppo:PPOPolicy",
             "Multi-agent: PPO for some agents, DQN for others, one plan",
         ),
-        _spec("sac", SACConfig, "sac:SACPolicy", "Soft actor-critic (twin Q, entropy tuning); Box"),
         _spec(
-            "td3", TD3Config, "td3:TD3Policy", "TD3: twin critics, smoothing, delayed actor; Box"
+            "sac",
+            SACConfig,
+            "sac:SACPolicy",
+            "Soft actor-critic (twin Q, entropy tuning); Box",
+            reads_input=True,
         ),
-        _spec("cql", CQLConfig, "cql:CQLPolicy", "CQL: conservative Q-learning (SAC) offline"),
-        _spec("bc", BCConfig, "marwil:MARWILPolicy", "Behaviour cloning from recorded experience"),
+        _spec(
+            "td3",
+            TD3Config,
+            "td3:TD3Policy",
+            "TD3: twin critics, smoothing, delayed actor; Box",
+            reads_input=True,
+        ),
+        _spec(
+            "cql",
+            CQLConfig,
+            "cql:CQLPolicy",
+            "CQL: conservative Q-learning (SAC) offline",
+            reads_input=True,
+        ),
+        _spec(
+            "bc",
+            BCConfig,
+            "marwil:MARWILPolicy",
+            "Behaviour cloning from recorded experience",
+            reads_input=True,
+        ),
         _spec(
             "marwil",
             MARWILConfig,
             "marwil:MARWILPolicy",
             "MARWIL: advantage-weighted imitation from recorded experience",
+            reads_input=True,
         ),
     )
 }
