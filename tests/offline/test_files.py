@@ -240,3 +240,13 @@ def test_config_checks_offline_fields_before_anything_starts(tmp_path: Path) -> 
     with pytest.raises(ConfigError, match=r"PPOConfig.output=3 must be a folder path"):
         PPOConfig(output=3)  # type: ignore[arg-type]
     assert not PPOConfig().reads_recorded()
+
+
+def test_the_writer_keeps_what_was_sampled_not_later_changes(tmp_path: Path) -> None:
+    writer = ExperienceWriter(tmp_path, worker_index=0, max_rows_per_file=100)
+    batch = SampleBatch({"obs": np.arange(6, dtype=np.float32).reshape(3, 2)})
+    writer.write(batch)
+    batch["obs"] *= -1  # a later stage changing the arrays in place
+    writer.close()
+    (path,) = (tmp_path / "default_policy").iterdir()
+    assert read_parquet(path).batches[0]["obs"].tolist() == [[0, 1], [2, 3], [4, 5]]

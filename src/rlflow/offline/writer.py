@@ -17,6 +17,8 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
+
 from rlflow.checks import check_int
 from rlflow.config import DEFAULT_POLICY_ID
 from rlflow.data.sample_batch import MultiAgentBatch, SampleBatch
@@ -81,7 +83,9 @@ class ExperienceWriter:
         for pid, part in parts.items():
             if part.count == 0:
                 continue
-            self._buffers.setdefault(pid, []).append(part)
+            # A copy: whatever the plan does to the batch after sampling never reaches the files.
+            copied = SampleBatch({name: np.array(column) for name, column in part.items()})
+            self._buffers.setdefault(pid, []).append(copied)
             self._buffered_rows[pid] = self._buffered_rows.get(pid, 0) + part.count
             if self._buffered_rows[pid] >= self.max_rows_per_file:
                 self._flush(pid)
