@@ -104,20 +104,22 @@ def test_files_hold_exactly_the_sampled_batches(
     assert stats["files"] == len(experience_files(str(tmp_path)))
 
 
+def pg_recording(root: Path, rows_per_file: int) -> dict[str, Any]:
+    """PG on CartPole with 2 workers of 50-step fragments, writing to ``root``."""
+    return {
+        "env": "CartPole-v1",
+        "num_workers": 2,
+        "rollout_fragment_length": 50,
+        "train_batch_size": 100,
+        "model": {"hidden": (8,)},
+        "output": str(root),
+        "output_max_rows_per_file": rows_per_file,
+    }
+
+
 def test_a_run_writes_every_workers_rows_by_its_end(tmp_path: Path) -> None:
-    trainer = Trainer(
-        "pg",
-        config={
-            "env": "CartPole-v1",
-            "num_workers": 2,
-            "rollout_fragment_length": 50,
-            "train_batch_size": 100,
-            "model": {"hidden": (8,)},
-            "output": str(tmp_path),
-            "output_max_rows_per_file": 1000,  # nothing fills a file: all is written at stop
-        },
-        backend="local",
-    )
+    # Nothing fills a file of 1,000 rows: all is written at the run's end.
+    trainer = Trainer("pg", config=pg_recording(tmp_path, 1000), backend="local")
     for _ in range(3):
         result = trainer.train()
     assert not list(tmp_path.glob("default_policy/*.parquet"))
@@ -130,18 +132,7 @@ def test_a_run_writes_every_workers_rows_by_its_end(tmp_path: Path) -> None:
 
 @pytest.mark.ray
 def test_remote_ray_workers_write_their_rows(ray_session: None, tmp_path: Path) -> None:
-    trainer = Trainer(
-        "pg",
-        config={
-            "env": "CartPole-v1",
-            "num_workers": 2,
-            "rollout_fragment_length": 50,
-            "train_batch_size": 100,
-            "model": {"hidden": (8,)},
-            "output": str(tmp_path),
-            "output_max_rows_per_file": 120,
-        },
-    )
+    trainer = Trainer("pg", config=pg_recording(tmp_path, 120))
     for _ in range(3):
         result = trainer.train()
     trainer.stop()
