@@ -26,7 +26,7 @@ from types import FrameType
 from typing import Any
 
 from rlflow.cli.output import jsonable, make_run_dir, progress_line, summary, write_yaml
-from rlflow.cli.resolve import resolve_run, should_stop, stop_criteria
+from rlflow.cli.resolve import resolve_run, served_spaces, should_stop, stop_criteria
 from rlflow.cli.resume import prepare_progress, resolve_resume
 from rlflow.config.files import tuned_envs
 from rlflow.errors import ConfigError
@@ -202,23 +202,59 @@ def _cmd_train(args: argparse.Namespace) -> int:
     run = resolve_run(args)
     stop = stop_criteria(args, run.stop)
     with _train_session(args):  # the run dir once the backend is up: none for a bad address
-        fresh = not (args.out and os.path.exists(args.out))
-        run_dir = make_run_dir(args.out, run.algo, run.config.env)
-        write_yaml(
-            run_dir / "config.yaml",
-            {"algorithm": run.algo, "config": run.config.to_dict(), "stop": stop},
-        )
-        from rlflow.trainer import Trainer
+        return _fresh_run(args, run.setup, stop, f"training {run.algo} on {run.config.env}")
 
-        try:
-            trainer = Trainer(run.setup, backend=args.backend, logdir=run_dir)
-        except BaseException:
-            if fresh:  # made above, and no iteration ran in it (a given --out dir stays)
-                shutil.rmtree(run_dir, ignore_errors=True)
-            raise
-        with trainer:
-            header = f"training {run.algo} on {trainer.config.env} -> {run_dir}"
-            return _train_loop(trainer, run_dir, stop, args.checkpoint_every, header, None)
+
+def _fresh_run(
+    args: argparse.Namespace, setup: Any, stop: dict[str, float], what: str, env: Any = None
+) -> int:
+    """Train ``setup`` in a new run dir (``args.out``, else one named after the algorithm and
+    ``env``, default the config's) until ``stop``; ``what`` heads the progress."""
+    algo, config = setup.algorithm.name, setup.config
+    fresh = not (args.out and os.path.exists(args.out))
+    run_dir = make_run_dir(args.out, algo, config.env if env is None else env)
+    write_yaml(
+        run_dir / "config.yaml", {"algorithm": algo, "config": config.to_dict(), "stop": stop}
+    )
+    from rlflow.trainer import Trainer
+
+    try:
+        trainer = Trainer(setup, backend=args.backend, logdir=run_dir)
+    except BaseException:
+        if fresh:  # made above, and no iteration ran in it (a given --out dir stays)
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    with trainer:
+        return _train_loop(
+            trainer, run_dir, stop, args.checkpoint_every, f"{what} -> {run_dir}", None
+        )
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    """``serve``: a `rlflow.serve.PolicyServer` in this process, the run training on its
+    clients' episodes (`rlflow.serve.env.ExternalEnv`) until the stop criteria."""
+    from rlflow.serve.server import PolicyServer
+    from rlflow.setup import resolve_setup
+
+    _check_train_flags(args)
+    if args.concurrent_episodes < 1:
+        raise ConfigError(f"--concurrent-episodes {args.concurrent_episodes}: must be >= 1")
+    run = resolve_run(args)
+    stop = stop_criteria(args, run.stop)
+    observation_space, action_space = served_spaces(args.spaces, run.config)
+    server = PolicyServer(
+        observation_space,
+        action_space,
+        host=args.host,
+        port=args.port,
+        episode_timeout_s=args.episode_timeout,
+    )
+    with server:
+        config = server.configure(run.config.replace(num_envs_per_worker=args.concurrent_episodes))
+        setup = resolve_setup(run.setup.algorithm, config)
+        with _train_session(args):
+            what = f"serving {run.algo} on {server.url} (spaces of {args.spaces or run.config.env})"
+            return _fresh_run(args, setup, stop, what, env=f"served-{run.config.env}")
 
 
 def _resume(args: argparse.Namespace) -> int:
@@ -386,6 +422,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "train": _cmd_train,
+    "serve": _cmd_serve,
     "evaluate": _cmd_evaluate,
     "plan": _cmd_plan,
     "list": _cmd_list,

@@ -60,64 +60,114 @@ def _config_args() -> Parser:
     return config_args
 
 
-def _add_train(sub: argparse._SubParsersAction[Parser], config_args: Parser) -> None:
-    train = sub.add_parser(
-        "train",
-        parents=[config_args],
-        help="train an algorithm",
-        description="Train ALGO until the stop criteria. Ctrl-C (exit status 130) or SIGTERM "
-        "(143) stops it the same way: a final checkpoint, the actors and the Ray it started "
-        "stopped; a second one during that stop exits at once.",
-    )
-    train.add_argument("algo", metavar="ALGO", nargs="?", help="(optional with --restore)")
-    train.add_argument(
+def _run_args() -> Parser:
+    """The flags of a training run, shared by ``train`` and ``serve``: stop criteria, run dir,
+    backend, checkpoints, loggers."""
+    run = Parser(add_help=False)
+    run.add_argument(
         "--stop-reward",
         type=float,
         help="stop at this episode_return_mean (bc, marwil: the evaluation's)",
     )
-    train.add_argument(
+    run.add_argument(
         "--output",
         metavar="DIR",
         help="also write every sampled batch to DIR as Parquet files (config output; "
         "train bc or marwil on them with --set input=DIR)",
     )
-    train.add_argument(
+    run.add_argument(
         "--stop-policy-reward",
         type=float,
         help="multi-agent: stop once every policy's policy_reward_mean reaches this",
     )
-    train.add_argument("--stop-timesteps", type=int, help="stop after this many env steps")
-    train.add_argument("--stop-time", type=float, help="stop after this many seconds")
-    train.add_argument("--stop-iters", type=int, help="stop after this many iterations")
-    train.add_argument("--out", metavar="DIR", help="run dir (default runs/<algo>_<env>_<time>)")
-    train.add_argument("--backend", choices=["ray", "local"], default="ray")
-    train.add_argument("--address", help="Ray cluster address (backend ray)")
-    train.add_argument(
+    run.add_argument("--stop-timesteps", type=int, help="stop after this many env steps")
+    run.add_argument("--stop-time", type=float, help="stop after this many seconds")
+    run.add_argument("--stop-iters", type=int, help="stop after this many iterations")
+    run.add_argument("--out", metavar="DIR", help="run dir (default runs/<algo>_<env>_<time>)")
+    run.add_argument("--address", help="Ray cluster address (backend ray)")
+    run.add_argument(
         "--ray-init-timeout",
         type=float,
         default=15.0,
         metavar="S",
         help="seconds to try to reach --address HOST:PORT before giving up (default 15)",
     )
-    train.add_argument(
-        "--restore",
-        metavar="CHECKPOINT_OR_RUN_DIR",
-        help="continue a run from a checkpoint (a run dir: its latest) in its run dir, with its "
-        "config (flags override; no tuned config); stop criteria count over the whole run",
-    )
-    train.add_argument(
+    run.add_argument(
         "--checkpoint-every",
         type=int,
         default=0,
         metavar="N",
         help="checkpoint every N iters (default 0: only when the run stops)",
     )
-    train.add_argument(
+    run.add_argument(
         "--logger",
         metavar="NAMES",
         help="comma list of result loggers: jsonl, csv, tensorboard, wandb, mlflow "
         "(default: jsonl,csv,tensorboard; sets the config field loggers)",
     )
+    return run
+
+
+def _add_train(
+    sub: argparse._SubParsersAction[Parser], config_args: Parser, run_args: Parser
+) -> None:
+    train = sub.add_parser(
+        "train",
+        parents=[config_args, run_args],
+        help="train an algorithm",
+        description="Train ALGO until the stop criteria. Ctrl-C (exit status 130) or SIGTERM "
+        "(143) stops it the same way: a final checkpoint, the actors and the Ray it started "
+        "stopped; a second one during that stop exits at once.",
+    )
+    train.add_argument("algo", metavar="ALGO", nargs="?", help="(optional with --restore)")
+    train.add_argument("--backend", choices=["ray", "local"], default="ray")
+    train.add_argument(
+        "--restore",
+        metavar="CHECKPOINT_OR_RUN_DIR",
+        help="continue a run from a checkpoint (a run dir: its latest) in its run dir, with its "
+        "config (flags override; no tuned config); stop criteria count over the whole run",
+    )
+
+
+def _add_serve(
+    sub: argparse._SubParsersAction[Parser], config_args: Parser, run_args: Parser
+) -> None:
+    serve = sub.add_parser(
+        "serve",
+        parents=[config_args, run_args],
+        help="train an algorithm on the episodes of external simulators (PolicyClient)",
+        description="Listen for external simulators (rlflow.serve.PolicyClient, or any HTTP "
+        "client of the JSON protocol in rlflow.serve.server) and train ALGO on their episodes "
+        "until the stop criteria, the weights they act with updated as it learns. The spaces "
+        "are --env's (built once, never stepped) or --spaces FILE.json's. Ctrl-C or SIGTERM "
+        "stops it as it stops train.",
+    )
+    serve.add_argument("algo", metavar="ALGO")
+    serve.add_argument(
+        "--spaces",
+        metavar="FILE.json",
+        help='{"observation_space": SPACE, "action_space": SPACE}, each as rlflow.export '
+        'writes spaces (e.g. {"type": "Discrete", "n": 2}) (default: --env\'s)',
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=9900, help="port (default 9900; 0: any)")
+    serve.add_argument(
+        "--concurrent-episodes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="episodes stepped together (num_envs_per_worker): the clients that run at once "
+        "(default 1; each step waits for all N)",
+    )
+    serve.add_argument(
+        "--episode-timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="end an episode without a request for S seconds (default 60)",
+    )
+    serve.add_argument("--backend", choices=["ray", "local"], default="local")
+    serve.set_defaults(restore=None)
 
 
 def _add_plot(sub: argparse._SubParsersAction[Parser]) -> None:
@@ -178,14 +228,15 @@ def _add_evaluate(sub: argparse._SubParsersAction[Parser]) -> None:
 
 
 def build_parser() -> Parser:
-    """The ``rlflow`` parser: ``train``, ``evaluate``, ``plan``, ``list``, ``plot`` and
-    ``export``; ``--version``."""
+    """The ``rlflow`` parser: ``train``, ``serve``, ``evaluate``, ``plan``, ``list``, ``plot``
+    and ``export``; ``--version``."""
     parser = Parser(prog="rlflow", description="Distributed RL as dataflow.")
     parser.add_argument("--version", action="version", version=f"rlflow {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="INFO logs on stderr")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    config_args = _config_args()
-    _add_train(sub, config_args)
+    config_args, run_args = _config_args(), _run_args()
+    _add_train(sub, config_args, run_args)
+    _add_serve(sub, config_args, run_args)
 
     _add_evaluate(sub)
 

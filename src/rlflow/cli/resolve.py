@@ -210,3 +210,41 @@ def should_stop(result: Mapping[str, Any], stop: Mapping[str, float]) -> str | N
         if is_number(value) and not math.isnan(value) and value >= threshold:
             return f"{key}={value:g} >= {threshold:g}"
     return None
+
+
+def served_spaces(spaces_file: str | None, config: Any) -> tuple[Any, Any]:
+    """``serve``'s observation and action spaces: ``spaces_file``'s (JSON ``{"observation_space":
+    SPACE, "action_space": SPACE}``, spaces as `rlflow.export.spaces` writes them), else those
+    of one env of ``config`` (built, never stepped, closed); ConfigError if unusable."""
+    if spaces_file is None:
+        from rlflow.envs.creator import config_env_creator
+
+        env = config_env_creator(config)()
+        try:
+            if not hasattr(env, "action_space") or hasattr(env, "possible_agents"):
+                raise ConfigError(
+                    f"serve: env {config.env!r} is multi-agent; serving takes one observation "
+                    "and action space (--env a single-agent env, or --spaces FILE.json)"
+                )
+            return env.observation_space, env.action_space
+        finally:
+            env.close()
+    import json
+
+    from rlflow.export.spaces import space_from_json
+
+    try:
+        with open(spaces_file) as f:
+            spec = json.load(f)
+    except (OSError, json.JSONDecodeError) as err:
+        raise ConfigError(f"--spaces {spaces_file!r}: cannot read it as JSON ({err})") from None
+    missing = [k for k in ("observation_space", "action_space") if k not in spec]
+    if not isinstance(spec, dict) or missing:
+        raise ConfigError(
+            f"--spaces {spaces_file!r}: expected an object with observation_space and "
+            f"action_space (missing: {missing or 'all'})"
+        )
+    try:
+        return space_from_json(spec["observation_space"]), space_from_json(spec["action_space"])
+    except (ConfigError, KeyError, TypeError, ValueError) as err:
+        raise ConfigError(f"--spaces {spaces_file!r}: {err}") from None

@@ -162,9 +162,11 @@ class RolloutWorker(ParallelIteratorWorker):
         """``{policy id: observation filter}``: empty with ``observation_filter="NoFilter"``."""
         try:
             self._build_policies(policy_cls, spaces_of, policy_seed, algorithm)
-            if worker_index == 0 and not self.sampler_spec.multi_agent:
+            external = getattr(getattr(probe, "unwrapped", probe), "external", False)
+            if worker_index == 0 and not self.sampler_spec.multi_agent and not external:
                 # The learner's worker, built before any actor starts: after the policies took
-                # the env's spaces, its probe is reset and stepped once (an old Gym env).
+                # the env's spaces, its probe is reset and stepped once (an old Gym env). An
+                # external env (rlflow.serve) is not: its steps are its clients' episodes.
                 check_calls(probe, env_name(config.env))
         finally:
             probe.close()

@@ -1,0 +1,414 @@
+"""`PolicyServer`: an HTTP server an external simulator talks to, its episodes the training data
+of a run in the same process.
+
+The protocol (version `PROTOCOL_VERSION`; JSON bodies, UTF-8, ``Content-Length`` required):
+
+- ``POST /start_episode`` ``{"episode_id": str (optional)}`` -> ``{"episode_id": str}``
+- ``POST /get_action`` ``{"episode_id": str, "observation": OBS}`` -> ``{"action": ACTION}``
+- ``POST /log_returns`` ``{"episode_id": str, "reward": number}`` -> ``{}``
+- ``POST /end_episode`` ``{"episode_id": str, "observation": OBS, "truncated": bool
+  (optional, false)}`` -> ``{}``
+- ``GET /info`` -> ``{"protocol": 1, "observation_space": SPACE, "action_space": SPACE,
+  "episodes_running": n, "episodes_started": n, "episodes_ended": n, "episodes_dropped": n,
+  "actions_served": n}`` (spaces as `rlflow.export.spaces` writes them)
+
+- OBS is the observation as nested JSON lists (a number for a ``Discrete`` space), of the
+  server's observation space's shape; ACTION likewise of its action space (a ``Discrete`` action
+  is an integer, a ``Box`` action a nested list of numbers).
+- ``get_action`` answers once the run's policy acted on the observation: while the run trains
+  between samples it waits. The rewards of an action are logged (``log_returns``, any number of
+  times) before the next ``get_action`` or ``end_episode``, which reports them.
+- ``end_episode`` ends an episode: ``truncated`` false means it reached a terminal state (no
+  value after it), true that it was cut (a time limit: the learner bootstraps from
+  ``observation``).
+- Errors: a JSON ``{"error": message}`` with 400 (bad JSON, a missing or ill-typed key, an
+  observation that does not fit the space), 404 (unknown path, or an episode never started,
+  ended or dropped), 405 (wrong method), 409 (an episode id already running, or a request for
+  an episode whose ``get_action`` is still waiting), 411 (no ``Content-Length``), 503 (the
+  server is stopping).
+- A client that keeps its connection open (HTTP/1.1 keep-alive, as `rlflow.serve.PolicyClient`
+  does) owns the episodes it sends requests for: closing that connection, or dying, ends them
+  (truncated where they were). Any episode without a request for ``episode_timeout_s`` is ended
+  the same way. The server and the run go on.
+"""
+
+from __future__ import annotations
+
+import http.server
+import itertools
+import json
+import logging
+import math
+import threading
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from rlflow.checks import check_number
+from rlflow.errors import ConfigError
+from rlflow.export.spaces import space_to_json
+from rlflow.serve.env import ENV_ID, register_server, unregister_server
+from rlflow.serve.episodes import EpisodeError, EpisodeHub
+
+__all__ = ["DEFAULT_PORT", "PROTOCOL_VERSION", "PolicyServer"]
+
+logger = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+"""The version of the request protocol (``GET /info`` reports it)."""
+
+DEFAULT_PORT = 9900
+"""The port `PolicyServer` and ``rlflow serve`` listen on unless told otherwise."""
+
+_MAX_BODY = 64 * 2**20
+"""The largest request body accepted (64 MiB: an Atari frame stack is about 28 KiB of bytes,
+a few hundred KiB as JSON)."""
+
+
+class _BadRequestError(Exception):
+    """A request the server answers with 400 and this message."""
+
+
+def _parse_value(space: gym.Space[Any], value: Any, what: str) -> Any:
+    """``value`` (decoded JSON) as an element of ``space``; `_BadRequestError` naming ``what`` if
+    it does not fit."""
+    if isinstance(space, spaces.Discrete):
+        if isinstance(value, bool) or not isinstance(value, int) or not space.contains(value):
+            raise _BadRequestError(f"{what} {value!r} is not an integer in {space}")
+        return np.int64(value)
+    try:
+        array = np.asarray(value, dtype=space.dtype)
+    except (TypeError, ValueError) as err:
+        raise _BadRequestError(f"{what} is not an array of {space.dtype} numbers ({err})") from None
+    if array.shape != space.shape:
+        raise _BadRequestError(
+            f"{what} has shape {array.shape}; the space {space} has {space.shape}"
+        )
+    if not isinstance(space, spaces.Box) and not space.contains(array):
+        raise _BadRequestError(f"{what} {value!r} is not in the space {space}")
+    return array
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """One client connection: its requests, one at a time."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # a small answer goes out at once, not after a delayed ACK
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        """Number the connection; it owns no episode yet."""
+        super().setup()
+        self.connection_id = next(self.server.connection_ids)
+        self.keeps_alive = False
+
+    def handle(self) -> None:
+        """Serve the connection's requests; when it closes (its client closed it or died)
+        while kept alive, end the episodes it owns."""
+        try:
+            super().handle()
+        except (ConnectionError, TimeoutError):
+            pass
+        finally:
+            if self.keeps_alive:
+                self.server.hub.drop_connection(self.connection_id)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Requests are logged at debug level, not printed."""
+        logger.debug("%s %s", self.address_string(), format % args)
+
+    def _answer(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.keeps_alive = not self.close_connection
+
+    def _error(self, status: int, message: str) -> None:
+        self._answer(status, {"error": message})
+
+    def do_GET(self) -> None:
+        """``GET /info``."""
+        if self.path != "/info":
+            command = self.path.strip("/")
+            if command in self.server.commands:
+                self._error(405, f"{self.path} takes POST with a JSON body")
+            else:
+                self._error(
+                    404,
+                    f"no such path {self.path}; GET /info or POST one of "
+                    + ", ".join(f"/{c}" for c in self.server.commands),
+                )
+            return
+        self._answer(200, self.server.policy_server.info())
+
+    def do_POST(self) -> None:
+        """One protocol command (see the module docstring)."""
+        command = self.path.strip("/")
+        handler = self.server.commands.get(command)
+        try:
+            body = self._body()
+            if handler is None:
+                allowed = ", ".join(f"/{c}" for c in self.server.commands)
+                raise EpisodeError(404, f"no such command {self.path}; POST one of {allowed}")
+            self._answer(200, handler(self, body))
+        except _BadRequestError as err:
+            self._error(400, f"{command}: {err}")
+        except EpisodeError as err:
+            self._error(err.status, f"{command}: {err}")
+
+    def do_PUT(self) -> None:
+        """Not part of the protocol: 405."""
+        self._body_discarded()
+        self._error(405, f"PUT {self.path}: the protocol takes GET /info and POST commands")
+
+    do_DELETE = do_PATCH = do_PUT  # noqa: N815
+
+    def _body_discarded(self) -> None:
+        length = self.headers.get("Content-Length")
+        if length and length.isdigit() and int(length) <= _MAX_BODY:
+            self.rfile.read(int(length))
+
+    def _body(self) -> dict[str, Any]:
+        length = self.headers.get("Content-Length")
+        if length is None or not length.isdigit():
+            self.close_connection = True
+            raise EpisodeError(411, "a POST needs a Content-Length header")
+        if int(length) > _MAX_BODY:
+            self.close_connection = True
+            raise _BadRequestError(f"body of {length} bytes: at most {_MAX_BODY}")
+        raw = self.rfile.read(int(length))
+        try:
+            body = json.loads(raw or b"{}")
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise _BadRequestError(f"the body is not JSON ({err})") from None
+        if not isinstance(body, dict):
+            raise _BadRequestError(f"the body must be a JSON object, got {type(body).__name__}")
+        return body
+
+    @property
+    def owner(self) -> int | None:
+        """The connection that owns the episodes it names (None: it closes after this one)."""
+        return None if self.close_connection else self.connection_id
+
+
+def _key(body: dict[str, Any], key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+    if key not in body:
+        if default is ...:
+            raise _BadRequestError(f"missing key {key!r}")
+        return default
+    value = body[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise _BadRequestError(f"key {key!r} must be a {names}, got {json.dumps(value)[:80]}")
+    return value
+
+
+def _start_episode(handler: _Handler, body: dict[str, Any]) -> dict[str, Any]:
+    episode_id = _key(body, "episode_id", str, None)
+    return {"episode_id": handler.server.hub.start(episode_id, handler.owner)}
+
+
+def _get_action(handler: _Handler, body: dict[str, Any]) -> dict[str, Any]:
+    server = handler.server.policy_server
+    episode_id = _key(body, "episode_id", str)
+    observation = _parse_value(
+        server.observation_space, _key(body, "observation", object), "observation"
+    )
+    hub = handler.server.hub
+    episode = hub.observe(episode_id, observation, handler.owner)
+    action = hub.wait_action(episode, server.action_timeout_s)
+    return {"action": np.asarray(action).tolist()}
+
+
+def _log_returns(handler: _Handler, body: dict[str, Any]) -> dict[str, Any]:
+    episode_id = _key(body, "episode_id", str)
+    reward = _key(body, "reward", (int, float))
+    if not math.isfinite(reward):
+        raise _BadRequestError(f"reward {reward!r} is not finite")
+    handler.server.hub.log_returns(episode_id, float(reward), handler.owner)
+    return {}
+
+
+def _end_episode(handler: _Handler, body: dict[str, Any]) -> dict[str, Any]:
+    server = handler.server.policy_server
+    episode_id = _key(body, "episode_id", str)
+    observation = _parse_value(
+        server.observation_space, _key(body, "observation", object), "observation"
+    )
+    truncated = _key(body, "truncated", bool, False)
+    handler.server.hub.end(episode_id, observation, handler.owner, truncated=truncated)
+    return {}
+
+
+_COMMANDS = {
+    "start_episode": _start_episode,
+    "get_action": _get_action,
+    "log_returns": _log_returns,
+    "end_episode": _end_episode,
+}
+
+
+class _HTTPServer(http.server.ThreadingHTTPServer):
+    """The HTTP server of a `PolicyServer`: a thread per connection."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], policy_server: PolicyServer) -> None:
+        self.policy_server = policy_server
+        self.hub = policy_server.hub
+        self.commands = _COMMANDS
+        self.connection_ids = itertools.count(1)
+        super().__init__(address, _Handler)
+
+
+class PolicyServer:
+    """Serve a run's policy to external simulators over HTTP (protocol: the module docstring).
+
+    Args:
+        observation_space: what the clients observe (``Box``, ``Discrete``, ``MultiDiscrete``
+            or ``MultiBinary``).
+        action_space: what they act with (the same kinds).
+        host: the interface to listen on (``"0.0.0.0"``: every interface).
+        port: the port (0: a free one; `address` tells which).
+        episode_timeout_s: an episode without a request for this long is ended, truncated.
+        action_timeout_s: a ``get_action`` waiting longer than this for its action gets 503
+            and its episode ends (None: it waits, as long as the run trains between samples).
+
+    The run that trains on the clients' episodes is configured with `configure` and samples in
+    this process: its `rlflow.serve.env.ExternalEnv` steps are the clients' requests.
+
+    >>> from gymnasium import spaces
+    >>> with PolicyServer(spaces.Box(-1, 1, (4,)), spaces.Discrete(2), port=0) as server:
+    ...     server.info()["action_space"]
+    {'type': 'Discrete', 'n': 2, 'start': 0}
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        *,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        episode_timeout_s: float = 60.0,
+        action_timeout_s: float | None = None,
+    ) -> None:
+        """Check the arguments; `start` listens."""
+        for name, space in (
+            ("observation_space", observation_space),
+            ("action_space", action_space),
+        ):
+            try:
+                space_to_json(space)
+            except ConfigError as err:
+                raise ConfigError(f"PolicyServer: {name}: {err}") from None
+        if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+            raise ConfigError(f"PolicyServer: port {port!r}: must be an integer in 0..65535")
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.host = host
+        self.port = port
+        self.episode_timeout_s = check_number(
+            episode_timeout_s, "PolicyServer: episode_timeout_s", low=0, low_open=True
+        )
+        self.action_timeout_s = (
+            None
+            if action_timeout_s is None
+            else check_number(
+                action_timeout_s, "PolicyServer: action_timeout_s", low=0, low_open=True
+            )
+        )
+        self.hub = EpisodeHub(self.episode_timeout_s)
+        self._http: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def address(self) -> str:
+        """``"HOST:PORT"`` it listens on (the port bound, once started)."""
+        port = self.port if self._http is None else self._http.server_address[1]
+        return f"{self.host}:{port}"
+
+    @property
+    def url(self) -> str:
+        """``http://HOST:PORT``."""
+        return f"http://{self.address}"
+
+    def start(self) -> PolicyServer:
+        """Listen, on a thread; `ConfigError` naming the address if it cannot be bound."""
+        if self._http is not None:
+            return self
+        try:
+            self._http = _HTTPServer((self.host, self.port), self)
+        except OSError as err:
+            raise ConfigError(
+                f"PolicyServer: cannot listen on {self.host}:{self.port} ({err}); pick another "
+                "port (0: any free one) or stop what uses it"
+            ) from None
+        register_server(self.address, self.hub, self.observation_space, self.action_space)
+        self._thread = threading.Thread(
+            target=self._http.serve_forever,
+            kwargs={"poll_interval": 0.2},
+            name=f"rlflow-serve-{self.address}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def configure(self, config: Any) -> Any:
+        """``config`` (an `rlflow.config.AlgorithmConfig`) with its env this server's
+        `rlflow.serve.env.ExternalEnv` and sampling in this process (``num_workers`` 0);
+        `ConfigError` if it evaluates (an external env has no evaluation episodes of its own)
+        or reads recorded input."""
+        if self._http is None:
+            raise ConfigError("PolicyServer.configure: start() the server first")
+        if config.evaluation_interval:
+            raise ConfigError(
+                f"PolicyServer.configure: evaluation_interval {config.evaluation_interval}: the "
+                "clients' episodes are the only env steps of a served run; set it to 0"
+            )
+        if config.reads_recorded():
+            raise ConfigError(
+                "PolicyServer.configure: input / input_mix: a served run trains on its clients' "
+                "episodes; unset them"
+            )
+        return config.replace(env=ENV_ID, env_config={"server": self.address}, num_workers=0)
+
+    def info(self) -> dict[str, Any]:
+        """``GET /info``: the protocol version, the spaces, the episode counts."""
+        return {
+            "protocol": PROTOCOL_VERSION,
+            "observation_space": space_to_json(self.observation_space),
+            "action_space": space_to_json(self.action_space),
+            "episodes_running": self.hub.running(),
+            **{
+                f"episodes_{k}" if k != "steps" else "actions_served": v
+                for k, v in self.hub.counts.items()
+            },
+        }
+
+    def stop(self) -> None:
+        """Stop listening; waiting requests get 503, a waiting env raises."""
+        if self._http is None:
+            return
+        self.hub.close()
+        self._http.shutdown()
+        self._http.server_close()
+        unregister_server(self.address)
+        self._http = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> PolicyServer:
+        """Start it."""
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Stop it."""
+        self.stop()
