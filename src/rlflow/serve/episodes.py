@@ -22,6 +22,7 @@ import itertools
 import queue
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from rlflow.errors import RLFlowError
@@ -139,9 +140,12 @@ class EpisodeHub:
         self._ready.put(episode)
         return episode
 
-    def wait_action(self, episode: Episode, timeout_s: float | None) -> Any:
+    def wait_action(
+        self, episode: Episode, timeout_s: float | None, client_gone: Callable[[], bool]
+    ) -> Any:
         """The action an env chose for ``episode``'s last observation; `EpisodeError` 503 if
-        the server closed or none came within ``timeout_s``."""
+        the server closed or none came within ``timeout_s``. While it waits, the episode is
+        dropped as soon as ``client_gone()`` (its client closed the connection, or died)."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         try:
             while True:
@@ -151,6 +155,9 @@ class EpisodeHub:
                     pass
                 if self.closed.is_set():
                     raise EpisodeError(503, "the server is shutting down")
+                if client_gone():
+                    self.drop(episode.episode_id)
+                    raise EpisodeError(499, f"the client of episode {episode.episode_id!r} left")
                 if deadline is not None and time.monotonic() > deadline:
                     self.drop(episode.episode_id)
                     raise EpisodeError(
@@ -227,7 +234,7 @@ class EpisodeHub:
                 self._check_open()
                 continue
             first = episode.events.get()
-            if not first.dropped and not (first.terminated or first.truncated):
+            if not episode.ended:  # one dropped while it waited for a slot is skipped
                 return episode, first
 
     def act(self, episode: Episode, action: Any) -> EpisodeEvent:

@@ -39,6 +39,8 @@ import itertools
 import json
 import logging
 import math
+import select
+import socket
 import threading
 from typing import Any
 
@@ -190,6 +192,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             raise _BadRequestError(f"the body must be a JSON object, got {type(body).__name__}")
         return body
 
+    def client_gone(self) -> bool:
+        """Whether the client closed this connection (or its process died) while a request
+        waits: the socket reads as ended."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
     @property
     def owner(self) -> int | None:
         """The connection that owns the episodes it names (None: it closes after this one)."""
@@ -222,7 +233,7 @@ def _get_action(handler: _Handler, body: dict[str, Any]) -> dict[str, Any]:
     )
     hub = handler.server.hub
     episode = hub.observe(episode_id, observation, handler.owner)
-    action = hub.wait_action(episode, server.action_timeout_s)
+    action = hub.wait_action(episode, server.action_timeout_s, handler.client_gone)
     return {"action": np.asarray(action).tolist()}
 
 
