@@ -249,8 +249,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         port=args.port,
         episode_timeout_s=args.episode_timeout,
     )
+    config = run.config.replace(num_envs_per_worker=args.concurrent_episodes)
+    server.check_config(config)  # before the port is taken
     with server:
-        config = server.configure(run.config.replace(num_envs_per_worker=args.concurrent_episodes))
+        config = server.configure(config)
         setup = resolve_setup(run.setup.algorithm, config)
         with _train_session(args):
             what = f"serving {run.algo} on {server.url} (spaces of {args.spaces or run.config.env})"

@@ -372,13 +372,9 @@ class PolicyServer:
         self._thread.start()
         return self
 
-    def configure(self, config: Any) -> Any:
-        """``config`` (an `rlflow.config.AlgorithmConfig`) with its env this server's
-        `rlflow.serve.env.ExternalEnv` and sampling in this process (``num_workers`` 0);
-        `ConfigError` if it evaluates (an external env has no evaluation episodes of its own)
-        or reads recorded input."""
-        if self._http is None:
-            raise ConfigError("PolicyServer.configure: start() the server first")
+    def check_config(self, config: Any) -> None:
+        """`ConfigError` if ``config`` cannot train on served episodes: it evaluates (an
+        external env has no evaluation episodes of its own) or reads recorded input."""
         if config.evaluation_interval:
             raise ConfigError(
                 f"PolicyServer.configure: evaluation_interval {config.evaluation_interval}: the "
@@ -389,6 +385,14 @@ class PolicyServer:
                 "PolicyServer.configure: input / input_mix: a served run trains on its clients' "
                 "episodes; unset them"
             )
+
+    def configure(self, config: Any) -> Any:
+        """``config`` (an `rlflow.config.AlgorithmConfig`) with its env this server's
+        `rlflow.serve.env.ExternalEnv` and sampling in this process (``num_workers`` 0);
+        `ConfigError` as `check_config` says, or if the server is not started."""
+        if self._http is None:
+            raise ConfigError("PolicyServer.configure: start() the server first")
+        self.check_config(config)
         return config.replace(env=ENV_ID, env_config={"server": self.address}, num_workers=0)
 
     def info(self) -> dict[str, Any]:
