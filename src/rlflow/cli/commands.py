@@ -206,10 +206,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _fresh_run(
-    args: argparse.Namespace, setup: Any, stop: dict[str, float], what: str, env: Any = None
+    args: argparse.Namespace,
+    setup: Any,
+    stop: dict[str, float],
+    what: str,
+    env: Any = None,
+    started: Callable[[Any], None] | None = None,
 ) -> int:
     """Train ``setup`` in a new run dir (``args.out``, else one named after the algorithm and
-    ``env``, default the config's) until ``stop``; ``what`` heads the progress."""
+    ``env``, default the config's) until ``stop``; ``what`` heads the progress; ``started``
+    is given the trainer once built."""
     algo, config = setup.algorithm.name, setup.config
     fresh = not (args.out and os.path.exists(args.out))
     run_dir = make_run_dir(args.out, algo, config.env if env is None else env)
@@ -224,6 +230,8 @@ def _fresh_run(
         if fresh:  # made above, and no iteration ran in it (a given --out dir stays)
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
+    if started is not None:
+        started(trainer)
     with trainer:
         return _train_loop(
             trainer, run_dir, stop, args.checkpoint_every, f"{what} -> {run_dir}", None
@@ -256,7 +264,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         setup = resolve_setup(run.setup.algorithm, config)
         with _train_session(args):
             what = f"serving {run.algo} on {server.url} (spaces of {args.spaces or run.config.env})"
-            return _fresh_run(args, setup, stop, what, env=f"served-{run.config.env}")
+            return _fresh_run(
+                args,
+                setup,
+                stop,
+                what,
+                env=f"served-{run.config.env}",
+                started=lambda trainer: server.serve_policy(trainer.export_policy),
+            )
 
 
 def _resume(args: argparse.Namespace) -> int:

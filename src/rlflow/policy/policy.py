@@ -347,6 +347,14 @@ class TorchPolicy(abc.ABC):
             extra[state_out_key(k)] = tensor.cpu().numpy()
         return actions.numpy(), extra
 
+    def action_logp(self, dist_inputs: npt.ArrayLike, actions: npt.ArrayLike) -> Array:
+        """The log-likelihoods ``[B]`` of ``actions`` under the action distributions of
+        ``dist_inputs`` ``[B, input_dim]`` (as `compute_actions` returns them): for actions
+        this policy did not choose (an external client's, `rlflow.serve`)."""
+        with torch.inference_mode():
+            dist = self.dist_class(torch.as_tensor(np.asarray(dist_inputs)))
+            return dist.logp(torch.as_tensor(np.asarray(actions))).numpy()
+
     def initial_state(self, batch_size: int) -> list[Array]:
         """A recurrent model's initial state for ``batch_size`` rows, as numpy arrays (what
         `compute_actions` takes as ``state``); ``[]`` for a feed-forward one."""

@@ -1,8 +1,9 @@
 """`PolicyClient`: what an external simulator runs to be trained by ``rlflow serve``.
 
-Pure Python and the standard library (no numpy, no torch, no rlflow import): this one file can
-be copied next to a simulator. It speaks the protocol of `rlflow.serve.server` over one kept-alive
-HTTP/1.1 connection, so the server knows when the client goes away (its episodes end then).
+Pure Python and the standard library (no numpy, no torch, no rlflow import in the default
+remote inference): this one file can be copied next to a simulator. It speaks the protocol
+of `rlflow.serve.server` over one kept-alive HTTP/1.1 connection, so the server knows when the
+client goes away (its episodes end then).
 
 >>> client = PolicyClient("127.0.0.1:9900")             # doctest: +SKIP
 >>> episode = client.start_episode()                    # doctest: +SKIP
@@ -11,12 +12,15 @@ HTTP/1.1 connection, so the server knows when the client goes away (its episodes
 >>> client.end_episode(episode, obs)                    # doctest: +SKIP
 
 Observations may be numbers, nested lists, or anything with ``tolist()`` (numpy arrays).
+With ``inference="local"`` the client acts with the server's exported policy itself (that mode
+imports rlflow and torch, on its first action).
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import time
 from typing import Any
 
 __all__ = ["PolicyClient", "ServeError"]
@@ -44,18 +48,40 @@ class PolicyClient:
     """A client of a `rlflow.serve.PolicyServer` at ``address`` (``"HOST:PORT"``, or
     ``http://HOST:PORT``).
 
-    ``timeout_s``: how long one request may take (a ``get_action`` waits while the run trains
-    between samples: keep it above an iteration's training time). Not thread-safe: use one
-    client per thread.
+    Args:
+        address: the server.
+        timeout_s: how long one request may take (a ``get_action`` waits while the run trains
+            between samples: keep it above an iteration's training time).
+        inference: ``"remote"``: `get_action` asks the server (one round trip per step).
+            ``"local"``: the client acts itself with the server's policy (``GET /policy``,
+            loaded by `rlflow.load_policy`: needs rlflow and torch here), sampling from it,
+            and only reports what it did (``log_action``): no wait for the server per step.
+        update_interval_s: with ``"local"``, fetch the server's policy again after this long.
+        seed: with ``"local"``, seeds the sampling of actions.
+
+    Not thread-safe: use one client per thread.
     """
 
-    def __init__(self, address: str = "127.0.0.1:9900", *, timeout_s: float = 600.0) -> None:
+    def __init__(
+        self,
+        address: str = "127.0.0.1:9900",
+        *,
+        timeout_s: float = 600.0,
+        inference: str = "remote",
+        update_interval_s: float = 10.0,
+        seed: int | None = None,
+    ) -> None:
         """Connect lazily (on the first request)."""
         host, _, port = address.removeprefix("http://").rstrip("/").rpartition(":")
         if not host or not port.isdigit():
             raise ValueError(f"PolicyClient: address {address!r}: expected HOST:PORT")
+        if inference not in ("remote", "local"):
+            raise ValueError(f"PolicyClient: inference {inference!r}: 'remote' or 'local'")
         self.host, self.port, self.timeout_s = host, int(port), timeout_s
+        self.inference, self.update_interval_s, self.seed = inference, update_interval_s, seed
         self._conn: http.client.HTTPConnection | None = None
+        self._policy: Any = None
+        self._fetched_at = float("-inf")
 
     def _request(self, method: str, command: str, body: dict[str, Any] | None = None) -> Any:
         if self._conn is None:
@@ -85,9 +111,42 @@ class PolicyClient:
 
     def get_action(self, episode_id: str, observation: Any) -> Any:
         """The policy's action for ``observation`` (an int for a ``Discrete`` space, a list for
-        a ``Box``); waits while the run trains."""
+        a ``Box``): the server's (it waits while the run trains), or with ``inference="local"``
+        this client's own, reported with `log_action`."""
+        if self.inference == "local":
+            action = _jsonable(self.local_policy().compute_single_action(observation, explore=True))
+            self.log_action(episode_id, observation, action)
+            return action
         body = {"episode_id": episode_id, "observation": _jsonable(observation)}
         return self._request("POST", "get_action", body)["action"]
+
+    def log_action(self, episode_id: str, observation: Any, action: Any) -> None:
+        """Report that the client took ``action`` at ``observation`` itself (the run trains on
+        it as if its policy had chosen it, with that policy's log-likelihood of it)."""
+        body = {
+            "episode_id": episode_id,
+            "observation": _jsonable(observation),
+            "action": _jsonable(action),
+        }
+        self._request("POST", "log_action", body)
+
+    def local_policy(self) -> Any:
+        """The server's policy as `rlflow.load_policy` loads it, fetched again every
+        ``update_interval_s`` (``GET /policy``)."""
+        if self._policy is None or time.monotonic() - self._fetched_at > self.update_interval_s:
+            import base64
+            import tempfile
+            from pathlib import Path
+
+            from rlflow.export import load_policy
+
+            files = self._request("GET", "policy")["files"]
+            with tempfile.TemporaryDirectory(prefix="rlflow-client-") as tmp:
+                for name, data in files.items():
+                    (Path(tmp) / Path(name).name).write_bytes(base64.b64decode(data))
+                self._policy = load_policy(tmp, seed=self.seed)
+            self._fetched_at = time.monotonic()
+        return self._policy
 
     def log_returns(self, episode_id: str, reward: float) -> None:
         """Report ``reward`` for the last action (may be called several times)."""

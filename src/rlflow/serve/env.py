@@ -76,6 +76,10 @@ class ExternalEnv(gym.Env[Any, Any], EzPickle):
         self.server = server
         self._episode: Episode | None = None
         self._last_obs: Any = None
+        self.logged_action: Any = None
+        """The action the client took itself for the current observation (``log_action``:
+        local inference), which the sampler records in place of its policy's; None when the
+        client waits for this env's (``get_action``)."""
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -85,7 +89,7 @@ class ExternalEnv(gym.Env[Any, Any], EzPickle):
         super().reset(seed=seed)
         self._drop_current()
         episode, first = self.hub.next_episode()
-        self._episode, self._last_obs = episode, first.observation
+        self._episode, self._last_obs, self.logged_action = episode, first.observation, first.action
         return first.observation, {"episode_id": episode.episode_id}
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
@@ -93,7 +97,8 @@ class ExternalEnv(gym.Env[Any, Any], EzPickle):
         logged since, and whether it ended."""
         if self._episode is None:
             raise gym.error.ResetNeeded("ExternalEnv.step before reset")
-        event = self.hub.act(self._episode, action)
+        event = self.hub.act(self._episode, action, reply=self.logged_action is None)
+        self.logged_action = event.action
         if event.dropped:
             return self._last_obs, 0.0, False, True, {"dropped": True}
         self._last_obs = event.observation

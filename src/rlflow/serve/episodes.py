@@ -57,6 +57,9 @@ class EpisodeEvent(NamedTuple):
     """``end_episode(truncated=True)``, or the episode was dropped."""
     dropped: bool = False
     """The client went away: the episode ends truncated where it was."""
+    action: Any = None
+    """``log_action``: the action the client took for ``observation`` itself (local
+    inference); None when it waits for the env's (``get_action``)."""
 
 
 class Episode:
@@ -74,6 +77,8 @@ class Episode:
         self.ready = False
         """True once its first observation arrived."""
         self.ended = False
+        self.dropped = False
+        """Ended because its client went away (not by ``end_episode``)."""
         self.awaiting_action = False
         """A ``get_action`` waits for this episode's action."""
         self.last_seen = time.monotonic()
@@ -125,19 +130,22 @@ class EpisodeHub:
             episode.connection = connection
         return episode
 
-    def observe(self, episode_id: str, observation: Any, connection: int | None) -> Episode:
-        """``get_action``'s observation: the episode's next event (its first makes it ready).
-        The caller then waits with `wait_action`."""
+    def observe(
+        self, episode_id: str, observation: Any, connection: int | None, action: Any = None
+    ) -> Episode:
+        """``get_action``'s observation (the caller then waits with `wait_action`), or with
+        ``action`` ``log_action``'s observation and the action the client took: the episode's
+        next event (its first makes it ready)."""
         with self._lock:
             episode = self._live(episode_id, connection)
-            episode.awaiting_action = True
+            episode.awaiting_action = action is None
             reward, episode.reward = episode.reward, 0.0
-            if episode.ready:
-                episode.events.put(EpisodeEvent(observation, reward))
-                return episode
+            first = not episode.ready
             episode.ready = True
-        episode.events.put(EpisodeEvent(observation, 0.0))  # rewards before it belong to no action
-        self._ready.put(episode)
+        # Rewards before the first observation belong to no action.
+        episode.events.put(EpisodeEvent(observation, 0.0 if first else reward, action=action))
+        if first:
+            self._ready.put(episode)
         return episode
 
     def wait_action(
@@ -192,7 +200,7 @@ class EpisodeHub:
             episode = self._episodes.pop(episode_id, None)
             if episode is None or episode.ended:
                 return
-            episode.ended = True
+            episode.ended = episode.dropped = True
             self.counts["dropped"] += 1
         if episode.ready:
             episode.events.put(EpisodeEvent(None, 0.0, truncated=True, dropped=True))
@@ -234,16 +242,18 @@ class EpisodeHub:
                 self._check_open()
                 continue
             first = episode.events.get()
-            if not episode.ended:  # one dropped while it waited for a slot is skipped
+            if not episode.dropped:  # one dropped while it waited for a slot is skipped
                 return episode, first
 
-    def act(self, episode: Episode, action: Any) -> EpisodeEvent:
-        """Give ``episode``'s waiting ``get_action`` its ``action``; return the episode's next
-        event, waiting for it (a drop when none comes within ``episode_timeout_s``)."""
+    def act(self, episode: Episode, action: Any, *, reply: bool = True) -> EpisodeEvent:
+        """Give ``episode``'s waiting ``get_action`` its ``action`` (``reply``: false when the
+        client took its action itself); return the episode's next event, waiting for it (a
+        drop when none comes within ``episode_timeout_s``)."""
         with self._lock:
             episode.steps += 1
             self.counts["steps"] += 1
-        episode.actions.put(action)
+        if reply:
+            episode.actions.put(action)
         while True:
             try:
                 return episode.events.get(timeout=_POLL_S)

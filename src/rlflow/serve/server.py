@@ -5,19 +5,27 @@ The protocol (version `PROTOCOL_VERSION`; JSON bodies, UTF-8, ``Content-Length``
 
 - ``POST /start_episode`` ``{"episode_id": str (optional)}`` -> ``{"episode_id": str}``
 - ``POST /get_action`` ``{"episode_id": str, "observation": OBS}`` -> ``{"action": ACTION}``
+- ``POST /log_action`` ``{"episode_id": str, "observation": OBS, "action": ACTION}`` -> ``{}``
+  (local inference: the client took ACTION itself; answered at once)
 - ``POST /log_returns`` ``{"episode_id": str, "reward": number}`` -> ``{}``
 - ``POST /end_episode`` ``{"episode_id": str, "observation": OBS, "truncated": bool
   (optional, false)}`` -> ``{}``
 - ``GET /info`` -> ``{"protocol": 1, "observation_space": SPACE, "action_space": SPACE,
   "episodes_running": n, "episodes_started": n, "episodes_ended": n, "episodes_dropped": n,
   "actions_served": n}`` (spaces as `rlflow.export.spaces` writes them)
+- ``GET /policy`` -> ``{"files": {name: base64}}``: the run's policy exported now, the
+  directory `rlflow.load_policy` reads (404 unless the server was given one with
+  `PolicyServer.serve_policy`, as ``rlflow serve`` does)
 
 - OBS is the observation as nested JSON lists (a number for a ``Discrete`` space), of the
   server's observation space's shape; ACTION likewise of its action space (a ``Discrete`` action
   is an integer, a ``Box`` action a nested list of numbers).
 - ``get_action`` answers once the run's policy acted on the observation: while the run trains
-  between samples it waits. The rewards of an action are logged (``log_returns``, any number of
-  times) before the next ``get_action`` or ``end_episode``, which reports them.
+  between samples it waits. ``log_action`` (an action the client chose with a copy of the
+  policy it fetched from ``GET /policy``) does not wait: the run records that action, with its
+  log-likelihood under the run's current policy, in place of its own.
+- The rewards of an action are logged (``log_returns``, any number of times) before the next
+  ``get_action``, ``log_action`` or ``end_episode``, which reports them.
 - ``end_episode`` ends an episode: ``truncated`` false means it reached a terminal state (no
   value after it), true that it was cut (a time limit: the learner bootstraps from
   ``observation``).
@@ -34,6 +42,7 @@ The protocol (version `PROTOCOL_VERSION`; JSON bodies, UTF-8, ``Content-Length``
 
 from __future__ import annotations
 
+import base64
 import http.server
 import itertools
 import json
@@ -41,7 +50,10 @@ import logging
 import math
 import select
 import socket
+import tempfile
 import threading
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -134,19 +146,30 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._answer(status, {"error": message})
 
     def do_GET(self) -> None:
-        """``GET /info``."""
-        if self.path != "/info":
+        """``GET /info``, ``GET /policy``."""
+        getters = {"/info": self.server.policy_server.info, "/policy": self._policy}
+        getter = getters.get(self.path)
+        if getter is None:
             command = self.path.strip("/")
             if command in self.server.commands:
                 self._error(405, f"{self.path} takes POST with a JSON body")
             else:
                 self._error(
                     404,
-                    f"no such path {self.path}; GET /info or POST one of "
+                    f"no such path {self.path}; GET /info, /policy or POST one of "
                     + ", ".join(f"/{c}" for c in self.server.commands),
                 )
             return
-        self._answer(200, self.server.policy_server.info())
+        try:
+            self._answer(200, getter())
+        except EpisodeError as err:
+            self._error(err.status, f"policy: {err}")
+        except Exception as err:
+            logger.exception("GET %s failed", self.path)
+            self._error(500, f"{self.path.strip('/')}: {type(err).__name__}: {err}")
+
+    def _policy(self) -> dict[str, Any]:
+        return self.server.policy_server.exported_policy()
 
     def do_POST(self) -> None:
         """One protocol command (see the module docstring)."""
@@ -162,6 +185,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._error(400, f"{command}: {err}")
         except EpisodeError as err:
             self._error(err.status, f"{command}: {err}")
+        except Exception as err:
+            logger.exception("POST %s failed", self.path)
+            self._error(500, f"{command}: {type(err).__name__}: {err}")
 
     def do_PUT(self) -> None:
         """Not part of the protocol: 405."""
@@ -237,6 +263,17 @@ def _get_action(handler: _Handler, body: dict[str, Any]) -> dict[str, Any]:
     return {"action": np.asarray(action).tolist()}
 
 
+def _log_action(handler: _Handler, body: dict[str, Any]) -> dict[str, Any]:
+    server = handler.server.policy_server
+    episode_id = _key(body, "episode_id", str)
+    observation = _parse_value(
+        server.observation_space, _key(body, "observation", object), "observation"
+    )
+    action = _parse_value(server.action_space, _key(body, "action", object), "action")
+    handler.server.hub.observe(episode_id, observation, handler.owner, action=action)
+    return {}
+
+
 def _log_returns(handler: _Handler, body: dict[str, Any]) -> dict[str, Any]:
     episode_id = _key(body, "episode_id", str)
     reward = _key(body, "reward", (int, float))
@@ -260,6 +297,7 @@ def _end_episode(handler: _Handler, body: dict[str, Any]) -> dict[str, Any]:
 _COMMANDS = {
     "start_episode": _start_episode,
     "get_action": _get_action,
+    "log_action": _log_action,
     "log_returns": _log_returns,
     "end_episode": _end_episode,
 }
@@ -339,6 +377,8 @@ class PolicyServer:
         self.hub = EpisodeHub(self.episode_timeout_s)
         self._http: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._export: Callable[[str], Any] | None = None
+        self._export_lock = threading.Lock()
 
     @property
     def address(self) -> str:
@@ -394,6 +434,30 @@ class PolicyServer:
             raise ConfigError("PolicyServer.configure: start() the server first")
         self.check_config(config)
         return config.replace(env=ENV_ID, env_config={"server": self.address}, num_workers=0)
+
+    def serve_policy(self, export: Callable[[str], Any]) -> None:
+        """Answer ``GET /policy`` (what a `rlflow.serve.PolicyClient` with ``inference="local"``
+        acts with) by calling ``export(dir)`` (`rlflow.Trainer.export_policy`) and sending
+        the files it wrote: ``{"files": {name: base64}}``, a directory `rlflow.load_policy`
+        reads. The export reads the weights as they are at that moment."""
+        self._export = export
+
+    def exported_policy(self) -> dict[str, Any]:
+        """``GET /policy``'s answer: the policy exported now (`serve_policy`); `EpisodeError`
+        404 when none is served."""
+        if self._export is None:
+            raise EpisodeError(
+                404, "this server does not serve its policy (PolicyServer.serve_policy)"
+            )
+        with self._export_lock, tempfile.TemporaryDirectory(prefix="rlflow-serve-") as tmp:
+            target = Path(tmp) / "policy"
+            self._export(str(target))
+            files = {
+                path.name: base64.b64encode(path.read_bytes()).decode()
+                for path in sorted(target.iterdir())
+                if path.is_file()
+            }
+        return {"files": files}
 
     def info(self) -> dict[str, Any]:
         """``GET /info``: the protocol version, the spaces, the episode counts."""

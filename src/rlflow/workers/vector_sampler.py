@@ -215,6 +215,13 @@ class _BootstrapObs:
         return np.asarray(source[i])
 
 
+def _external_slots(venv: VectorEnv | GymVectorEnv) -> list[int]:
+    """The sub-envs of ``venv`` whose steps are a `rlflow.serve` client's (an ``external``
+    env: the client may take an action itself)."""
+    envs = venv.envs if isinstance(venv, VectorEnv) else []
+    return [i for i, env in enumerate(envs) if getattr(env.unwrapped, "external", False)]
+
+
 class VectorSampler(Sampler):
     """Steps ``num_envs`` copies of a single-agent env with ``policy``.
 
@@ -260,6 +267,8 @@ class VectorSampler(Sampler):
         self._truncated: list[_Truncated] = []
         self._memory: _Memory | None = None
         """A recurrent policy's inputs per sub-env (None for a feed-forward one)."""
+        self._external: list[int] = []
+        """The sub-envs whose steps are a `rlflow.serve` client's (`_external_slots`)."""
         self._num_steps = 0  # steps of the envs so far, for the episode step in messages
         self._ep_first_step: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
 
@@ -322,18 +331,14 @@ class VectorSampler(Sampler):
         self._obs = obs if self.obs_filter is None else self.obs_filter(obs)
         self._eps_ids = np.array([self._new_eps_id() for _ in range(venv.num_envs)], dtype=np.int64)
         self._memory = _Memory(self.policy, venv.num_envs) if self.policy.recurrent else None
+        self._external = _external_slots(venv)
 
     def _step(self, t: int, *, record: bool) -> None:
         """The hot loop's body: act on every sub-env at once, step them, write row ``t``."""
         venv, obs = self.venv, self._obs
         assert venv is not None and obs is not None
         memory = self._memory
-        if memory is None:  # policies without memory may not take the argument
-            actions, extra = self.policy.compute_actions(obs, explore=self.spec.explore)
-        else:
-            actions, extra = self.policy.compute_actions(
-                obs, explore=self.spec.explore, memory=memory.inputs()
-            )
+        actions, extra = self._act(obs, memory)
         buf = self._buffers
         if record and (buf is None or buf.length != self._length):
             buf = self._buffers = self._allocate(obs, actions, extra)
@@ -362,6 +367,32 @@ class VectorSampler(Sampler):
         self._end_episodes(step, done, t, record=record)
         # The env's own buffer, overwritten by the next step only after it was read.
         self._obs = step.next_obs
+
+    def _act(self, obs: Array, memory: _Memory | None) -> tuple[Array, dict[str, Array]]:
+        """The policy's actions for ``obs`` and its extra outputs (an external client's own
+        actions in their place: `_take_logged_actions`)."""
+        if memory is None:  # policies without memory may not take the argument
+            actions, extra = self.policy.compute_actions(obs, explore=self.spec.explore)
+        else:
+            actions, extra = self.policy.compute_actions(
+                obs, explore=self.spec.explore, memory=memory.inputs()
+            )
+        if self._external:
+            self._take_logged_actions(actions, extra)
+        return actions, extra
+
+    def _take_logged_actions(self, actions: Array, extra: dict[str, Array]) -> None:
+        """Where an external env's client took the action itself (`rlflow.serve`, local
+        inference: ``logged_action``), that action replaces the policy's, with its
+        log-likelihood under the policy's distribution."""
+        assert isinstance(self.venv, VectorEnv)
+        for i in self._external:
+            logged = getattr(self.venv.envs[i].unwrapped, "logged_action", None)
+            if logged is not None:
+                actions[i] = logged
+                extra[LOGP][i] = self.policy.action_logp(
+                    extra[ACTION_DIST_INPUTS][i : i + 1], actions[i : i + 1]
+                )[0]
 
     def _record_inputs(
         self, buf: _Buffers, t: int, obs: Array, actions: Array, extra: dict[str, Array]
@@ -586,6 +617,7 @@ class VectorSampler(Sampler):
         self._ep_first_step = np.full(len(self._eps_ids), self._num_steps + 1, dtype=np.int64)
         if self.venv is not None:
             self.venv.creator = self.spec.creator  # not pickled with it
+            self._external = _external_slots(self.venv)
         self._env_restarts_popped = self.num_env_restarts
 
     def close(self) -> None:
