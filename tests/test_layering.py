@@ -62,6 +62,7 @@ RANKS = {
     "export": 5,
     "offline": 5,
     "policy": 6,
+    "serve": 6,
     "replay": 7,
     "workers": 7,
     "ops": 8,

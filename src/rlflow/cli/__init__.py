@@ -1,9 +1,11 @@
-"""The ``rlflow`` command line: train, evaluate, show a plan, list algorithms, plot, export.
+"""The ``rlflow`` command line: train, serve, evaluate, show a plan, list algorithms, plot,
+export.
 
 ::
 
     rlflow train ppo --env CartPole-v1 --num-workers 2 --stop-reward 450
     rlflow train --restore runs/ppo_CartPole-v1_20250101-120000 --stop-iters 200
+    rlflow serve ppo --env CartPole-v1 --port 9900   # train on external simulators' episodes
     rlflow evaluate runs/ppo_CartPole-v1_20250101-120000/checkpoint_000010 --episodes 20
     rlflow plan a3c --env CartPole-v1
     rlflow list
@@ -23,6 +25,10 @@ with status 2 before any actor starts.
 status 143), the way it stops at its stop criteria: the iteration under way is abandoned, a
 final checkpoint is saved, the actors and the Ray it started are stopped. A second Ctrl-C or
 SIGTERM during that stop exits at once (the last checkpoint written stays valid).
+
+``serve`` trains like ``train`` (same config layers, stop criteria and signals), on the
+episodes of external simulators that talk to its `rlflow.serve.PolicyServer` (sampling in this
+process, the local backend by default).
 
 ``train --restore CHECKPOINT_OR_RUN_DIR`` continues a run instead: the checkpoint's config with
 the flags on top, progress appended in its run dir, stop criteria over the whole run.

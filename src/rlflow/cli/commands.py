@@ -1,5 +1,5 @@
-"""The ``rlflow`` sub-commands: ``train``, ``evaluate``, ``plan``, ``list``, ``plot``,
-``export``.
+"""The ``rlflow`` sub-commands: ``train``, ``serve``, ``evaluate``, ``plan``, ``list``,
+``plot``, ``export``.
 
 Each takes the parsed arguments and returns the exit status; bad input raises `ConfigError`
 (printed by `rlflow.cli.main` as one line, exit status 2) before any actor starts. ``train``

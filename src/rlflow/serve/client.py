@@ -5,11 +5,13 @@ remote inference): this one file can be copied next to a simulator. It speaks th
 of `rlflow.serve.server` over one kept-alive HTTP/1.1 connection, so the server knows when the
 client goes away (its episodes end then).
 
->>> client = PolicyClient("127.0.0.1:9900")             # doctest: +SKIP
->>> episode = client.start_episode()                    # doctest: +SKIP
->>> action = client.get_action(episode, obs)            # doctest: +SKIP
->>> client.log_returns(episode, reward)                 # doctest: +SKIP
->>> client.end_episode(episode, obs)                    # doctest: +SKIP
+::
+
+    client = PolicyClient("127.0.0.1:9900")
+    episode = client.start_episode()
+    action = client.get_action(episode, obs)
+    client.log_returns(episode, reward)
+    client.end_episode(episode, obs)
 
 Observations may be numbers, nested lists, or anything with ``tolist()`` (numpy arrays).
 With ``inference="local"`` the client acts with the server's exported policy itself (that mode
