@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from rlflow.algorithms import PPOConfig
+from rlflow.algorithms import IMPALAConfig, PPOConfig
 from rlflow.errors import ConfigError
 from rlflow.serve import ENV_ID, ExternalEnv, PolicyClient, PolicyServer, ServeError
 
@@ -290,6 +290,8 @@ def test_bad_setup_is_a_config_error_naming_it(server: PolicyServer) -> None:
         server.configure(PPOConfig(evaluation_interval=2))
     with pytest.raises(ConfigError, match="start\\(\\) the server first"):
         PolicyServer(OBS, ACT, port=0).configure(PPOConfig())
+    with pytest.raises(ConfigError, match="IMPALAConfig samples on remote rollout workers only"):
+        server.configure(IMPALAConfig())
     config = server.configure(PPOConfig(num_workers=3))
     assert (config.env, config.env_config, config.num_workers) == (
         ENV_ID,

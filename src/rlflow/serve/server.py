@@ -433,7 +433,17 @@ class PolicyServer:
         if self._http is None:
             raise ConfigError("PolicyServer.configure: start() the server first")
         self.check_config(config)
-        return config.replace(env=ENV_ID, env_config={"server": self.address}, num_workers=0)
+        try:
+            return config.replace(env=ENV_ID, env_config={"server": self.address}, num_workers=0)
+        except ConfigError as err:
+            if "num_workers" not in str(err):
+                raise
+            raise ConfigError(
+                f"PolicyServer.configure: {type(config).__name__} samples on remote rollout "
+                "workers only (num_workers >= 1), and a served run samples in the server's "
+                "process (num_workers 0); the asynchronous plans (IMPALA, APPO, Ape-X) cannot "
+                "be served: serve PPO, A2C, A3C, PG, DQN, R2D2, SAC or TD3"
+            ) from None
 
     def serve_policy(self, export: Callable[[str], Any]) -> None:
         """Answer ``GET /policy`` (what a `rlflow.serve.PolicyClient` with ``inference="local"``
