@@ -9,7 +9,8 @@ The server builds CartPole only for its spaces; every env step of the run is one
 client's ``get_action`` requests. ``--envs N`` runs N episodes at once, one thread (and one
 `rlflow.serve.PolicyClient` connection) each: give the server ``--concurrent-episodes N``.
 Killing the client ends its running episodes on the server, which goes on training when a
-client comes back. Only `rlflow.serve.client` (standard library) and Gymnasium are used here.
+client comes back. Only `rlflow.serve.client` (standard library) and Gymnasium are used here;
+``--inference local`` acts with the server's policy in this process (rlflow and torch).
 """
 
 from __future__ import annotations
@@ -49,12 +50,14 @@ def play(client: PolicyClient, env: gym.Env, obs: object) -> object:
             return env.reset()[0]
 
 
-def run_episodes(address: str, seed: int, episodes: int | None, counter: Counter) -> None:
+def run_episodes(
+    address: str, seed: int, episodes: int | None, counter: Counter, inference: str
+) -> None:
     """Play CartPole episodes through the server until ``episodes`` were played by all
     threads (None: forever) or the server stops."""
     env = gym.make("CartPole-v1")
     obs, _ = env.reset(seed=seed)
-    with PolicyClient(address) as client:
+    with PolicyClient(address, inference=inference, seed=seed) as client:
         wait_for_server(client)
         while episodes is None or counter.value < episodes:
             try:
@@ -92,12 +95,19 @@ def main() -> None:
     parser.add_argument("--envs", type=int, default=1, help="episodes at once (threads)")
     parser.add_argument("--seed", type=int, default=0, help="CartPole seed of the first env")
     parser.add_argument("--episodes", type=int, help="stop after this many (default: never)")
+    parser.add_argument(
+        "--inference",
+        choices=["remote", "local"],
+        default="remote",
+        help="remote: ask the server for each action; local: act with the server's policy "
+        "here (fetched every 10 s; needs rlflow and torch) and report the actions",
+    )
     args = parser.parse_args()
     counter = Counter()
     threads = [
         threading.Thread(
             target=run_episodes,
-            args=(args.address, args.seed + k, args.episodes, counter),
+            args=(args.address, args.seed + k, args.episodes, counter, args.inference),
             daemon=True,
         )
         for k in range(args.envs)
