@@ -3,6 +3,7 @@ sampler steps on the other), its errors, and clients that go away."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import queue
@@ -18,6 +19,7 @@ import pytest
 from gymnasium import spaces
 
 from rlflow.algorithms import IMPALAConfig, PPOConfig
+from rlflow.envs import VectorEnv
 from rlflow.errors import ConfigError
 from rlflow.serve import ENV_ID, ExternalEnv, PolicyClient, PolicyServer, ServeError
 
@@ -307,3 +309,38 @@ def test_a_stopped_server_answers_waiting_clients_and_envs() -> None:
     server.stop()
     kind, err = env.next()
     assert kind == "error" and "PolicyServer was stopped" in str(err)
+
+
+def test_a_vector_env_sends_every_clients_action_before_it_waits_on_any(
+    server: PolicyServer,
+) -> None:
+    """Client A answers only after client B got its action: stepping sub-env 0 to the end
+    before sending sub-env 1's action would never finish."""
+    venv = VectorEnv(lambda: gym.make(ENV_ID, server=server.address), 2, seed=None)
+    clients = [PolicyClient(server.address), PolicyClient(server.address)]
+    episodes = [c.start_episode() for c in clients]
+    b_has_action = threading.Event()
+    actions: dict[str, Any] = {}
+
+    def client_a() -> None:
+        actions["a"] = clients[0].get_action(episodes[0], _obs(1, 1, 1))
+        assert b_has_action.wait(timeout=10)
+        with contextlib.suppress(ServeError):  # 503 when the server stops after the test
+            clients[0].get_action(episodes[0], _obs(3, 3, 3))
+
+    def client_b() -> None:
+        time.sleep(0.2)  # B's episode is ready second: sub-env 1
+        actions["b"] = clients[1].get_action(episodes[1], _obs(2, 2, 2))
+        b_has_action.set()
+        with contextlib.suppress(ServeError):
+            clients[1].get_action(episodes[1], _obs(4, 4, 4))
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (client_a, client_b)]
+    for thread in threads:
+        thread.start()
+    assert venv.reset().tolist() == [[1, 1, 1], [2, 2, 2]]
+    step = venv.step(np.array([3, 2]))
+    assert step.next_obs.tolist() == [[3, 3, 3], [4, 4, 4]]
+    assert actions == {"a": 3, "b": 2}
+    for client in clients:
+        client.close()

@@ -48,6 +48,22 @@ logger = logging.getLogger(__name__)
 Array = npt.NDArray[Any]
 
 
+def _early_senders(envs: list[gym.Env[Any, Any]]) -> list[int]:
+    """The sub-envs that take their action before they are stepped (``send_action``: an
+    `rlflow.serve.env.ExternalEnv`, whose client then steps while the others are sent theirs),
+    unless an action wrapper stands between (it would change the action)."""
+    out = []
+    for i, env in enumerate(envs):
+        if not callable(getattr(env.unwrapped, "send_action", None)):
+            continue
+        layer: Any = env
+        while isinstance(layer, gym.Wrapper) and not isinstance(layer, gym.ActionWrapper):
+            layer = layer.env
+        if not isinstance(layer, gym.ActionWrapper):
+            out.append(i)
+    return out
+
+
 class VectorEnv:
     """N copies of an environment, stepped one after the other in this process.
 
@@ -110,6 +126,7 @@ class VectorEnv:
         """Observation space of one sub-env."""
         self.action_space: gym.Space[Any] = self.envs[0].action_space
         """Action space of one sub-env."""
+        self._early_senders = _early_senders(self.envs)
         self._seed = seed
         self._seeded = False
         self._needs_reset = True
@@ -202,7 +219,10 @@ class VectorEnv:
         check = self._obs_checks_left > 0
         if check:
             self._obs_checks_left -= 1
-        finished = self._step_envs(self._action_rows(np.asarray(actions)), check=check)
+        rows = self._action_rows(np.asarray(actions))
+        for i in self._early_senders:  # external envs: every client gets its action at once
+            self.envs[i].unwrapped.send_action(rows[i])  # type: ignore[attr-defined]
+        finished = self._step_envs(rows, check=check)
         obs, final_obs = self._obs, self._final_obs
         final_obs[...] = obs
         for i, last_ob in finished:
@@ -415,6 +435,8 @@ class VectorEnv:
             "_game_scored": reports_game_score(state["envs"][0]),
         }
         self.__dict__.update(defaults | state)
+        if "_early_senders" not in state:  # pickled before external envs existed
+            self._early_senders = _early_senders(self.envs)
         for env, emulator in zip(self.envs, emulator_states, strict=True):
             if emulator is not None:
                 env.unwrapped.restore_state(emulator)  # type: ignore[attr-defined]

@@ -76,6 +76,7 @@ class ExternalEnv(gym.Env[Any, Any], EzPickle):
         self.server = server
         self._episode: Episode | None = None
         self._last_obs: Any = None
+        self._sent = False
         self.logged_action: Any = None
         """The action the client took itself for the current observation (``log_action``:
         local inference), which the sampler records in place of its policy's; None when the
@@ -92,12 +93,22 @@ class ExternalEnv(gym.Env[Any, Any], EzPickle):
         self._episode, self._last_obs, self.logged_action = episode, first.observation, first.action
         return first.observation, {"episode_id": episode.episode_id}
 
+    def send_action(self, action: Any) -> None:
+        """Answer the episode's waiting ``get_action`` with ``action`` now, before `step` waits
+        for what follows: `rlflow.envs.VectorEnv` sends every sub-env's action first, so all
+        its clients step at once."""
+        if self._episode is not None and self.logged_action is None and not self._sent:
+            self._episode.actions.put(action)
+            self._sent = True
+
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """Answer the episode's ``get_action`` with ``action``; its next observation, the rewards
-        logged since, and whether it ended."""
+        """Answer the episode's ``get_action`` with ``action`` (unless `send_action` did); its
+        next observation, the rewards logged since, and whether it ended."""
         if self._episode is None:
             raise gym.error.ResetNeeded("ExternalEnv.step before reset")
-        event = self.hub.act(self._episode, action, reply=self.logged_action is None)
+        reply = self.logged_action is None and not self._sent
+        self._sent = False
+        event = self.hub.act(self._episode, action, reply=reply)
         self.logged_action = event.action
         if event.dropped:
             return self._last_obs, 0.0, False, True, {"dropped": True}
@@ -107,7 +118,7 @@ class ExternalEnv(gym.Env[Any, Any], EzPickle):
     def _drop_current(self) -> None:
         if self._episode is not None and not self._episode.ended:
             self.hub.drop(self._episode.episode_id)
-        self._episode = None
+        self._episode, self._sent = None, False
 
     def close(self) -> None:
         """Drop the episode in progress (its client's next request gets a 404)."""
