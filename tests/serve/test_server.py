@@ -325,14 +325,14 @@ def test_a_vector_env_sends_every_clients_action_before_it_waits_on_any(
     def client_a() -> None:
         actions["a"] = clients[0].get_action(episodes[0], _obs(1, 1, 1))
         assert b_has_action.wait(timeout=10)
-        with contextlib.suppress(ServeError):  # 503 when the server stops after the test
+        with contextlib.suppress(ServeError, OSError, http.client.HTTPException):  # at the end
             clients[0].get_action(episodes[0], _obs(3, 3, 3))
 
     def client_b() -> None:
         time.sleep(0.2)  # B's episode is ready second: sub-env 1
         actions["b"] = clients[1].get_action(episodes[1], _obs(2, 2, 2))
         b_has_action.set()
-        with contextlib.suppress(ServeError):
+        with contextlib.suppress(ServeError, OSError, http.client.HTTPException):
             clients[1].get_action(episodes[1], _obs(4, 4, 4))
 
     threads = [threading.Thread(target=f, daemon=True) for f in (client_a, client_b)]
@@ -342,5 +342,4 @@ def test_a_vector_env_sends_every_clients_action_before_it_waits_on_any(
     step = venv.step(np.array([3, 2]))
     assert step.next_obs.tolist() == [[3, 3, 3], [4, 4, 4]]
     assert actions == {"a": 3, "b": 2}
-    for client in clients:
-        client.close()
+    venv.close()  # the clients' last requests end with the server (503)

@@ -163,6 +163,8 @@ class EpisodeHub:
                     pass
                 if self.closed.is_set():
                     raise EpisodeError(503, "the server is shutting down")
+                if episode.dropped:  # its env slot closed (the run stopped sampling it)
+                    raise EpisodeError(404, f"episode {episode.episode_id!r} was ended by the run")
                 if client_gone():
                     self.drop(episode.episode_id)
                     raise EpisodeError(499, f"the client of episode {episode.episode_id!r} left")

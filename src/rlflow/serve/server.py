@@ -251,25 +251,26 @@ def _start_episode(handler: _Handler, body: dict[str, Any]) -> dict[str, Any]:
     return {"episode_id": handler.server.hub.start(episode_id, handler.owner)}
 
 
-def _get_action(handler: _Handler, body: dict[str, Any]) -> dict[str, Any]:
-    server = handler.server.policy_server
+def _observed(handler: _Handler, body: dict[str, Any]) -> tuple[str, Any]:
+    """A request's ``episode_id`` and its ``observation`` parsed into the observation space."""
     episode_id = _key(body, "episode_id", str)
-    observation = _parse_value(
-        server.observation_space, _key(body, "observation", object), "observation"
-    )
+    space = handler.server.policy_server.observation_space
+    return episode_id, _parse_value(space, _key(body, "observation", object), "observation")
+
+
+def _get_action(handler: _Handler, body: dict[str, Any]) -> dict[str, Any]:
+    episode_id, observation = _observed(handler, body)
     hub = handler.server.hub
     episode = hub.observe(episode_id, observation, handler.owner)
-    action = hub.wait_action(episode, server.action_timeout_s, handler.client_gone)
+    timeout_s = handler.server.policy_server.action_timeout_s
+    action = hub.wait_action(episode, timeout_s, handler.client_gone)
     return {"action": np.asarray(action).tolist()}
 
 
 def _log_action(handler: _Handler, body: dict[str, Any]) -> dict[str, Any]:
-    server = handler.server.policy_server
-    episode_id = _key(body, "episode_id", str)
-    observation = _parse_value(
-        server.observation_space, _key(body, "observation", object), "observation"
-    )
-    action = _parse_value(server.action_space, _key(body, "action", object), "action")
+    episode_id, observation = _observed(handler, body)
+    space = handler.server.policy_server.action_space
+    action = _parse_value(space, _key(body, "action", object), "action")
     handler.server.hub.observe(episode_id, observation, handler.owner, action=action)
     return {}
 
@@ -284,11 +285,7 @@ def _log_returns(handler: _Handler, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _end_episode(handler: _Handler, body: dict[str, Any]) -> dict[str, Any]:
-    server = handler.server.policy_server
-    episode_id = _key(body, "episode_id", str)
-    observation = _parse_value(
-        server.observation_space, _key(body, "observation", object), "observation"
-    )
+    episode_id, observation = _observed(handler, body)
     truncated = _key(body, "truncated", bool, False)
     handler.server.hub.end(episode_id, observation, handler.owner, truncated=truncated)
     return {}
