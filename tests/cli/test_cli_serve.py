@@ -12,6 +12,7 @@ import gymnasium as gym
 import pytest
 import yaml
 
+from rlflow import load_policy
 from rlflow.cli import main
 from rlflow.serve import ENV_ID, PolicyClient, PolicyServer
 
@@ -90,11 +91,19 @@ def test_serve_trains_dqn_from_replay_on_a_clients_episodes(
     assert served[0] >= last["num_env_steps_sampled"]  # every env step was a client's action
     assert last["episodes_total"] > 0 and 8 <= last["episode_return_mean"] <= 500
     config = yaml.safe_load((out / "config.yaml").read_text())["config"]
-    assert (config["env"], config["env_config"], config["num_workers"]) == (
+    assert (config["env"], config["env_config"]["server"], config["num_workers"]) == (
         ENV_ID,
-        {"server": f"127.0.0.1:{port}"},
+        f"127.0.0.1:{port}",
         0,
     )
+    # With the server gone, the run exports (its env keeps the spaces); evaluating it has no
+    # episodes to play and says why.
+    assert main(["export", str(out), "-o", str(tmp_path / "exported")]) == 0
+    policy = load_policy(tmp_path / "exported")
+    assert policy.compute_single_action([0.0, 0.0, 0.0, 0.0]) in (0, 1)
+    capsys.readouterr()
+    assert main(["evaluate", str(out), "--episodes", "1"]) == 2
+    assert "no PolicyServer runs at that address" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

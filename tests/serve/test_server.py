@@ -21,6 +21,7 @@ from gymnasium import spaces
 from rlflow.algorithms import IMPALAConfig, PPOConfig
 from rlflow.envs import VectorEnv
 from rlflow.errors import ConfigError
+from rlflow.export.spaces import space_to_json
 from rlflow.serve import ENV_ID, ExternalEnv, PolicyClient, PolicyServer, ServeError
 
 pytestmark = pytest.mark.timeout(60)
@@ -297,9 +298,22 @@ def test_bad_setup_is_a_config_error_naming_it(server: PolicyServer) -> None:
     config = server.configure(PPOConfig(num_workers=3))
     assert (config.env, config.env_config, config.num_workers) == (
         ENV_ID,
-        {"server": server.address},
+        {
+            "server": server.address,
+            "observation_space": space_to_json(OBS),
+            "action_space": space_to_json(ACT),
+        },
         0,
     )
+
+
+def test_an_env_of_a_server_not_running_here_keeps_its_spaces_and_refuses_to_step() -> None:
+    """What a checkpoint's restore or an export builds after the server is gone."""
+    env = ExternalEnv("127.0.0.1:1", space_to_json(OBS), space_to_json(ACT))
+    assert (env.observation_space, env.action_space) == (OBS, ACT)
+    with pytest.raises(ConfigError, match="no PolicyServer runs at that address"):
+        env.reset()
+    env.close()
 
 
 def test_a_stopped_server_answers_waiting_clients_and_envs() -> None:

@@ -21,6 +21,7 @@ import gymnasium as gym
 from gymnasium.utils import EzPickle
 
 from rlflow.errors import ConfigError
+from rlflow.export.spaces import space_from_json
 from rlflow.serve.episodes import Episode, EpisodeHub
 
 __all__ = ["ENV_ID", "ExternalEnv", "register_server", "unregister_server"]
@@ -58,22 +59,35 @@ class ExternalEnv(gym.Env[Any, Any], EzPickle):
     external = True
     """Its steps come from clients: `rlflow.workers.RolloutWorker` never probes it with a step."""
 
-    def __init__(self, server: str) -> None:
-        """Attach to the server at ``server`` (``"HOST:PORT"``); `ConfigError` if none runs at
-        that address in this process."""
+    def __init__(
+        self,
+        server: str,
+        observation_space: dict[str, Any] | None = None,
+        action_space: dict[str, Any] | None = None,
+    ) -> None:
+        """Attach to the server at ``server`` (``"HOST:PORT"``) in this process. Where none runs
+        there, the env is detached when the spaces are given (as `rlflow.export.spaces`
+        writes them; `rlflow.serve.PolicyServer.configure` records them): its spaces serve a
+        checkpoint's restore or an export, and stepping it is a `ConfigError`. Without them,
+        `ConfigError` at once."""
+        EzPickle.__init__(self, server, observation_space, action_space)
         with _SERVERS_LOCK:
             entry = _SERVERS.get(server)
-        if entry is None:
             running = ", ".join(sorted(_SERVERS)) or "none"
-            raise ConfigError(
-                f"ExternalEnv: env_config server {server!r}: no PolicyServer runs at that "
-                f"address in this process (running here: {running}); an external env is stepped "
-                "in its server's process: start the server first and sample in the driver "
-                "(num_workers 0)"
-            )
-        EzPickle.__init__(self, server)
-        self.hub, self.observation_space, self.action_space = entry
         self.server = server
+        self._missing = (
+            f"ExternalEnv: env_config server {server!r}: no PolicyServer runs at that address "
+            f"in this process (running here: {running}); an external env is stepped in its "
+            "server's process: start the server first and sample in the driver (num_workers 0)"
+        )
+        self.hub: EpisodeHub | None = None
+        if entry is not None:
+            self.hub, self.observation_space, self.action_space = entry
+        elif observation_space is not None and action_space is not None:
+            self.observation_space = space_from_json(observation_space)
+            self.action_space = space_from_json(action_space)
+        else:
+            raise ConfigError(self._missing)
         self._episode: Episode | None = None
         self._last_obs: Any = None
         self._sent = False
@@ -82,6 +96,11 @@ class ExternalEnv(gym.Env[Any, Any], EzPickle):
         local inference), which the sampler records in place of its policy's; None when the
         client waits for this env's (``get_action``)."""
 
+    def _attached(self) -> EpisodeHub:
+        if self.hub is None:
+            raise ConfigError(self._missing)
+        return self.hub
+
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
@@ -89,7 +108,7 @@ class ExternalEnv(gym.Env[Any, Any], EzPickle):
         client's simulator seeds itself). An episode this slot was stepping is dropped."""
         super().reset(seed=seed)
         self._drop_current()
-        episode, first = self.hub.next_episode()
+        episode, first = self._attached().next_episode()
         self._episode, self._last_obs, self.logged_action = episode, first.observation, first.action
         return first.observation, {"episode_id": episode.episode_id}
 
@@ -108,7 +127,7 @@ class ExternalEnv(gym.Env[Any, Any], EzPickle):
             raise gym.error.ResetNeeded("ExternalEnv.step before reset")
         reply = self.logged_action is None and not self._sent
         self._sent = False
-        event = self.hub.act(self._episode, action, reply=reply)
+        event = self._attached().act(self._episode, action, reply=reply)
         self.logged_action = event.action
         if event.dropped:
             return self._last_obs, 0.0, False, True, {"dropped": True}
@@ -116,7 +135,7 @@ class ExternalEnv(gym.Env[Any, Any], EzPickle):
         return event.observation, event.reward, event.terminated, event.truncated, {}
 
     def _drop_current(self) -> None:
-        if self._episode is not None and not self._episode.ended:
+        if self._episode is not None and not self._episode.ended and self.hub is not None:
             self.hub.drop(self._episode.episode_id)
         self._episode, self._sent = None, False
 

@@ -431,7 +431,7 @@ class PolicyServer:
             raise ConfigError("PolicyServer.configure: start() the server first")
         self.check_config(config)
         try:
-            return config.replace(env=ENV_ID, env_config={"server": self.address}, num_workers=0)
+            return config.replace(env=ENV_ID, env_config=self.env_config(), num_workers=0)
         except ConfigError as err:
             if "num_workers" not in str(err):
                 raise
@@ -465,6 +465,15 @@ class PolicyServer:
                 if path.is_file()
             }
         return {"files": files}
+
+    def env_config(self) -> dict[str, Any]:
+        """The ``env_config`` of this server's `rlflow.serve.env.ExternalEnv`: its address and
+        spaces (so a checkpoint or export of the run rebuilds the env's spaces without it)."""
+        return {
+            "server": self.address,
+            "observation_space": space_to_json(self.observation_space),
+            "action_space": space_to_json(self.action_space),
+        }
 
     def info(self) -> dict[str, Any]:
         """``GET /info``: the protocol version, the spaces, the episode counts."""
