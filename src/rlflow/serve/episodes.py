@@ -73,7 +73,6 @@ class Episode:
         self.events: queue.Queue[EpisodeEvent] = queue.Queue()
         self.actions: queue.Queue[Any] = queue.Queue()
         self.reward = 0.0
-        self.steps = 0
         self.ready = False
         """True once its first observation arrived."""
         self.ended = False
@@ -252,7 +251,6 @@ class EpisodeHub:
         client took its action itself); return the episode's next event, waiting for it (a
         drop when none comes within ``episode_timeout_s``)."""
         with self._lock:
-            episode.steps += 1
             self.counts["steps"] += 1
         if reply:
             episode.actions.put(action)
