@@ -124,6 +124,17 @@ def test_bad_serve_flags_are_one_line_and_exit_2(
     assert code == 2 and message in err and err.count("\n") == 1, err
 
 
+@pytest.mark.parametrize("content", ["3", "[1, 2]", '{"observation_space": {}}'])
+def test_a_spaces_file_that_is_not_both_spaces_is_one_line_and_exit_2(
+    content: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "spaces.json"
+    path.write_text(content)
+    code = main(["serve", "pg", "--no-tuned", "--port", "0", "--spaces", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "expected an object with observation_space and action_space" in err, err
+
+
 def test_a_port_in_use_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     with PolicyServer(gym.spaces.Discrete(2), gym.spaces.Discrete(2), port=0) as other:
         port = other.address.rsplit(":", 1)[1]

@@ -238,11 +238,12 @@ def served_spaces(spaces_file: str | None, config: Any) -> tuple[Any, Any]:
             spec = json.load(f)
     except (OSError, json.JSONDecodeError) as err:
         raise ConfigError(f"--spaces {spaces_file!r}: cannot read it as JSON ({err})") from None
-    missing = [k for k in ("observation_space", "action_space") if k not in spec]
-    if not isinstance(spec, dict) or missing:
+    keys = spec if isinstance(spec, dict) else {}  # a list or number in the file: none
+    missing = [k for k in ("observation_space", "action_space") if k not in keys]
+    if missing:
         raise ConfigError(
             f"--spaces {spaces_file!r}: expected an object with observation_space and "
-            f"action_space (missing: {missing or 'all'})"
+            f"action_space (missing: {missing})"
         )
     try:
         return space_from_json(spec["observation_space"]), space_from_json(spec["action_space"])
