@@ -163,8 +163,17 @@ class _ImportBeside:
     much sooner; the config was checked before either began, without torch (`rlflow.setup`).
     """
 
+    FORK_PAIRED_IMPORTS = ("concurrent.futures.thread",)
+    """Modules the trainer imports that register a ``before``/``after_in_parent`` pair with
+    `os.register_at_fork`; imported on the caller's thread first. `ray.init` forks with a
+    ``preexec_fn`` (which runs the at-fork hooks) while this thread imports: a pair registered
+    between one fork's ``before`` and ``after_in_parent`` hooks runs only the second, and
+    CPython prints "Exception ignored ... release unlocked lock" on stderr."""
+
     def __init__(self, module: str) -> None:
         """Start importing ``module``."""
+        for name in self.FORK_PAIRED_IMPORTS:
+            importlib.import_module(name)
         self.module = module
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._load, name="rlflow-import", daemon=True)
