@@ -203,12 +203,12 @@ def test_sigkill_of_the_driver_leaves_no_ray_process_behind(tmp_path: Path) -> N
 
 
 PAIRED_HOOKS_OFF_MAIN = """
-import os, threading
+import os, sys, threading
 paired = []
 register = os.register_at_fork
 def spy(**hooks):
     if "before" in hooks and threading.current_thread() is not threading.main_thread():
-        frame = __import__("sys")._getframe(1)
+        frame = sys._getframe(1)
         paired.append(f"{frame.f_code.co_filename}:{frame.f_lineno}")
     register(**hooks)
 os.register_at_fork = spy
