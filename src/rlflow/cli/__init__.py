@@ -42,9 +42,14 @@ are written by the trainer's loggers (`rlflow.loggers`); files are read by
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
+import select
 import sys
+import threading
 from collections.abc import Sequence
+from typing import NoReturn
 
 from rlflow.cli.commands import (
     COMMANDS,
@@ -63,6 +68,7 @@ __all__ = [
     "EXIT_TERMINATED",
     "EXIT_USAGE",
     "main",
+    "run",
 ]
 
 
@@ -107,3 +113,54 @@ def main(argv: Sequence[str] | None = None) -> int:
         if handler is not None:
             log.removeHandler(handler)
             log.setLevel(level)
+
+
+def run() -> NoReturn:
+    """The ``rlflow`` console script (and ``python -m rlflow``): `main` on ``sys.argv``, then
+    exit with its status without the interpreter's teardown (`exit_after`).
+
+    A reader of stdout that goes away early (``rlflow list | head -1``) ends the command
+    quietly with status 1, as Python's documentation advises for ``SIGPIPE``, not with a
+    ``BrokenPipeError`` traceback.
+    """
+    try:
+        code = main()
+    except BrokenPipeError:
+        if not _stdout_reader_gone():
+            raise  # a pipe of the run's own (a socket, a worker's), not stdout
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error
+        code = 1
+    exit_after(code)
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reading end is closed (``poll`` reports an error on
+    the writing end then)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no fd, or no poll (Windows)
+        return False
+
+
+def exit_after(code: int) -> NoReturn:
+    """End the process with status ``code`` the way ``sys.exit`` would, less the teardown.
+
+    The ``atexit`` handlers run (logging's flush, Ray's shutdown of what is still
+    connected), stdout and stderr are flushed, then ``os._exit``: the interpreter does not
+    tear its modules down. With torch, Gymnasium and Ray loaded that teardown takes about
+    0.6 s on a 2-core machine (measured: ``import torch, gymnasium, ray`` exits in 1.91 s,
+    1.36 s with ``os._exit``), after every file and process of the run is closed. Where a
+    thread that is not a daemon still runs, this is plain ``sys.exit`` (it waits for them).
+    """
+    main_thread = threading.main_thread()
+    if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        sys.exit(code)
+    atexit._run_exitfuncs()  # what sys.exit runs too; os._exit would skip them
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (rlflow list | head): nothing to do
+            code = code or 120  # what CPython exits with when that flush fails
+    os._exit(code)

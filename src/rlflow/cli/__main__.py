@@ -1,7 +1,5 @@
 """``python -m rlflow.cli``: the ``rlflow`` command line."""
 
-import sys
+from rlflow.cli import run
 
-from rlflow.cli import main
-
-sys.exit(main())
+run()
