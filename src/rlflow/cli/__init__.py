@@ -67,6 +67,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_TERMINATED",
     "EXIT_USAGE",
+    "exit_after",
     "main",
     "run",
 ]
