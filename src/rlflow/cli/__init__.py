@@ -162,6 +162,6 @@ def exit_after(code: int) -> NoReturn:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):  # a closed pipe (rlflow list | head): nothing to do
+        except (OSError, ValueError):  # its reader or file is gone: nothing more to say
             code = code or 120  # what CPython exits with when that flush fails
     os._exit(code)
