@@ -15,10 +15,12 @@ import pytest
 
 from rlflow.flow.backend.reaper import (
     GRACE_S,
+    MONITOR_SCRIPTS,
     SESSION_ENV,
     command_line,
     descendants,
     session_processes,
+    stop_monitor,
 )
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
@@ -42,12 +44,39 @@ DRIVER = textwrap.dedent(
 )
 
 
-def _driver(mode: str) -> subprocess.Popen[str]:
+MONITOR_DRIVER = textwrap.dedent(
+    """
+    import sys, time
+    import ray
+    from rlflow import flow
+    from rlflow.flow.backend.reaper import stop_monitor
+    print(stop_monitor(), flush=True)  # no session yet
+    flow.init("ray", num_cpus=1, include_dashboard=False, log_to_driver=False)
+    print("up", flush=True)
+    real_shutdown = ray.shutdown
+    def shutdown(*args, **kwargs):
+        print("ray.shutdown", flush=True)
+        sys.stdin.readline()
+        real_shutdown(*args, **kwargs)
+    ray.shutdown = shutdown
+    sys.stdin.readline()
+    flow.shutdown()
+    print("ended", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def _driver(mode: str, program: str = DRIVER) -> subprocess.Popen[str]:
     src = str(Path(__file__).parents[2] / "src")
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
     return subprocess.Popen(
-        [sys.executable, "-c", DRIVER, mode], stdout=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-c", program, mode],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
     )
 
 
@@ -98,3 +127,34 @@ def test_a_clean_end_lets_the_reaper_sweep_and_exit_while_the_driver_lives() -> 
     finally:
         driver.kill()
         driver.wait()
+
+
+def test_flow_shutdown_kills_its_sessions_autoscaler_monitor_before_ray_shutdown() -> None:
+    """`flow.shutdown` SIGKILLs the session's monitor (`stop_monitor`) before ``ray.shutdown()``
+    (which would wait 1 s for it), and only the monitor; the session still ends with nothing
+    left behind, and without a session of this process `stop_monitor` kills nothing."""
+    driver = _driver("", MONITOR_DRIVER)
+    try:
+        assert driver.stdin is not None and driver.stdout is not None
+        assert driver.stdout.readline() == "[]\n"
+        assert driver.stdout.readline() == "up\n"
+        started = _tree(driver.pid)
+        monitors = [p for p, c in started.items() if any(s in c for s in MONITOR_SCRIPTS)]
+        core = [p for p, c in started.items() if "raylet/raylet" in c or "gcs_server" in c]
+        assert len(monitors) == 1 and len(core) == 2, "\n".join(started.values())
+        driver.stdin.write("go\n")  # flow.shutdown()
+        driver.stdin.flush()
+        assert driver.stdout.readline() == "ray.shutdown\n"
+        assert _gone_within({monitors[0]: ""}, BOUND_S) == {}  # a SIGKILL lands in a moment
+        assert sorted(_alive({p: started[p] for p in core})) == sorted(core)
+        driver.stdin.write("go\n")
+        driver.stdin.flush()
+        assert driver.stdout.readline() == "ended\n"
+        assert _gone_within(started, GRACE_S + BOUND_S) == {}
+    finally:
+        driver.kill()
+        driver.wait()
+
+
+def test_stop_monitor_without_a_session_of_this_process_kills_nothing() -> None:
+    assert stop_monitor() == []

@@ -24,7 +24,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from rlflow.errors import ConfigError
 from rlflow.flow.backend import local as _local
-from rlflow.flow.backend.reaper import end_session, start_local_ray
+from rlflow.flow.backend.reaper import end_session, start_local_ray, stop_monitor
 
 log = logging.getLogger(__name__)
 
@@ -118,12 +118,15 @@ def check_reachable(address: Any, timeout_s: float) -> None:
 
 def shutdown() -> None:
     """Stop the backend; Ray is shut down only if :func:`init` started it, and what is left of
-    a local Ray it started is stopped by its reaper (`rlflow.flow.backend.reaper`)."""
+    a local Ray it started is stopped by its reaper (`rlflow.flow.backend.reaper`; its
+    autoscaler monitor just before ``ray.shutdown()``, which would wait 1 s for it:
+    `~rlflow.flow.backend.reaper.stop_monitor`)."""
     global _backend, _started_ray, _session_lost
     if _backend == "ray" and _started_ray:
         import ray
 
         if not session_lost():
+            stop_monitor()
             ray.shutdown()
         end_session()
     _backend = None
