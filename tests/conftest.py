@@ -25,6 +25,7 @@ from rlflow.flow.backend.reaper import (
     end_session,
     session_processes,
     start_local_ray,
+    stop_monitor,
 )
 
 TEST_SESSION_ENV = "RLFLOW_TEST_SESSION"
@@ -95,6 +96,7 @@ def ray_session(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     flow.shutdown()
     if started:
+        stop_monitor()  # as flow.shutdown does: ray.shutdown() would wait 1 s for it
         ray.shutdown()
         end_session()
 
