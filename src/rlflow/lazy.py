@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["lazy_exports"]
+__all__ = ["lazy_exports", "resolve_ref"]
 
 
 def lazy_exports(
@@ -43,3 +43,18 @@ def lazy_exports(
         return sorted(set(vars(sys.modules[package])) | set(table))
 
     return get_attribute, names
+
+
+def resolve_ref(ref: Any) -> Any:
+    """``ref`` itself, or the attribute that a ``"module:attribute"`` string names (the module
+    is imported).
+
+    >>> resolve_ref("collections:OrderedDict").__name__
+    'OrderedDict'
+    >>> resolve_ref(len) is len
+    True
+    """
+    if not isinstance(ref, str):
+        return ref
+    module, _, attribute = ref.partition(":")
+    return getattr(importlib.import_module(module), attribute)

@@ -48,14 +48,14 @@ from rlflow.export.loaded import batch_actions, memory_of_one, obs_batch, single
 from rlflow.flow import LocalIterator, MetricsContext, PlanGraph
 from rlflow.flow.metrics import STAGE_FN_TIME, STAGE_ITEMS, STAGE_WAIT_TIME
 from rlflow.loggers import LoggerSet
-from rlflow.models.recurrent import RecurrentInputs, state_out_key
+from rlflow.models.memory import RecurrentInputs, state_out_key
 from rlflow.ops.keys import NUM_ENV_STEPS_SAMPLED, NUM_ENV_STEPS_TRAINED
 from rlflow.ops.learner_thread import learners_paused
 from rlflow.ops.metrics import episode_stats
 from rlflow.setup import TrainerSetup, resolve_setup
 
-if TYPE_CHECKING:  # the registry imports every algorithm (and torch): loaded on first use
-    pass
+if TYPE_CHECKING:
+    from rlflow.workers.placement import StartedWorkers
 
 __all__ = [
     "CHECKPOINT_META",
@@ -98,12 +98,12 @@ def _build_learner(setup: TrainerSetup) -> Any:
     return RolloutWorker(setup.config, spec.policy_cls, worker_index=0, algorithm=spec.name)
 
 
-def _make_workers(config: AlgorithmConfig, policy_cls: type, learner: Any) -> Any:
+def _make_workers(config: AlgorithmConfig, policy_cls: type, learner: Any, started: Any) -> Any:
     """Build the :class:`~rlflow.workers.WorkerSet` of a run around its learner (starts the
-    remote actors)."""
+    remote actors, or adopts those ``started`` for it)."""
     from rlflow.workers import WorkerSet
 
-    return WorkerSet(config, policy_cls, local_worker=learner)
+    return WorkerSet(config, policy_cls, local_worker=learner, started=started)
 
 
 class Trainer:
@@ -124,6 +124,11 @@ class Trainer:
             None: none of them (loggers added with ``trainer.loggers.add`` still get results).
         config: the algorithm's config as an instance of its config class or a dict of fields
             (RLlib style); keyword arguments override its fields.
+        started_workers: remote rollout workers already started for ``algo``'s config (a
+            `TrainerSetup`'s, the same object) with
+            `rlflow.workers.placement.start_remote_workers`, adopted instead of starting new
+            ones; if this constructor fails they are stopped. The command line starts them
+            before it imports torch when it connects to a running Ray.
         **config_fields: any other field of the algorithm's config class.
 
     Bad input (unknown algorithm, config key, env id; wrong type or range) raises
@@ -148,6 +153,7 @@ class Trainer:
         address: str | None = None,
         logdir: str | Path | None = None,
         config: AlgorithmConfig | Mapping[str, Any] | None = None,
+        started_workers: StartedWorkers | None = None,
         **config_fields: Any,
     ) -> None:
         """Validate everything and build the learner's worker (the env's check), then start the
@@ -183,10 +189,14 @@ class Trainer:
         self._owns_backend = False
         try:
             self._owns_backend = acquire_backend(backend, address)
-            self.workers: Any = _make_workers(self._config, self._spec.policy_cls, learner)
+            self.workers: Any = _make_workers(
+                self._config, self._spec.policy_cls, learner, started_workers
+            )
             """The run's WorkerSet: ``local_worker()`` (the learner) and ``remote_workers()``."""
         except BaseException:
             learner.stop()  # no WorkerSet owns it yet
+            if started_workers is not None:
+                started_workers.stop()  # nothing if the WorkerSet adopted them
             if self._owns_backend:
                 release_backend()
             raise

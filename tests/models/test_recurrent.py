@@ -23,7 +23,8 @@ from rlflow.data.sample_batch import (
     VF_PREDS,
 )
 from rlflow.errors import ConfigError
-from rlflow.models.recurrent import RecurrentActorCritic, state_in_key
+from rlflow.models.memory import state_in_key
+from rlflow.models.recurrent import RecurrentActorCritic
 from rlflow.policy.policy import sequence_minibatches
 from rlflow.policy.sequences import sequence_outputs
 from rlflow.workers import WorkerSet

@@ -156,21 +156,22 @@ def test_a_worker_that_cannot_start_is_left_out_and_comes_back(
     workers = make_workers()
     rollouts = parallel_rollouts(workers)
     next(rollouts)
-    start = workers._start
+    placement = workers._placement
+    start = placement.start
 
-    def start_dead(index: int) -> Any:  # no capacity: the new actor dies at once
-        actor = start(index)
+    def start_dead(index: int, policy: Any) -> Any:  # no capacity: the new actor dies at once
+        actor = start(index, policy)
         flow.kill(actor)
         return actor
 
-    monkeypatch.setattr(workers, "_start", start_dead)
+    monkeypatch.setattr(placement, "start", start_dead)
     flow.kill(workers.remote_workers()[1])
     # Worker 2 is left out when it dies in round 2 and asked for again after RETRY_EVERY
     # rounds: the run goes on with worker 1 meanwhile.
     counts = [b.count for b in rollouts.take(RETRY_EVERY - 1)]
     assert counts == [STEPS] * (RETRY_EVERY - 1)
     assert workers.num_healthy_workers() == 1
-    monkeypatch.setattr(workers, "_start", start)  # capacity is back
+    monkeypatch.setattr(placement, "start", start)  # capacity is back
     assert [b.count for b in rollouts.take(2)] == [STEPS, 2 * STEPS]
     assert workers.num_healthy_workers() == 2
     assert rollouts.metrics.counters[keys.NUM_WORKER_RESTARTS] == 1

@@ -23,7 +23,6 @@ Where to start: a plan (e.g. :func:`rlflow.algorithms.ppo.ppo_plan`) is a short 
 from __future__ import annotations
 
 import difflib
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -48,6 +47,7 @@ from rlflow.algorithms.td3 import TD3Config
 from rlflow.config import AlgorithmConfig
 from rlflow.config.files import load_tuned_config
 from rlflow.errors import ConfigError
+from rlflow.lazy import resolve_ref
 
 if TYPE_CHECKING:
     from rlflow.policy import TorchPolicy
@@ -103,22 +103,14 @@ class AlgorithmSpec:
     @property
     def policy_cls(self) -> type[TorchPolicy]:
         """The policy class every rollout worker builds (imported on first use)."""
-        policy: type[TorchPolicy] = _resolve(self.policy_ref)
+        policy: type[TorchPolicy] = resolve_ref(self.policy_ref)
         return policy
 
     @property
     def plan(self) -> Callable[[Any, Any], Any]:
         """``plan(workers, config) -> LocalIterator[dict]`` (imported on first use)."""
-        plan: Callable[[Any, Any], Any] = _resolve(self.plan_ref)
+        plan: Callable[[Any, Any], Any] = resolve_ref(self.plan_ref)
         return plan
-
-
-def _resolve(ref: Any) -> Any:
-    """``ref`` itself, or the attribute a ``"module:attribute"`` string names."""
-    if not isinstance(ref, str):
-        return ref
-    module, _, attribute = ref.partition(":")
-    return getattr(importlib.import_module(module), attribute)
 
 
 def _spec(

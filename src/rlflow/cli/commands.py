@@ -102,19 +102,29 @@ class StopSignals:
 
 
 @contextmanager
-def _train_session(args: argparse.Namespace) -> Iterator[None]:
-    """The flow backend of a ``train`` command, with `StopSignals` from its start to its end.
+def _train_session(args: argparse.Namespace, setup: Any = None) -> Iterator[Any]:
+    """The flow backend of a ``train`` command, with `StopSignals` from its start to its end;
+    yields the remote workers started early for ``setup`` (a `TrainerSetup`), or None.
 
     Starts the backend named by ``args`` (unless one of that name runs: it is left running)
     while a thread imports the trainer (`_ImportBeside`), and shuts down the one it started,
     however the block ends; the signal handlers in effect before are back after that. Inside
     the block ``rlflow.trainer`` is imported.
+
+    Connecting to a running Ray (``--address``) takes a fraction of a second, so there the
+    order differs: connect, start ``setup``'s remote rollout workers
+    (`rlflow.workers.placement.start_remote_workers`, which does not import torch), then
+    import the trainer while the workers' processes import the same on the other cores. The
+    `Trainer` adopts them (``started_workers``); those it did not adopt are stopped when the
+    block ends.
     """
     from rlflow import flow
 
-    trainer_module = _ImportBeside("rlflow.trainer")
+    early = setup is not None and args.backend == "ray" and bool(args.address)
+    trainer_module = None if early else _ImportBeside("rlflow.trainer")
     signals = StopSignals()
     started = False
+    workers = None
     try:
         signals.install()  # a SIGTERM while Ray starts: exit 143, Ray's processes reaped
         try:
@@ -126,10 +136,18 @@ def _train_session(args: argparse.Namespace) -> Iterator[None]:
                 raise Terminated from None
             raise
         signals.install()  # again: ray.init sets a SIGTERM handler of its own
-        trainer_module.wait()
-        yield
+        if trainer_module is None:
+            from rlflow.workers.placement import start_remote_workers
+
+            workers = start_remote_workers(setup.config, setup.algorithm.policy_ref)
+            importlib.import_module("rlflow.trainer")
+        else:
+            trainer_module.wait()
+        yield workers
     finally:
         try:
+            if workers is not None:
+                workers.stop()  # those no Trainer adopted
             if started:
                 flow.shutdown()
         finally:
@@ -210,8 +228,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return _resume(args)
     run = resolve_run(args)
     stop = stop_criteria(args, run.stop)
-    with _train_session(args):  # the run dir once the backend is up: none for a bad address
-        return _fresh_run(args, run.setup, stop, f"training {run.algo} on {run.config.env}")
+    # The run dir once the backend is up: none for a bad address.
+    with _train_session(args, run.setup) as workers:
+        what = f"training {run.algo} on {run.config.env}"
+        return _fresh_run(args, run.setup, stop, what, workers=workers)
 
 
 def _fresh_run(
@@ -221,10 +241,12 @@ def _fresh_run(
     what: str,
     env: Any = None,
     started: Callable[[Any], None] | None = None,
+    workers: Any = None,
 ) -> int:
     """Train ``setup`` in a new run dir (``args.out``, else one named after the algorithm and
     ``env``, default the config's) until ``stop``; ``what`` heads the progress; ``started``
-    is given the trainer once built."""
+    is given the trainer once built; ``workers``: remote workers started for ``setup``
+    (`rlflow.workers.placement.StartedWorkers`) for the trainer to adopt."""
     algo, config = setup.algorithm.name, setup.config
     fresh = not (args.out and os.path.exists(args.out))
     run_dir = make_run_dir(args.out, algo, config.env if env is None else env)
@@ -234,7 +256,7 @@ def _fresh_run(
     from rlflow.trainer import Trainer
 
     try:
-        trainer = Trainer(setup, backend=args.backend, logdir=run_dir)
+        trainer = Trainer(setup, backend=args.backend, logdir=run_dir, started_workers=workers)
     except BaseException:
         if fresh:  # made above, and no iteration ran in it (a given --out dir stays)
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -271,7 +293,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     with server:
         config = server.configure(config)
         setup = resolve_setup(run.setup.algorithm, config)
-        with _train_session(args):
+        with _train_session(args, setup) as workers:
             what = f"serving {run.algo} on {server.url} (spaces of {args.spaces or run.config.env})"
             return _fresh_run(
                 args,
@@ -280,6 +302,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                 what,
                 env=f"served-{run.config.env}",
                 started=lambda trainer: server.serve_policy(trainer.export_policy),
+                workers=workers,
             )
 
 

@@ -211,10 +211,13 @@ def resolve_device(config: ResourceConfig, worker_index: int) -> Any:
 def check_learner_gpu(config: ResourceConfig) -> None:
     """Raise `ConfigError` when ``num_gpus > 0`` and no GPU is visible to torch in this process
     (the learner's policies would be built on ``cuda``); the workers' GPUs are `check_gpus`'s,
-    once the cluster is known."""
+    once the cluster is known. Torch is imported only with ``num_gpus > 0`` (a driver that
+    starts its remote workers before it imports torch checks them first)."""
+    if config.num_gpus <= 0:
+        return
     import torch
 
-    if config.num_gpus > 0 and not torch.cuda.is_available():
+    if not torch.cuda.is_available():
         raise ConfigError(
             f"{type(config).__name__}: num_gpus={config.num_gpus} but no GPU is visible to this "
             "process (torch.cuda.is_available() is False): set num_gpus=0 to train on CPU, or "
@@ -229,13 +232,13 @@ def _check_gpus_for(
     actors) asks for more GPUs than there are: in the cluster (``cluster_gpus``), or on the
     local backend (None), where the actors live in this process and torch must see one;
     ``on_cpu`` says what ``per=0`` means, for the message."""
-    import torch
-
     amount, actors = getattr(config, per), getattr(config, count, 0)
     wanted = amount * actors
     if wanted <= 0:
         return
     if cluster_gpus is None:
+        import torch
+
         visible = torch.cuda.is_available()
         have, enough, where = float(visible), visible, "this process"
     else:

@@ -25,7 +25,7 @@ from rlflow.export.files import read_export
 from rlflow.export.spaces import space_from_json
 from rlflow.filters import filter_from_json
 from rlflow.models.actors import ExportableActor, actor_class
-from rlflow.models.recurrent import RecurrentInputs
+from rlflow.models.memory import RecurrentInputs
 
 __all__ = [
     "LoadedPolicy",

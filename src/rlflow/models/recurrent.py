@@ -20,7 +20,7 @@ model over the sequences of a batch (`rlflow.policy.sequences.sequence_outputs`)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -31,17 +31,15 @@ from torch import nn
 from rlflow.errors import ConfigError
 from rlflow.models.actors import ActorExport, ExportableActor
 from rlflow.models.distributions import ActionDistribution, DiagGaussian, dist_class_for
+from rlflow.models.memory import RecurrentInputs
 from rlflow.models.nets import MLP, NatureCNN, layer_init
 
 __all__ = [
     "RECURRENT_DEFAULTS",
     "RecurrentActor",
     "RecurrentActorCritic",
-    "RecurrentInputs",
     "StatefulActor",
     "is_recurrent",
-    "state_in_key",
-    "state_out_key",
 ]
 
 RECURRENT_DEFAULTS: dict[str, Any] = {
@@ -55,32 +53,8 @@ RECURRENT_DEFAULTS: dict[str, Any] = {
 """The recurrent ``model`` keys and their defaults (RLlib's)."""
 
 
-class RecurrentInputs(NamedTuple):
-    """What a policy with memory acts from, besides the observations (`TorchPolicy.
-    compute_actions` and ``value`` take it as ``memory``), one row per observation."""
-
-    state: Sequence[Any] | None = None
-    """The model's state tensors as arrays, as `TorchPolicy.initial_state` gives them (None:
-    the initial state)."""
-    prev_actions: Any = None
-    """The previous actions ``[B, ...]`` (None: not given; read if the model uses them)."""
-    prev_rewards: Any = None
-    """The previous rewards ``[B]`` (None: not given)."""
-
-
 _POLICY_GAIN = 0.01
 _VALUE_GAIN = 1.0
-
-
-def state_in_key(k: int) -> str:
-    """The batch column of state tensor ``k`` at a row: ``"state_in_0"``, ``"state_in_1"``..."""
-    return f"state_in_{k}"
-
-
-def state_out_key(k: int) -> str:
-    """The key of state tensor ``k`` after a step in what `TorchPolicy.compute_actions`
-    returns: ``"state_out_0"``, ``"state_out_1"``..."""
-    return f"state_out_{k}"
 
 
 def is_recurrent(model: nn.Module) -> bool:

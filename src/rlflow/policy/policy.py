@@ -69,12 +69,8 @@ from rlflow.errors import ConfigError, NonFiniteError
 from rlflow.models import ActionDistribution, dist_class_for
 from rlflow.models.actors import ActorExport
 from rlflow.models.custom import build_policy_model, export_policy_model
-from rlflow.models.recurrent import (
-    RECURRENT_DEFAULTS,
-    RecurrentInputs,
-    is_recurrent,
-    state_out_key,
-)
+from rlflow.models.memory import RecurrentInputs, state_out_key
+from rlflow.models.recurrent import RECURRENT_DEFAULTS, is_recurrent
 from rlflow.policy.adam import Adam
 from rlflow.policy.data_parallel import DataParallel
 from rlflow.policy.sequences import sequence_bounds, sequence_outputs
@@ -315,7 +311,7 @@ class TorchPolicy(abc.ABC):
         or infinite (weights that diverged) are a `NonFiniteError` saying so.
 
         A recurrent policy (`recurrent`) acts from ``memory``
-        (`rlflow.models.recurrent.RecurrentInputs`: its state as :meth:`initial_state` gives
+        (`rlflow.models.memory.RecurrentInputs`: its state as :meth:`initial_state` gives
         it, one row per observation, and the previous actions and rewards when its model reads
         them; None: the initial state), and the extra dict also holds the state after the
         step: ``"state_out_0"``, ``"state_out_1"``... ``[B, ...]``. Policies without memory

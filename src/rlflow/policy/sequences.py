@@ -18,7 +18,7 @@ from torch import nn
 
 from rlflow.data.sample_batch import PREV_ACTIONS, PREV_REWARDS, SEQ_START
 from rlflow.errors import ConfigError
-from rlflow.models.recurrent import state_in_key
+from rlflow.models.memory import state_in_key
 
 __all__ = ["sequence_bounds", "sequence_outputs"]
 

@@ -8,10 +8,15 @@ Env stepping, for training and evaluation alike, is `rlflow.workers.sampler.Samp
 single-agent hot loop is `rlflow.workers.vector_sampler.VectorSampler._step`.
 """
 
-from rlflow.workers.learner_group import Learner, LearnerGroup
+from typing import TYPE_CHECKING
+
+from rlflow.lazy import lazy_exports
 from rlflow.workers.records import Gradients, WorkerMetrics
 from rlflow.workers.rollout_worker import RolloutWorker, current_worker
-from rlflow.workers.worker_set import WorkerSet
+
+if TYPE_CHECKING:
+    from rlflow.workers.learner_group import Learner, LearnerGroup
+    from rlflow.workers.worker_set import WorkerSet
 
 __all__ = [
     "Gradients",
@@ -22,3 +27,8 @@ __all__ = [
     "WorkerSet",
     "current_worker",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {"Learner": "learner_group", "LearnerGroup": "learner_group", "WorkerSet": "worker_set"},
+)

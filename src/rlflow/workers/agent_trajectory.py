@@ -29,7 +29,7 @@ from rlflow.data.sample_batch import (
 )
 from rlflow.envs.multi_agent import MultiAgentEnv
 from rlflow.envs.vector import AgentReturn, EpisodeStat
-from rlflow.models.recurrent import state_in_key
+from rlflow.models.memory import state_in_key
 
 __all__ = ["AgentMemory", "AgentTrajectory", "EnvSlot"]
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -79,8 +79,7 @@ from rlflow.envs.validation import (
 from rlflow.envs.vector import EpisodeStat, env_action
 from rlflow.errors import ConfigError, NonFiniteError
 from rlflow.filters import MeanStdFilter
-from rlflow.models.recurrent import RecurrentInputs, state_out_key
-from rlflow.policy import TorchPolicy
+from rlflow.models.memory import RecurrentInputs, state_out_key
 from rlflow.workers.agent_trajectory import AgentMemory, AgentTrajectory, EnvSlot
 from rlflow.workers.sampler import (
     Sampler,
@@ -90,6 +89,9 @@ from rlflow.workers.sampler import (
     mapping_takes_episode,
     no_previous_action,
 )
+
+if TYPE_CHECKING:
+    from rlflow.policy import TorchPolicy
 
 __all__ = ["MultiAgentSampler"]
 

@@ -33,11 +33,10 @@ import itertools
 import logging
 import pickle
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
 from rlflow.checks import check_bool, check_int
 from rlflow.config import DEFAULT_POLICY_ID, AlgorithmConfig, resolve_policies
@@ -48,8 +47,8 @@ from rlflow.envs.validation import check_calls, check_env_api, env_name
 from rlflow.errors import ConfigError
 from rlflow.filters import MeanStdFilter, make_filter
 from rlflow.flow import ParallelIteratorWorker, ShardReply
+from rlflow.lazy import resolve_ref
 from rlflow.offline.writer import ExperienceWriter
-from rlflow.policy import TorchPolicy
 from rlflow.workers.multi_agent_sampler import MultiAgentSampler
 from rlflow.workers.records import Gradients, WorkerMetrics
 from rlflow.workers.sampler import (
@@ -60,6 +59,11 @@ from rlflow.workers.sampler import (
     policy_spaces,
 )
 from rlflow.workers.vector_sampler import VectorSampler
+
+if TYPE_CHECKING:
+    import torch
+
+    from rlflow.policy import TorchPolicy
 
 __all__ = ["RolloutWorker", "current_worker", "make_sampler"]
 
@@ -125,8 +129,10 @@ class RolloutWorker(ParallelIteratorWorker):
     Args:
         config: the algorithm config (``env``, ``num_envs_per_worker``,
             ``rollout_fragment_length``, ``seed``, and the policy's keys).
-        policy_cls: the algorithm's policy class (a `PolicySpec` may name another); each
-            policy is built with its typed config (`rlflow.config.resolve_policies`).
+        policy_cls: the algorithm's policy class (a `PolicySpec` may name another), or where
+            it is (``"module:Class"``, imported here: a driver that starts remote workers
+            before it imports torch passes that, `rlflow.workers.placement`); each policy is
+            built with its typed config (`rlflow.config.resolve_policies`).
         worker_index: 0 for the local worker (the learner), 1..N for remote workers. Seeds the
             envs (``seed + index * 10000 + j`` for sub-env j), the policy's sampling RNG
             (``seed + index``) and the minibatch shuffling RNG.
@@ -142,13 +148,14 @@ class RolloutWorker(ParallelIteratorWorker):
     def __init__(
         self,
         config: AlgorithmConfig,
-        policy_cls: type[TorchPolicy],
+        policy_cls: type[TorchPolicy] | str,
         *,
         worker_index: int,
         algorithm: str | None = None,
     ) -> None:
         """Build the policy map; envs are built on the first ``sample()``."""
         super().__init__(self._sample_forever, repeat=False)
+        policy_class: type[TorchPolicy] = resolve_ref(policy_cls)
         worker_index = check_int(worker_index, "RolloutWorker: worker_index", low=0)
         self.config = config
         self.worker_index = worker_index
@@ -161,7 +168,7 @@ class RolloutWorker(ParallelIteratorWorker):
         self.filters: dict[PolicyID, MeanStdFilter] = {}
         """``{policy id: observation filter}``: empty with ``observation_filter="NoFilter"``."""
         try:
-            self._build_policies(policy_cls, spaces_of, policy_seed, algorithm)
+            self._build_policies(policy_class, spaces_of, policy_seed, algorithm)
             external = getattr(getattr(probe, "unwrapped", probe), "external", False)
             if worker_index == 0 and not self.sampler_spec.multi_agent and not external:
                 # The learner's worker, built before any actor starts: after the policies took

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -52,9 +52,11 @@ from rlflow.envs.validation import env_location
 from rlflow.envs.vector import EpisodeStat, VectorEnv
 from rlflow.errors import ConfigError, NonFiniteError
 from rlflow.filters import MeanStdFilter
-from rlflow.models.recurrent import RecurrentInputs, state_in_key, state_out_key
-from rlflow.policy import TorchPolicy
+from rlflow.models.memory import RecurrentInputs, state_in_key, state_out_key
 from rlflow.workers.sampler import Sampler, SamplerSpec, no_previous_action
+
+if TYPE_CHECKING:
+    from rlflow.policy import TorchPolicy
 
 __all__ = ["VectorSampler"]
 

@@ -8,18 +8,21 @@ rollout sources ask for it (see ``rlflow.ops.recovery``).
 from __future__ import annotations
 
 import logging
-import time
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rlflow import flow
 from rlflow.checks import check_callable, check_int, check_number
 from rlflow.config import AlgorithmConfig
-from rlflow.config.resources import check_cluster_fits, check_gpus
 from rlflow.errors import ConfigError, OfflineDataError, WorkerError
 from rlflow.policy import TorchPolicy
 from rlflow.workers.learner_group import LearnerGroup
+from rlflow.workers.placement import (
+    START_TIMEOUT_S,
+    StartedWorkers,
+    WorkerPlacement,
+    check_remote_gpus,
+)
 from rlflow.workers.rollout_worker import RolloutWorker
 
 __all__ = ["WorkerSet"]
@@ -27,7 +30,6 @@ __all__ = ["WorkerSet"]
 logger = logging.getLogger(__name__)
 
 _PING_TIMEOUT_S = 5.0
-_START_TIMEOUT_S = 60.0
 
 
 class WorkerSet:
@@ -65,8 +67,9 @@ class WorkerSet:
         policy_cls: type[TorchPolicy],
         *,
         local_worker: RolloutWorker | None = None,
-        start_timeout_s: float = _START_TIMEOUT_S,
+        start_timeout_s: float = START_TIMEOUT_S,
         algorithm: str | None = None,
+        started: StartedWorkers | None = None,
     ) -> None:
         """Build the local worker (the learner) here unless given, then start the remote
         actors."""
@@ -81,17 +84,16 @@ class WorkerSet:
                 "worker index 0"
             )
         # Before the local worker builds a policy on cuda (a given one was checked by its
-        # builder, `check_learner_gpu`), and the workers' GPUs against the cluster; without a
-        # backend yet (the error for that comes when remote workers start) the GPUs are
-        # checked as in-process ones.
-        resources = flow.cluster_resources() if flow.is_initialized() else None
-        check_gpus(config, cluster_gpus=None if resources is None else resources.get("GPU", 0.0))
+        # builder, `check_learner_gpu`).
+        check_remote_gpus(config)
         self._local = local_worker or RolloutWorker(config, policy_cls, worker_index=0)
-        self._actor_cls = flow.remote(RolloutWorker).options(**self._actor_options(config))
-        self._group = self._placement_group(config)
-        # Remote actors start first: their processes import torch and build envs while this
-        # process builds the local worker.
-        self._remote: list[Any] = [self._start(i) for i in range(1, config.num_workers + 1)]
+        if started is None:
+            self._placement = WorkerPlacement(config, timeout_s=self.start_timeout_s)
+            self._remote: list[Any] = [
+                self._placement.start(i, policy_cls) for i in range(1, config.num_workers + 1)
+            ]
+        else:
+            self._placement, self._remote = self._adopt(started)
         self._dead: set[int] = set()
         self._starting: dict[int, tuple[Any, Any]] = {}  # index -> (actor, its ping)
         self.num_restarts = 0
@@ -101,88 +103,28 @@ class WorkerSet:
         if config.num_learners:
             placement = (
                 None
-                if self._first_learner_bundle is None
-                else (self._group, self._first_learner_bundle)
+                if self._placement.first_learner_bundle is None
+                else (self._placement.group, self._placement.first_learner_bundle)
             )
             self._learner_group = LearnerGroup(
                 config, policy_cls, self._local, placement=placement, algorithm=algorithm
             )
 
-    @staticmethod
-    def _actor_options(config: AlgorithmConfig) -> dict[str, Any]:
-        options: dict[str, Any] = {
-            "num_cpus": config.num_cpus_per_worker,
-            "num_gpus": config.num_gpus_per_worker,
-        }
-        if config.custom_resources_per_worker:
-            options["resources"] = dict(config.custom_resources_per_worker)
-        return options
-
-    def _placement_group(self, config: AlgorithmConfig) -> Any:
-        self._first_bundle = 0
-        self._first_learner_bundle: int | None = None  # the learner actors', when reserved
-        self._release: Any = None  # a weakref.finalize that removes the set's own group
-        bundle, learner = config.worker_bundle(), config.learner_bundle()
-        workers = config.num_workers if bundle else 0
-        learners = config.num_learners if learner else 0
-        if not workers and not learners:
-            return None
-        enclosing = flow.current_placement_group()
-        if enclosing is not None and enclosing.num_bundles == 1 + workers + learners:
-            self._first_bundle = 1  # bundle 0 is the driver's learner (this process)
-            self._first_learner_bundle = 1 + workers if learners else None
-            return enclosing.group
-        self._wait_for_cluster(config)
-        self._first_learner_bundle = workers if learners else None
-        bundles = [dict(bundle) for _ in range(workers)] + [dict(learner)] * learners
-        group = flow.placement_group(
-            bundles, config.placement_strategy, timeout_s=self.start_timeout_s
-        )
-        release = weakref.finalize(self, flow.remove_placement_group, group)
-        release.atexit = False  # at exit Ray frees it with the job
-        self._release = release
-        return group
-
-    @staticmethod
-    def _wait_for_cluster(config: AlgorithmConfig) -> None:
-        """Refuse at once a run the cluster's nodes cannot hold (`check_cluster_fits`), or with
-        ``cluster_wait_s`` wait that long for the cluster to grow, logging every 10 s."""
-        start, next_log = time.monotonic(), 0.0
-        while True:
-            nodes = flow.cluster_nodes()
-            if nodes is None:  # the local backend: everything runs in this process
-                return
-            waited = time.monotonic() - start
-            try:
-                check_cluster_fits(config, nodes)
-                return
-            except ConfigError:
-                if waited >= config.cluster_wait_s:
-                    raise
-            if waited >= next_log:
-                logger.warning(
-                    "waiting for the Ray cluster to hold %d workers of %s (%.0f of %g s, "
-                    "cluster_wait_s)",
-                    config.num_workers,
-                    config.worker_bundle(),
-                    waited,
-                    config.cluster_wait_s,
-                )
-                next_log += 10.0
-            time.sleep(1.0)
-
-    def _start(self, index: int) -> Any:
-        in_group = self._group is not None and self.config.worker_bundle()
-        actor_cls = self._actor_cls.options(
-            **flow.bundle_options(self._group if in_group else None, self._first_bundle + index - 1)
-        )
-        return actor_cls.remote(self.config, self.policy_cls, worker_index=index)
+    def _adopt(self, started: StartedWorkers) -> tuple[WorkerPlacement, list[Any]]:
+        if started.config is not self.config or started.adopted or started.stopped:
+            raise ConfigError(
+                "WorkerSet(started=...): the workers were started for another config, or "
+                "another WorkerSet owns them, or they were stopped; start them with this set's "
+                "config"
+            )
+        started.adopted = True
+        return started.placement, list(started.actors)
 
     def placement_group(self) -> Any:
         """The placement group of the remote workers (worker i in bundle i - 1 of the set's own
         group, bundle i of an enclosing trial's group); None on the local backend, with no
         remote workers, or when they reserve nothing."""
-        return self._group
+        return self._placement.group
 
     def local_worker(self) -> RolloutWorker:
         """The learner: a plain object in this process. With ``num_learners`` >= 1 it holds
@@ -366,7 +308,7 @@ class WorkerSet:
             flow.kill(dead)  # unreachable is not always gone: make sure two never sample
         except Exception:  # a dead actor may refuse even this
             logger.debug("could not kill %r", dead, exc_info=True)
-        actor = self._start(index)
+        actor = self._placement.start(index, self.policy_cls)
         return actor, actor.ping.remote()
 
     def _install(self, index: int, actor: Any, global_vars: Mapping[str, Any] | None) -> Any:
@@ -435,8 +377,7 @@ class WorkerSet:
             except Exception:
                 logger.debug("could not kill %r", handle, exc_info=True)
         self._remote, self._starting, self._dead = [], {}, set()
-        if self._release is not None:
-            self._release()  # frees the set's own reservation, once
+        self._placement.remove()  # frees the set's own reservation, once
 
     def __repr__(self) -> str:
         return f"WorkerSet(local=1, remote={len(self._remote)})"

@@ -60,7 +60,7 @@ from rlflow.models.masking import (
     legal_actions,
     masked_network,
 )
-from rlflow.models.recurrent import RecurrentInputs, state_out_key
+from rlflow.models.memory import RecurrentInputs, state_out_key
 from rlflow.ops.keys import TD_ERROR
 from rlflow.policy.policy import TorchPolicy
 from rlflow.replay import BATCH_INDEXES, DISCOUNTS, WEIGHTS, n_step_transitions

@@ -45,12 +45,8 @@ from rlflow.data.sample_batch import (
 from rlflow.errors import ConfigError
 from rlflow.models.actors import ActorExport
 from rlflow.models.masking import MASKED_LOGIT, ActionMaskedModel, legal_actions
-from rlflow.models.recurrent import (
-    RecurrentActor,
-    RecurrentActorCritic,
-    RecurrentInputs,
-    state_in_key,
-)
+from rlflow.models.memory import RecurrentInputs, state_in_key
+from rlflow.models.recurrent import RecurrentActor, RecurrentActorCritic
 from rlflow.replay.sequences import SEQ_STEPS, SEQ_TERMINATED
 
 __all__ = ["R2D2Policy", "h_function", "h_inverse"]

@@ -34,7 +34,7 @@ from rlflow.algorithms.twin_q.policy import TwinQPolicy
 from rlflow.config import AlgorithmConfig
 from rlflow.data.sample_batch import ACTION_DIST_INPUTS, LOGP, VF_PREDS, SampleBatch
 from rlflow.models.actors import ActorExport
-from rlflow.models.recurrent import RecurrentInputs
+from rlflow.models.memory import RecurrentInputs
 from rlflow.replay import replay_transitions
 
 __all__ = ["SACPolicy", "squashed_logp"]

@@ -53,7 +53,7 @@ from rlflow.data.sample_batch import (
 )
 from rlflow.errors import ConfigError
 from rlflow.models import MLP
-from rlflow.models.recurrent import RecurrentInputs
+from rlflow.models.memory import RecurrentInputs
 from rlflow.policy.adam import Adam
 from rlflow.policy.policy import TorchPolicy
 from rlflow.policy.spaces import check_policy_spaces
