@@ -127,8 +127,10 @@ class Trainer:
         started_workers: remote rollout workers already started for ``algo``'s config (a
             `TrainerSetup`'s, the same object) with
             `rlflow.workers.placement.start_remote_workers`, adopted instead of starting new
-            ones; if this constructor fails they are stopped. The command line starts them
-            before it imports torch when it connects to a running Ray.
+            ones. If building the learner's worker or the `WorkerSet` fails, they are stopped
+            (an error before that leaves them to the caller). The command line starts them
+            before it imports torch when it connects to a running Ray, and stops them if no
+            trainer took them.
         **config_fields: any other field of the algorithm's config class.
 
     Bad input (unknown algorithm, config key, env id; wrong type or range) raises
@@ -185,21 +187,9 @@ class Trainer:
             )
         self.loggers = LoggerSet(self._config.loggers, logdir)
         """Where each result goes (`rlflow.loggers.LoggerSet`); ``.add(logger)`` adds yours."""
-        learner = _build_learner(setup)
         self._owns_backend = False
-        try:
-            self._owns_backend = acquire_backend(backend, address)
-            self.workers: Any = _make_workers(
-                self._config, self._spec.policy_cls, learner, started_workers
-            )
-            """The run's WorkerSet: ``local_worker()`` (the learner) and ``remote_workers()``."""
-        except BaseException:
-            learner.stop()  # no WorkerSet owns it yet
-            if started_workers is not None:
-                started_workers.stop()  # nothing if the WorkerSet adopted them
-            if self._owns_backend:
-                release_backend()
-            raise
+        self.workers: Any = self._start_workers(setup, backend, address, started_workers)
+        """The run's WorkerSet: ``local_worker()`` (the learner) and ``remote_workers()``."""
         try:
             self._plan = self._build_plan()
         except BaseException:
@@ -211,6 +201,32 @@ class Trainer:
         self._iteration = 0
         self._time_total_s = 0.0
         self._last_sampled = 0
+
+    def _start_workers(
+        self,
+        setup: TrainerSetup,
+        backend: str | None,
+        address: str | None,
+        started: StartedWorkers | None,
+    ) -> Any:
+        """Build the learner's worker (the env's check), take a share of the backend, then the
+        run's `WorkerSet` (adopting ``started``); on failure what was started is stopped."""
+        try:
+            learner = _build_learner(setup)
+        except BaseException:
+            if started is not None:
+                started.stop()  # the env's check failed: they would fail too
+            raise
+        try:
+            self._owns_backend = acquire_backend(backend, address)
+            return _make_workers(self._config, self._spec.policy_cls, learner, started)
+        except BaseException:
+            learner.stop()  # no WorkerSet owns it yet
+            if started is not None:
+                started.stop()  # nothing if the WorkerSet adopted them
+            if self._owns_backend:
+                release_backend()
+            raise
 
     def _build_plan(self) -> LocalIterator[dict[str, Any]]:
         plan = self._plan_fn(self.workers, self._config)

@@ -91,6 +91,24 @@ def test_a_trainer_that_cannot_adopt_them_stops_them(local_backend: None) -> Non
         flow.get(started.actors[1].sample.remote())
 
 
+def test_a_trainer_whose_env_check_fails_stops_them(
+    local_backend: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rlflow.trainer
+
+    def failing_check(setup: Any) -> Any:
+        raise ConfigError("the env's check failed")
+
+    monkeypatch.setattr(rlflow.trainer, "_build_learner", failing_check)
+    setup = resolve_setup("pg", env=CountingEnv, num_workers=2, rollout_fragment_length=4)
+    started = start_remote_workers(setup.config, PG_POLICY)
+    with pytest.raises(ConfigError, match="the env's check failed"):
+        Trainer(setup, started_workers=started)
+    assert started.stopped and not started.adopted
+    with pytest.raises(WorkerError):
+        flow.get(started.actors[0].sample.remote())
+
+
 DRIVER = textwrap.dedent(
     """
     import json, sys
