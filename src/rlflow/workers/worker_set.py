@@ -59,6 +59,13 @@ class WorkerSet:
             when no other worker is healthy (seconds, > 0).
         algorithm: the algorithm's registered name, for the messages of the learner actors
             (``num_learners`` >= 1, `rlflow.workers.learner_group`).
+        started: remote workers already started for this very ``config``
+            (`rlflow.workers.placement.start_remote_workers`): the set adopts them and their
+            placement group instead of starting its own (`ConfigError` for workers started
+            for another config, adopted by another set, or stopped).
+
+    The reservation and the start of each remote worker are `WorkerPlacement`'s
+    (`rlflow.workers.placement`), also when a dead worker is recreated.
     """
 
     def __init__(
