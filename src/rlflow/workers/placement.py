@@ -28,7 +28,7 @@ from rlflow.config.resources import check_cluster_fits, check_gpus
 from rlflow.errors import ConfigError
 from rlflow.workers.rollout_worker import RolloutWorker
 
-__all__ = ["StartedWorkers", "WorkerPlacement", "start_remote_workers"]
+__all__ = ["StartedWorkers", "WorkerPlacement", "check_remote_gpus", "start_remote_workers"]
 
 logger = logging.getLogger(__name__)
 
@@ -113,8 +113,8 @@ class WorkerPlacement:
 
 
 def check_remote_gpus(config: AlgorithmConfig) -> None:
-    """`check_gpus` of ``config`` against the cluster's GPUs (without a backend yet, whose
-    error comes when remote workers start, as in-process ones)."""
+    """`check_gpus` of ``config`` against the Ray cluster's GPUs; without a backend yet (whose
+    absence is reported when remote workers start) the GPUs are checked as in-process ones."""
     resources = flow.cluster_resources() if flow.is_initialized() else None
     check_gpus(config, cluster_gpus=None if resources is None else resources.get("GPU", 0.0))
 
