@@ -154,8 +154,6 @@ class StartedWorkers:
 
     config: AlgorithmConfig
     """The config they were started with; the adopting set's must be this one."""
-    policy: type | str
-    """The policy they build (a class or ``"module:Class"``)."""
     placement: WorkerPlacement
     """Their reservation."""
     actors: Sequence[Any]
@@ -194,4 +192,4 @@ def start_remote_workers(
     check_remote_gpus(config)
     placement = WorkerPlacement(config, timeout_s=timeout_s)
     actors = [placement.start(i, policy) for i in range(1, config.num_workers + 1)]
-    return StartedWorkers(config, policy, placement, actors)
+    return StartedWorkers(config, placement, actors)

@@ -91,8 +91,9 @@ class WorkerSet:
                 "worker index 0"
             )
         # Before the local worker builds a policy on cuda (a given one was checked by its
-        # builder, `check_learner_gpu`).
-        check_remote_gpus(config)
+        # builder, `check_learner_gpu`); started workers were checked before they started.
+        if started is None:
+            check_remote_gpus(config)
         self._local = local_worker or RolloutWorker(config, policy_cls, worker_index=0)
         if started is None:
             self._placement = WorkerPlacement(config, timeout_s=self.start_timeout_s)
