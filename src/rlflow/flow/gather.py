@@ -175,7 +175,8 @@ class GatherBase:
 
 
 class AsyncGather(GatherBase):
-    """``gather_async``: ``num_async`` requests in flight per shard; items as they arrive.
+    """``gather_async``: ``num_async`` requests in flight per shard; items as they arrive, the
+    oldest ready reply first (so a shard that answers at once cannot starve a slower one).
 
     A shard whose actor died loses its requests in flight; its replacement gets new ones.
     """
@@ -214,15 +215,15 @@ class AsyncGather(GatherBase):
             if not pending:  # no live shard: the left-out ones come back, or this raises
                 self._issue(pending, slots, slots.revive_or_raise(), read)
             start = _perf()
-            ready, _ = backend.wait(list(pending), num_returns=1, timeout=env.timeout)
+            ref = backend.first_ready(pending, env.timeout)  # the oldest reply: no shard starves
             stats.wait_time_s += _perf() - start
-            if not ready:
+            if ref is None:
                 env.waiter.pending(pending)
                 yield NOT_READY
                 continue
-            pos = pending.pop(ready[0])
+            pos = pending.pop(ref)
             actor = slots.live[pos].actor
-            items = self._reply(ready[0], pos, pending, slots, read)
+            items = self._reply(ref, pos, pending, slots, read)
             for item in items:
                 ctx.current_actor = actor
                 stats.items += 1

@@ -63,7 +63,8 @@ class _IterableBase:
 class _ConcurrentForEach:
     """``for_each(fn, max_concurrency=k)``: ``fn`` runs as remote tasks, at most k in flight.
 
-    Results are yielded as they finish (no order guarantee on Ray; submission order locally).
+    Results are yielded as they finish; of those finished, the earliest submitted first
+    (submission order locally).
     """
 
     def __init__(self, fn: Callable[[Any], Any], k: int, resources: dict[str, Any], label: str):
@@ -87,18 +88,19 @@ class _ConcurrentForEach:
                 if not exhausted:
                     yield NOT_READY
                 continue
-            ready, pending = backend.wait(pending, num_returns=1, timeout=env.timeout)
-            for ref in ready:
-                try:
-                    result = backend.get(ref)
-                except Exception as err:
-                    st.annotate(err, self.label, env)
-                    raise
-                stats.items += 1
-                yield result
-            if not ready:
+            ref = backend.first_ready(pending, env.timeout)  # the oldest finished task
+            if ref is None:
                 env.waiter.pending(pending)
                 yield NOT_READY
+                continue
+            pending.remove(ref)
+            try:
+                result = backend.get(ref)
+            except Exception as err:
+                st.annotate(err, self.label, env)
+                raise
+            stats.items += 1
+            yield result
 
 
 _END = object()

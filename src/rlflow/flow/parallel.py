@@ -277,9 +277,11 @@ class ParallelIterator(Generic[T]):
         """Items from whichever shard has one ready; lazy; sets ``current_actor`` per item.
 
         Keeps ``num_async`` requests in flight per shard, re-issuing a shard's request before its
-        items go downstream. Order across shards is not defined; within a shard it is kept when
-        ``num_async == 1``. With ``batch_ms`` > 0 each request returns the items a shard produced
-        within that many milliseconds. Ends when all shards have ended.
+        items go downstream. Of the replies ready at a read, the oldest request's comes first, so
+        a shard that answers at once cannot starve a slower one. Order across shards is not
+        otherwise defined; within a shard it is kept when ``num_async == 1``. With ``batch_ms``
+        > 0 each request returns the items a shard produced within that many milliseconds. Ends
+        when all shards have ended.
         """
         check_int(num_async, "gather_async(num_async)", low=1)
         check_number(batch_ms, "gather_async(batch_ms)", low=0)

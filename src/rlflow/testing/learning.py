@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from rlflow import flow
 from rlflow.algorithms import get_algorithm, tuned_config
+from rlflow.ops.learner_thread import stop_learner_threads
 from rlflow.workers import WorkerSet
 
 logger = logging.getLogger(__name__)
@@ -83,8 +84,10 @@ def train_to_target(
     best, steps, trained, queue_mean = float("-inf"), 0, 0, 0.0
     lag_means: list[float] = []
     lag_max: float | None = None
+    plan: flow.LocalIterator[dict[str, Any]] | None = None
     try:
-        for result in spec.plan(workers, config):
+        plan = spec.plan(workers, config)
+        for result in plan:
             if result.get("policy_lag_mean") is not None:
                 lag_means.append(result["policy_lag_mean"])
                 lag_max = max(lag_max or 0.0, result["policy_lag_max"])
@@ -97,6 +100,10 @@ def train_to_target(
             if (ret is not None and ret >= target) or steps >= budget:
                 break
     finally:
+        # As Trainer.stop: no learner thread outlives the run, no read stays open on a shard.
+        stop_learner_threads(workers.local_worker())
+        if plan is not None:
+            plan.close()
         workers.stop()
     seconds = round(time.perf_counter() - start, 1)
     lag_mean = sum(lag_means) / len(lag_means) if lag_means else None

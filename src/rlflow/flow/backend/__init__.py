@@ -19,7 +19,7 @@ import logging
 import socket
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from rlflow.errors import ConfigError
@@ -251,6 +251,32 @@ def wait(
     if backend_name() == "local":
         return _local.wait(refs, num_returns, timeout)
     return _ray_impl().wait(refs, num_returns, timeout)  # type: ignore[no-any-return]
+
+
+def first_ready(refs: Iterable[Any], timeout: float | None = None) -> Any | None:
+    """The first of ``refs``, in their order, that is ready; when none is ready now, waits up
+    to ``timeout`` seconds (None: until one is; 0: not at all); None when none became ready.
+
+    Use it instead of ``wait(refs, num_returns=1)`` to take one reply out of many: with several
+    ready, Ray's ``wait`` returns one by no fixed rule, and the same old reference can lose to
+    each newer one for as long as newer ones keep coming (an Ape-X replay shard with data was
+    never read again while the other shard, below its ``learning_starts``, answered None at
+    once). With ``refs`` in the order they were issued, this serves the oldest reply first. It
+    costs one ``wait``, and a second one (that does not wait) over the references before the
+    one the first gave, if any.
+    """
+    refs = list(refs)
+    if not refs:
+        return None
+    ready, _ = wait(refs, num_returns=1, timeout=timeout)
+    if not ready:
+        return None
+    position = refs.index(ready[0])
+    if position:
+        older, _ = wait(refs[:position], num_returns=position, timeout=0)
+        if older:
+            return older[0]
+    return ready[0]
 
 
 def put(value: Any) -> Any:
