@@ -59,7 +59,7 @@ def test_r2d2_reaches_150_within_300k(local_backend: None) -> None:
 
 @pytest.mark.ray
 @pytest.mark.timeout(900)
-def test_apex_r2d2_reaches_150_within_300k_on_ray(ray_backend: None) -> None:
+def test_apex_r2d2_reaches_150_within_450k_on_ray(ray_backend: None) -> None:
     # R2D2's sequences through Ape-X's replay shards (actors) and learner thread. Seed 0 on Ray
     # is not repeatable (asynchronous): 245,600 / 183,600 / 139,920 env steps to 150 in three
     # quiet runs (2026-11-28), and a fresh-clone CI run had 133 at 302,800; the budget is 1.8x
