@@ -101,12 +101,12 @@ def learner_rows(folder: str, seconds: float, from_memory: bool) -> float:
         else:
             train = get_algorithm("bc").plan(workers, config.replace(evaluation_interval=0))
         next(train)
-        trained = workers.local_worker().get_policy().num_grad_updates
+        trained = workers.local_worker().get_policy().update.num_grad_updates
         start = time.perf_counter()
         while time.perf_counter() - start < seconds:
             next(train)
         elapsed = time.perf_counter() - start
-        updates = workers.local_worker().get_policy().num_grad_updates - trained
+        updates = workers.local_worker().get_policy().update.num_grad_updates - trained
         return updates * config.sgd_minibatch_size / elapsed
     finally:
         workers.stop()

@@ -304,12 +304,14 @@ def thread_rows_per_s(worker: RolloutWorker, batch: SampleBatch, seconds: float)
 
 
 def rows_per_s(policy: TorchPolicy, batch: SampleBatch, seconds: float) -> float:
-    """Rows (env steps) per second of ``policy.learn_on_batch(batch)`` over ``seconds`` (after
-    one warm-up step)."""
-    policy.learn_on_batch(batch)
+    """Rows (env steps) per second of ``policy.update.learn_on_batch(batch)`` over ``seconds``
+    (after one warm-up step)."""
+    policy.update.learn_on_batch(batch)
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        policy.learn_on_batch(batch)  # its stats are floats: each step has finished on the GPU
+        policy.update.learn_on_batch(
+            batch
+        )  # its stats are floats: each step has finished on the GPU
         steps += 1
     if policy.device.type == "cuda":
         torch.cuda.synchronize()

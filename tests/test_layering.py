@@ -61,6 +61,7 @@ RANKS = {
     "vtrace": 5,
     "export": 5,
     "offline": 5,
+    "learner": 5,
     "policy": 6,
     "serve": 6,
     "replay": 7,

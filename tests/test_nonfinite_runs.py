@@ -74,7 +74,7 @@ def test_a_diverging_lr_is_skipped_counted_then_stopped_with_weights_finite(
             for _ in range(5):
                 t.train()
         assert "policy 'default_policy' (PPOPolicy): 6 updates in a row" in str(info.value)
-        assert t.workers.local_worker().get_policy().num_nonfinite_updates >= 6
+        assert t.workers.local_worker().get_policy().update.num_nonfinite_updates >= 6
         assert finite_weights(t)
     finally:
         t.stop()
@@ -92,7 +92,7 @@ def test_skipped_updates_are_reported_in_results(backend: str) -> None:
         policy.loss = real_loss
         second = t.train()
         assert first["num_nonfinite_updates"] == 8  # 2 epochs of 4 minibatches, all skipped
-        assert second["num_nonfinite_updates"] == 8 and policy.num_grad_updates == 8
+        assert second["num_nonfinite_updates"] == 8 and policy.update.num_grad_updates == 8
         assert finite_weights(t)
     finally:
         t.stop()

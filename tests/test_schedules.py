@@ -65,13 +65,13 @@ def test_the_learner_follows_lr_schedule(algo: str) -> None:
     seen = []
     with Trainer(algo, backend="local", **fields) as trainer:
         policy = trainer.workers.local_worker().get_policy()
-        assert policy.lr == 1e-3
+        assert policy.update.lr == 1e-3
         for _ in range(3):
             steps = trainer.train()["num_env_steps_sampled"]
-            lrs = {group["lr"] for group in policy.optimizer.param_groups}
-            seen.append(policy.lr)
+            lrs = {group["lr"] for group in policy.update.optimizer.param_groups}
+            seen.append(policy.update.lr)
             # The learner saw the timestep of the last train item: at most one item behind.
-            assert lrs == {policy.lr}
-            assert schedule.value(steps) <= policy.lr < 1e-3
+            assert lrs == {policy.update.lr}
+            assert schedule.value(steps) <= policy.update.lr < 1e-3
     assert seen == sorted(seen, reverse=True)
     assert isinstance(IMPALAConfig(lr_schedule=points).lr_schedule, list)

@@ -89,7 +89,7 @@ def test_offline_plans_train_on_recorded_rows_and_evaluate(
         assert first["num_env_steps_sampled"] >= 100
         assert second["num_env_steps_trained"] == second["num_env_steps_sampled"] >= 200
         assert second["info"]["learner"]["default_policy"]["mean_weight"] > 0
-        assert workers.local_worker().get_policy().num_grad_updates >= 5 * 7  # 7 minibatches
+        assert workers.local_worker().get_policy().update.num_grad_updates >= 5 * 7  # 7 minibatches
     finally:
         workers.stop()
 
@@ -173,7 +173,7 @@ def _tensors(policy: MARWILPolicy, returns: list[float]) -> dict[str, torch.Tens
         ACTIONS: rng.integers(0, 2, n),
         VALUE_TARGETS: np.array(returns, np.float32),
     }
-    return policy.batch_to_tensors(batch)
+    return policy.update.batch_to_tensors(batch)
 
 
 def test_bc_loss_is_the_negative_log_likelihood() -> None:
@@ -312,15 +312,15 @@ def test_cql_trains_conservatively_then_leaves_imitation(
         phases = []
         for result in spec.plan(workers, config):
             stats = result["info"]["learner"]["default_policy"]
-            phases.append((policy.num_grad_updates, stats["bc_phase"]))
+            phases.append((policy.update.num_grad_updates, stats["bc_phase"]))
             assert stats["cql_loss"] > 0
-            if policy.num_grad_updates >= 40:
+            if policy.update.num_grad_updates >= 40:
                 break
         # The actor imitates for bc_iters updates, then is SAC's.
         assert all(phase == float(updates <= 30) for updates, phase in phases), phases
         # One train step per recorded row read (training_intensity over a batch's rows).
         read = result["num_env_steps_sampled"]
-        assert read - 100 <= policy.num_grad_updates <= read
+        assert read - 100 <= policy.update.num_grad_updates <= read
     finally:
         workers.stop()
 
@@ -343,9 +343,9 @@ def test_cql_without_its_term_is_sacs_loss() -> None:
     plain = CQLPolicy(obs_space, act_space, CQLConfig(**cql, min_q_weight=0.0), seed=4)
     conservative = CQLPolicy(obs_space, act_space, CQLConfig(**cql), seed=4)
     with torch.no_grad():
-        sac_loss, _ = sac.loss(sac.batch_to_tensors(batch))
-        plain_loss, plain_stats = plain.loss(plain.batch_to_tensors(batch))
-        loss, stats = conservative.loss(conservative.batch_to_tensors(batch))
+        sac_loss, _ = sac.loss(sac.update.batch_to_tensors(batch))
+        plain_loss, plain_stats = plain.loss(plain.update.batch_to_tensors(batch))
+        loss, stats = conservative.loss(conservative.update.batch_to_tensors(batch))
     assert float(plain_stats["cql_loss"]) == 0.0
     assert float(plain_loss) == pytest.approx(float(sac_loss), rel=1e-6)
     # The term is logsumexp over sampled actions minus Q at the data's: >= -log(3N) per critic.

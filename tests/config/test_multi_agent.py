@@ -218,7 +218,7 @@ def test_specs_pick_class_and_config_per_policy() -> None:
         policy_mapping_fn=by_index,
     )
     p0, p1 = built.get_policy("p0"), built.get_policy("p1")
-    assert type(p0) is PPOPolicy and p0.lr == 0.1 and p0.gamma == PPOConfig().gamma
-    assert type(p1) is PGPolicy and p1.gamma == 0.5 and p1.lr == PGConfig().lr
+    assert type(p0) is PPOPolicy and p0.update.lr == 0.1 and p0.config.gamma == PPOConfig().gamma
+    assert type(p1) is PGPolicy and p1.config.gamma == 0.5 and p1.update.lr == PGConfig().lr
     assert p0.worker_index == p1.worker_index == 0
     assert type(p0.config) is PPOConfig and type(p1.config) is PGConfig

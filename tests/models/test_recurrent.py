@@ -22,11 +22,10 @@ from rlflow.data.sample_batch import (
     SEQ_START,
     VF_PREDS,
 )
+from rlflow.data.sequences import SequenceLayout, minibatch_groups
 from rlflow.errors import ConfigError
 from rlflow.models.memory import state_in_key
 from rlflow.models.recurrent import RecurrentActorCritic
-from rlflow.policy.policy import sequence_minibatches
-from rlflow.policy.sequences import sequence_outputs
 from rlflow.workers import WorkerSet
 
 ENV = "rlflow/StatelessCartPole-v1"
@@ -58,31 +57,32 @@ def _step_alone(
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_padded_sequences_give_each_sequence_stepped_alone(cell: str) -> None:
     space = gym.spaces.Box(-1, 1, (3,), np.float32)
-    model = RecurrentActorCritic(
-        space,
-        gym.spaces.Discrete(4),
-        hidden=(5,),
-        cell=cell,
-        cell_size=6,
-        use_prev_action=True,
-        use_prev_reward=True,
-    )
+    memory = {"use_lstm": cell == "lstm", "use_gru": cell == "gru", "lstm_cell_size": 6}
+    config = _ppo(model={**memory, "hidden": [5], "lstm_use_prev_action": True,
+                         "lstm_use_prev_reward": True})  # fmt: skip
+    policy = get_algorithm("ppo").policy_cls(space, gym.spaces.Discrete(4), config, seed=0)
+    model = policy.model
     lengths = [4, 1, 7, 2, 7]
     count = sum(lengths)
     gen = torch.Generator().manual_seed(0)
     starts = np.cumsum([0, *lengths[:-1]])
-    seq_start = torch.zeros(count, dtype=torch.bool)
+    seq_start = np.zeros(count, dtype=bool)
     seq_start[starts] = True
     states = len(model.initial_state(1))
-    tensors = {
-        "obs": torch.randn(count, 3, generator=gen),
-        SEQ_START: seq_start,
-        PREV_ACTIONS: torch.randint(0, 4, (count,), generator=gen),
-        PREV_REWARDS: torch.randn(count, generator=gen),
-        **{state_in_key(k): torch.randn(count, 6, generator=gen) for k in range(states)},
-    }
+    batch = SampleBatch(
+        {
+            "obs": torch.randn(count, 3, generator=gen).numpy(),
+            SEQ_START: seq_start,
+            PREV_ACTIONS: torch.randint(0, 4, (count,), generator=gen).numpy(),
+            PREV_REWARDS: torch.randn(count, generator=gen).numpy(),
+            **{
+                state_in_key(k): torch.randn(count, 6, generator=gen).numpy() for k in range(states)
+            },
+        }
+    )
+    tensors = policy.update.batch_to_tensors(batch)  # the columns and the sequences' layout
     with torch.no_grad():
-        dist, value = sequence_outputs(model, tensors)
+        dist, value = policy.model_outputs(tensors)
         alone = [_step_alone(model, tensors, range(a, a + n)) for a, n in zip(starts, lengths)]
     assert dist.shape == (count, 4) and value.shape == (count,)
     torch.testing.assert_close(dist, torch.cat([d for d, _ in alone]), rtol=1e-5, atol=1e-6)
@@ -96,7 +96,7 @@ def test_a_padded_minibatch_gives_the_loss_of_its_sequences_computed_one_by_one(
         worker = workers.local_worker()
         batch = worker.sample()
         policy = worker.get_policy()
-        tensors = policy.batch_to_tensors(batch)
+        tensors = policy.update.batch_to_tensors(batch)
         with torch.no_grad():
             padded, _ = policy.loss(tensors)
             starts = np.flatnonzero(batch[SEQ_START])
@@ -124,7 +124,7 @@ def test_state_across_fragments_is_the_cell_stepped_over_the_whole_episode() -> 
         fragments = [worker.sample() for _ in range(6)]
         batch = SampleBatch.concat_samples(fragments)
         for fragment in fragments:
-            tensors = policy.batch_to_tensors(fragment)
+            tensors = policy.update.batch_to_tensors(fragment)
             with torch.no_grad():
                 dist, value = policy.model_outputs(tensors)
             np.testing.assert_allclose(dist.numpy(), fragment[ACTION_DIST_INPUTS], atol=1e-6)
@@ -148,20 +148,26 @@ def test_state_across_fragments_is_the_cell_stepped_over_the_whole_episode() -> 
         np.testing.assert_array_equal(fragment[SEQ_START], expected)
 
 
-def test_minibatches_hold_whole_sequences_and_every_row_once() -> None:
+def test_minibatches_hold_whole_sequences_each_row_at_most_once() -> None:
     seq_start = np.zeros(60, bool)
     seq_start[[0, 5, 7, 20, 21, 30, 44, 50]] = True
+    layout = SequenceLayout.of({SEQ_START: seq_start})
+    assert layout is not None and layout.steps.tolist() == [5, 2, 13, 1, 9, 14, 6, 10]
     rng = np.random.default_rng(0)
-    minibatches = sequence_minibatches(seq_start, 60, 16, rng)
-    assert len(minibatches) == 3
-    rows = np.concatenate([np.concatenate(mb) for mb in minibatches])
-    np.testing.assert_array_equal(np.sort(rows), np.arange(60))
-    for minibatch in minibatches:
-        for sequence in minibatch:
-            assert seq_start[sequence[0]] and not seq_start[sequence[1:]].any()
-            np.testing.assert_array_equal(np.diff(sequence), 1)
-    with pytest.raises(ConfigError, match="must start with a sequence start"):
-        sequence_minibatches(seq_start[1:], 59, 16, rng)
+    order = rng.permutation(layout.num_sequences)
+    groups = minibatch_groups(layout.steps, order, 16)
+    assert len(groups) == 60 // 16  # the k-th ends with the sequence reaching 16 * k steps
+    reached = np.cumsum([layout.steps[g].sum() for g in groups])
+    assert all(16 * (k + 1) <= r < 16 * (k + 1) + 14 for k, r in enumerate(reached))
+    rows = [layout.take(g)[0] for g in groups]
+    taken = np.concatenate(rows)
+    assert len(np.unique(taken)) == len(taken)  # no row twice; the rest waits for an epoch
+    for group, group_rows in zip(groups, rows, strict=True):
+        expected = np.concatenate([np.arange(a, a + n) for a, n in
+                                   zip(layout.starts[group], layout.rows[group])])  # fmt: skip
+        np.testing.assert_array_equal(group_rows, expected)  # whole sequences, in order
+    with pytest.raises(ConfigError, match="must start with a sequence"):
+        SequenceLayout.of({SEQ_START: seq_start[1:]})
 
 
 def test_memory_keys_are_checked_before_anything_starts() -> None:
@@ -315,7 +321,7 @@ def test_multi_agent_sampling_carries_each_agents_state(local_backend: None, alg
         lives: dict[tuple[int, int], list[SampleBatch]] = {}
         for fragment in fragments:
             batch = fragment.policy_batches[pid]
-            tensors = policy.batch_to_tensors(batch)
+            tensors = policy.update.batch_to_tensors(batch)
             with torch.no_grad():
                 dist, value = policy.model_outputs(tensors)
             steps = ~batch[BOOTSTRAP] if BOOTSTRAP in batch else np.ones(batch.count, bool)
@@ -433,8 +439,8 @@ def test_v_trace_sequences_with_bootstrap_rows_replay_what_was_sampled(
         policy = workers.local_worker().get_policy()
         batch = workers.local_worker().sample()
         with torch.no_grad():
-            dist, value = policy.model_outputs(policy.batch_to_tensors(batch))
-        stats = policy.learn_on_batch(batch)
+            dist, value = policy.model_outputs(policy.update.batch_to_tensors(batch))
+        stats = policy.update.learn_on_batch(batch)
     finally:
         workers.stop()
     steps = ~batch[BOOTSTRAP]

@@ -14,6 +14,7 @@ from rlflow.algorithms import A2CConfig
 from rlflow.algorithms.pg.policy import PGPolicy
 from rlflow.config import DEFAULT_POLICY_ID
 from rlflow.data import NUM_GRAD_UPDATES
+from rlflow.learner import POLICY_LAG
 from rlflow.ops import (
     ApplyGradients,
     TrainOneStep,
@@ -21,7 +22,6 @@ from rlflow.ops import (
     parallel_rollouts,
     standard_metrics_reporting,
 )
-from rlflow.policy import POLICY_LAG
 from rlflow.testing.workers import counting_workers
 from rlflow.workers import WorkerSet
 
@@ -38,7 +38,7 @@ def make_workers(**kw: Any) -> WorkerSet:
 
 
 def remote_version(handle: Any) -> int:
-    return int(flow.get(handle.apply.remote(lambda w: w.get_policy().num_grad_updates)))
+    return int(flow.get(handle.apply.remote(lambda w: w.get_policy().update.num_grad_updates)))
 
 
 def test_rows_record_the_version_of_the_weights_they_were_sampled_with() -> None:
@@ -51,7 +51,7 @@ def test_rows_record_the_version_of_the_weights_they_were_sampled_with() -> None
         stats = learner.learn_on_batch(first)[DEFAULT_POLICY_ID]
     # The third update trained on rows two updates older than the learner's weights.
     assert stats[POLICY_LAG] == 2.0
-    assert learner.get_policy().num_grad_updates == 3
+    assert learner.get_policy().update.num_grad_updates == 3
     workers.sync_weights()
     assert remote_version(remote) == 3
     assert flow.get(remote.sample.remote())[NUM_GRAD_UPDATES].tolist() == [3] * 4
@@ -60,12 +60,12 @@ def test_rows_record_the_version_of_the_weights_they_were_sampled_with() -> None
 def test_minibatch_passes_report_the_lag_before_their_first_step() -> None:
     workers = make_workers(num_workers=0)
     learner = workers.local_worker()
-    learner.get_policy().num_grad_updates = 5  # as after 5 updates
+    learner.get_policy().update.num_grad_updates = 5  # as after 5 updates
     batch = learner.sample()
-    learner.get_policy().num_grad_updates = 7
+    learner.get_policy().update.num_grad_updates = 7
     stats = learner.learn_on_batch(batch, num_sgd_iter=3, sgd_minibatch_size=2)
     assert stats[DEFAULT_POLICY_ID][POLICY_LAG] == 2.0
-    assert learner.get_policy().num_grad_updates == 7 + 3 * 2
+    assert learner.get_policy().update.num_grad_updates == 7 + 3 * 2
 
 
 def test_a_sync_plan_trains_with_zero_lag_and_reports_it() -> None:
@@ -89,14 +89,14 @@ def test_a3c_lag_is_bounded_by_the_workers_in_flight(num_workers: int, steady: f
     # this update reach it: with N workers a gradient is 2N - 1 updates old once all run, never
     # more; the first ones are younger.
     assert lags == [float(min(i, steady)) for i in range(10)]
-    assert workers.local_worker().get_policy().num_grad_updates == 10
+    assert workers.local_worker().get_policy().update.num_grad_updates == 10
 
 
 def test_the_count_is_kept_in_the_policy_state() -> None:
     workers = make_workers(num_workers=0)
     policy = workers.local_worker().get_policy()
-    policy.num_grad_updates = 11
+    policy.update.num_grad_updates = 11
     state = policy.get_state()
-    policy.num_grad_updates = 0
+    policy.update.num_grad_updates = 0
     policy.set_state(state)
-    assert policy.num_grad_updates == 11
+    assert policy.update.num_grad_updates == 11

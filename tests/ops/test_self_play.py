@@ -73,7 +73,7 @@ def test_snapshots_shift_the_pool_and_never_train(self_play_trainer: Trainer) ->
     pool = [worker.get_weights([p])[p] for p in POOL]
     assert [_same(w, h) for w, h in zip(pool, [history[5], history[3], history[1]])] == [True] * 3
     assert not _same(history[5], history[3])
-    assert all(worker.get_policy(p).num_grad_updates == 0 for p in POOL)
+    assert all(worker.get_policy(p).update.num_grad_updates == 0 for p in POOL)
     assert result["self_play"][DEFAULT_POLICY_ID]["snapshots"] == 3
 
 

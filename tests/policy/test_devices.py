@@ -102,11 +102,11 @@ def test_a_gpu_learner_trains_and_sends_cpu_weights(
     assert all(isinstance(v, np.ndarray) for v in after.values())
     assert any(not np.array_equal(after[k], before[k]) for k in after)
     sampler.set_weights({DEFAULT_POLICY_ID: after})  # a CPU worker takes the GPU's weights
-    grads, _ = policy.compute_gradients(sampler.sample())
-    policy.apply_gradients(grads)
+    grads, _ = policy.update.compute_gradients(sampler.sample())
+    policy.update.apply_gradients(grads)
     restored = RolloutWorker(config, spec.policy_cls, worker_index=0).get_policy()
     restored.set_state(policy.get_state())
-    assert restored.num_grad_updates == policy.num_grad_updates
+    assert restored.update.num_grad_updates == policy.update.num_grad_updates
 
 
 @needs_cuda
@@ -152,7 +152,7 @@ def test_a_learner_thread_learns_as_the_worker_through_staging_and_prefetch(
     if device == "cuda":
         gpu_config = config_cls(**{**COUNTING, **extra, "num_envs_per_worker": 2}, num_gpus=1)
         gpu = RolloutWorker(gpu_config, spec.policy_cls, worker_index=0)
-        assert gpu.get_policy().staging is not None and gpu.get_policy().staging.pin
+        assert gpu.get_policy().update.staging is not None and gpu.get_policy().update.staging.pin
         learner = LearnerThread(gpu)
         assert learner.prefetch  # on by default for an accelerator
     else:

@@ -25,10 +25,10 @@ from rlflow.data import (
     TRUNCATEDS,
     SampleBatch,
 )
-from rlflow.data.sequences import add_bootstrap_row
+from rlflow.data.sequences import cut_sequences
 from rlflow.envs.flatten import flatten_observation
 from rlflow.envs.targets import DictTargetEnv, MultiDiscreteTargetEnv
-from rlflow.policy.policy import stats_to_host
+from rlflow.learner import stats_to_host
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -66,17 +66,21 @@ def _batch(policy: VTracePolicy, *, first_component_only: bool) -> SampleBatch:
             LOGP: logp.numpy(),  # the behaviour policy mu: here the learner's own pi
         }
     )
-    return add_bootstrap_row(steps, obs[6])  # one sequence
+    return cut_sequences(steps, max_seq_len=None, bootstrap_obs=obs[6])  # one sequence
 
 
 def test_vtrace_ratios_are_those_of_the_joint_action() -> None:
     policy = VTracePolicy(OBS_SPACE, gym.spaces.MultiDiscrete(list(NVEC)), IMPALAConfig(), seed=0)
-    _, stats = policy.loss(policy.batch_to_tensors(_batch(policy, first_component_only=False)))
+    _, stats = policy.loss(
+        policy.update.batch_to_tensors(_batch(policy, first_component_only=False))
+    )
     stats = stats_to_host(stats)
     assert stats["mean_rho"] == pytest.approx(1.0, abs=1e-5)  # mu = pi: every rho is 1
     # A behaviour logp of the first component alone makes rho = pi(a_2|x) < 1: so the loss
     # sums both components, as the test above needs.
-    _, wrong = policy.loss(policy.batch_to_tensors(_batch(policy, first_component_only=True)))
+    _, wrong = policy.loss(
+        policy.update.batch_to_tensors(_batch(policy, first_component_only=True))
+    )
     assert stats_to_host(wrong)["mean_rho"] < 0.5
 
 

@@ -61,7 +61,7 @@ def batch(policy: PPOPolicy, *, advantage: float | None = None, n: int = 32) -> 
 
 def state_of(policy: PPOPolicy) -> dict[str, Any]:
     return copy.deepcopy(
-        {"weights": policy.get_weights(), "optimizer": policy.optimizer.state_dict()}
+        {"weights": policy.get_weights(), "optimizer": policy.update.optimizer.state_dict()}
     )
 
 
@@ -76,15 +76,15 @@ def same_state(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 def test_a_nonfinite_loss_skips_the_update_and_counts_it() -> None:
     policy = ppo_policy()
-    policy.learn_on_batch(batch(policy))  # one finite update: the optimizer has state
+    policy.update.learn_on_batch(batch(policy))  # one finite update: the optimizer has state
     before = state_of(policy)
-    stats = policy.learn_on_batch(batch(policy, advantage=float("nan")))
+    stats = policy.update.learn_on_batch(batch(policy, advantage=float("nan")))
     assert np.isnan(stats["policy_loss"]) and np.isnan(stats["total_loss"])
     assert same_state(before, state_of(policy))
-    assert (policy.num_grad_updates, policy.num_nonfinite_updates) == (1, 1)
-    assert policy.last_update_skipped
-    policy.learn_on_batch(batch(policy))  # a finite one ends the streak and steps again
-    assert (policy.num_grad_updates, policy.num_nonfinite_updates) == (2, 1)
+    assert (policy.update.num_grad_updates, policy.update.num_nonfinite_updates) == (1, 1)
+    assert policy.update.last_update_skipped
+    policy.update.learn_on_batch(batch(policy))  # a finite one ends the streak and steps again
+    assert (policy.update.num_grad_updates, policy.update.num_nonfinite_updates) == (2, 1)
     assert not same_state(before, state_of(policy))
 
 
@@ -93,21 +93,21 @@ def test_an_infinite_gradient_with_a_finite_loss_is_skipped_too() -> None:
     before = state_of(policy)
     for p in policy.model.parameters():
         p.grad = torch.full_like(p, float("inf"))
-    assert not policy.apply_update(
+    assert not policy.update.apply_update(
         {"total_loss": torch.tensor(1.0), "grad_gnorm": torch.tensor(float("inf"))}
     )
-    assert same_state(before, state_of(policy)) and policy.num_nonfinite_updates == 1
+    assert same_state(before, state_of(policy)) and policy.update.num_nonfinite_updates == 1
 
 
 def test_max_nonfinite_updates_in_a_row_is_an_error_naming_policy_terms_and_last_values() -> None:
     policy = ppo_policy()
-    finite = policy.learn_on_batch(batch(policy))
+    finite = policy.update.learn_on_batch(batch(policy))
     nan_batch = batch(policy, advantage=float("nan"))
-    policy.learn_on_batch(nan_batch)
-    policy.learn_on_batch(nan_batch)
+    policy.update.learn_on_batch(nan_batch)
+    policy.update.learn_on_batch(nan_batch)
     weights = policy.get_weights()
     with pytest.raises(NonFiniteError) as info:
-        policy.learn_on_batch(nan_batch)
+        policy.update.learn_on_batch(nan_batch)
     message = str(info.value)
     assert message.startswith(
         "policy 'default_policy' (PPOPolicy): 3 updates in a row had a NaN or infinite loss or "
@@ -125,29 +125,29 @@ def test_minibatch_sgd_skips_each_nonfinite_step() -> None:
     policy = ppo_policy(max_nonfinite_updates=100)
     before = state_of(policy)
     rng = np.random.default_rng(0)
-    stats = policy.learn_on_minibatches(
+    stats = policy.update.learn_on_minibatches(
         batch(policy, advantage=float("nan")), num_sgd_iter=3, sgd_minibatch_size=8, rng=rng
     )
-    assert stats["num_steps"] == 12 and policy.num_nonfinite_updates == 12
-    assert policy.num_grad_updates == 0 and same_state(before, state_of(policy))
+    assert stats["num_steps"] == 12 and policy.update.num_nonfinite_updates == 12
+    assert policy.update.num_grad_updates == 0 and same_state(before, state_of(policy))
 
 
 def test_apply_gradients_skips_nonfinite_gradients() -> None:
     policy = ppo_policy()
-    grads, _ = policy.compute_gradients(batch(policy))
+    grads, _ = policy.update.compute_gradients(batch(policy))
     grads[0] = np.full_like(grads[0], np.nan)
     before = state_of(policy)
-    policy.apply_gradients(grads)
+    policy.update.apply_gradients(grads)
     assert same_state(before, state_of(policy))
-    assert (policy.num_grad_updates, policy.num_nonfinite_updates) == (0, 1)
+    assert (policy.update.num_grad_updates, policy.update.num_nonfinite_updates) == (0, 1)
 
 
 def test_the_count_is_part_of_the_policy_state() -> None:
     policy = ppo_policy()
-    policy.learn_on_batch(batch(policy, advantage=float("inf")))
+    policy.update.learn_on_batch(batch(policy, advantage=float("inf")))
     restored = ppo_policy()
     restored.set_state(policy.get_state())
-    assert restored.num_nonfinite_updates == 1
+    assert restored.update.num_nonfinite_updates == 1
 
 
 def test_a_skipped_dqn_update_reports_no_td_errors_for_priorities() -> None:
@@ -165,10 +165,10 @@ def test_a_skipped_dqn_update_reports_no_td_errors_for_priorities() -> None:
             BATCH_INDEXES: np.arange(n),
         }
     )
-    stats = policy.learn_on_batch(rows)
-    assert TD_ERROR not in stats and policy.num_nonfinite_updates == 1
+    stats = policy.update.learn_on_batch(rows)
+    assert TD_ERROR not in stats and policy.update.num_nonfinite_updates == 1
     rows[REWARDS] = np.ones(n, np.float32)
-    assert TD_ERROR in policy.learn_on_batch(rows)
+    assert TD_ERROR in policy.update.learn_on_batch(rows)
 
 
 def test_actions_from_diverged_weights_are_an_error_not_a_torch_crash() -> None:

@@ -25,9 +25,9 @@ from rlflow.data.sample_batch import (
     SampleBatch,
 )
 from rlflow.errors import ConfigError
+from rlflow.learner import stats_to_host
 from rlflow.models import Categorical, NatureCNN
 from rlflow.policy import TorchPolicy
-from rlflow.policy.policy import stats_to_host
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -110,7 +110,7 @@ def test_gaussian_policy_acts_and_learns() -> None:
     actions, extra = policy.compute_actions(obs)
     assert actions.shape == (5, 2) and actions.dtype == np.float32
     assert extra[ACTION_DIST_INPUTS].shape == (5, 4)
-    stats = policy.learn_on_batch(_rollout(policy))
+    stats = policy.update.learn_on_batch(_rollout(policy))
     assert np.isfinite(stats["total_loss"])
 
 
@@ -129,7 +129,7 @@ def test_image_policy_accepts_uint8() -> None:
 def test_get_set_weights_round_trip_gives_identical_actions() -> None:
     trained = PGPolicy(OBS_SPACE, ACT_SPACE, pg(SMALL), seed=0)
     for i in range(3):
-        trained.learn_on_batch(_rollout(trained, seed=i))
+        trained.update.learn_on_batch(_rollout(trained, seed=i))
     weights = trained.get_weights()
     assert all(isinstance(v, np.ndarray) for v in weights.values())
     fresh = PGPolicy(OBS_SPACE, ACT_SPACE, pg(SMALL), seed=99)
@@ -159,7 +159,7 @@ def _continue(policy: TorchPolicy, steps: int) -> list[np.ndarray]:
     for i in range(steps):
         batch = _rollout(policy, seed=100 + i)
         sampled.append(batch[ACTIONS])
-        policy.learn_on_batch(batch)
+        policy.update.learn_on_batch(batch)
     return sampled
 
 
@@ -204,12 +204,12 @@ def test_compute_apply_gradients_equals_learn_on_batch(
     for i in range(4):
         batch = _rollout(a, seed=i)
         before = a.get_weights()
-        stats_a = a.learn_on_batch(batch)
-        grads, stats_b = b.compute_gradients(batch)
+        stats_a = a.update.learn_on_batch(batch)
+        grads, stats_b = b.update.compute_gradients(batch)
         assert len(grads) == len(list(b.model.parameters()))
         # compute_gradients leaves the weights alone.
         assert all(np.array_equal(before[k], v) for k, v in b.get_weights().items())
-        b.apply_gradients(grads)
+        b.update.apply_gradients(grads)
         assert _same_weights(a, b)
         assert stats_a == stats_b
         if grad_clip is not None:
@@ -220,28 +220,28 @@ def test_compute_apply_gradients_equals_learn_on_batch(
 
 def test_apply_gradients_checks_count_and_shapes() -> None:
     policy = PGPolicy(OBS_SPACE, ACT_SPACE, pg(SMALL), seed=0)
-    grads, _ = policy.compute_gradients(_rollout(policy))
+    grads, _ = policy.update.compute_gradients(_rollout(policy))
     with pytest.raises(ConfigError, match="gradients for"):
-        policy.apply_gradients(grads[:-1])
+        policy.update.apply_gradients(grads[:-1])
     with pytest.raises(ConfigError, match="shape"):
-        policy.apply_gradients([np.zeros(1)] * len(grads))
+        policy.update.apply_gradients([np.zeros(1)] * len(grads))
 
 
 def test_learn_on_minibatches_equals_manual_loop() -> None:
     a = PPOPolicy(OBS_SPACE, ACT_SPACE, ppo(SMALL), seed=3)
     b = PPOPolicy(OBS_SPACE, ACT_SPACE, ppo(SMALL), seed=3)
     batch = _rollout(a, n=100)
-    stats = a.learn_on_minibatches(
+    stats = a.update.learn_on_minibatches(
         batch, num_sgd_iter=3, sgd_minibatch_size=32, rng=np.random.default_rng(0)
     )
     rng, kls = np.random.default_rng(0), []
     for _ in range(3):
-        kls += [b.learn_on_batch(mb)["kl"] for mb in batch.minibatches(32, rng)]
+        kls += [b.update.learn_on_batch(mb)["kl"] for mb in batch.minibatches(32, rng)]
     assert _same_weights(a, b)
     assert stats["num_steps"] == 9.0 == len(kls)
     assert stats["kl"] == pytest.approx(np.mean(kls))
     with pytest.raises(ConfigError, match="num_sgd_iter=0"):
-        a.learn_on_minibatches(batch, num_sgd_iter=0, sgd_minibatch_size=32, rng=rng)
+        a.update.learn_on_minibatches(batch, num_sgd_iter=0, sgd_minibatch_size=32, rng=rng)
 
 
 # -- learning -----------------------------------------------------------------------------------
@@ -257,7 +257,7 @@ def test_pg_learns_two_armed_bandit() -> None:
         rewards = (actions == 1).astype(np.float32)
         # One-step episodes: the REINFORCE advantage is the reward itself.
         batch = SampleBatch({OBS: obs, ACTIONS: actions, REWARDS: rewards, ADVANTAGES: rewards})
-        policy.learn_on_batch(batch)
+        policy.update.learn_on_batch(batch)
     _, extra = policy.compute_actions(obs[:1])
     prob_1 = float(torch.softmax(torch.from_numpy(extra[ACTION_DIST_INPUTS]), -1)[0, 1])
     assert prob_1 > 0.95
@@ -283,14 +283,14 @@ def test_ppo_loss_at_ratio_one_and_clipped() -> None:
     policy = PPOPolicy(OBS_SPACE, ACT_SPACE, ppo({**SMALL, "use_critic": False}), seed=0)
     batch = _rollout(policy)
     adv = batch[ADVANTAGES]
-    stats = stats_to_host(policy.loss(policy.batch_to_tensors(batch))[1])
+    stats = stats_to_host(policy.loss(policy.update.batch_to_tensors(batch))[1])
     assert stats["kl"] == pytest.approx(0.0, abs=1e-6)
     assert stats["policy_loss"] == pytest.approx(-adv.mean(), abs=1e-5)
     assert stats["clip_frac"] == 0.0
     # Old logp lower by log 2 gives ratio 2: positive advantages are clipped at 1 + 0.2.
     batch[ADVANTAGES] = np.abs(adv)
     batch[LOGP] = batch[LOGP] - np.log(2.0)
-    loss, stats = policy.loss(policy.batch_to_tensors(batch))
+    loss, stats = policy.loss(policy.update.batch_to_tensors(batch))
     stats = stats_to_host(stats)
     assert stats["policy_loss"] == pytest.approx(-1.2 * np.abs(adv).mean(), rel=1e-5)
     assert stats["clip_frac"] == 1.0
@@ -308,10 +308,10 @@ def test_ppo_value_clipping_hand_values() -> None:
     values = batch[VF_PREDS]
     batch[VF_PREDS] = values - 5.0  # old prediction; clipped new value is values - 4
     batch[VALUE_TARGETS] = values + 10.0  # errors: 10^2 unclipped, 14^2 clipped
-    stats = stats_to_host(policy.loss(policy.batch_to_tensors(batch))[1])
+    stats = stats_to_host(policy.loss(policy.update.batch_to_tensors(batch))[1])
     assert stats["vf_loss"] == pytest.approx(196.0, rel=1e-5)
     unclipped = PPOPolicy(OBS_SPACE, ACT_SPACE, ppo({**config, "vf_clip_param": None}), seed=0)
-    stats = stats_to_host(unclipped.loss(unclipped.batch_to_tensors(batch))[1])
+    stats = stats_to_host(unclipped.loss(unclipped.update.batch_to_tensors(batch))[1])
     assert stats["vf_loss"] == pytest.approx(100.0, rel=1e-5)
 
 

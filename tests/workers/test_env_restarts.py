@@ -48,7 +48,7 @@ class ValueIsObsPolicy(PGPolicy):
     """Always action 0; V(obs) = obs[0], so value targets are known exactly."""
 
     def compute_actions(
-        self, obs: npt.ArrayLike, *, explore: bool = True
+        self, obs: npt.ArrayLike, *, explore: bool = True, memory: Any = None
     ) -> tuple[Array, dict[str, Array]]:
         values = np.asarray(obs, dtype=np.float32)[:, 0]
         n = len(values)
@@ -59,7 +59,7 @@ class ValueIsObsPolicy(PGPolicy):
         }
         return np.zeros(n, dtype=np.int64), extra
 
-    def value(self, obs: npt.ArrayLike) -> Array:
+    def value(self, obs: npt.ArrayLike, *, memory: Any = None) -> Array:
         return np.asarray(obs, dtype=np.float32)[:, 0]
 
 

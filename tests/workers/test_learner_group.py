@@ -24,7 +24,7 @@ from rlflow.data import SampleBatch
 from rlflow.data.sample_batch import BATCH_INDEXES, BOOTSTRAP, TD_ERROR, WEIGHTS
 from rlflow.data.sequences import SequenceLayout
 from rlflow.errors import ConfigError
-from rlflow.policy.data_parallel import shard_bounds
+from rlflow.learner.data_parallel import shard_bounds
 from rlflow.workers import WorkerSet
 
 pytestmark = pytest.mark.timeout(120)
@@ -113,7 +113,7 @@ def test_dqn_prioritized_step_on_learners_equals_one_learner(local_backend: None
 @pytest.mark.parametrize("minibatch", [0, 60])
 def test_vtrace_step_on_learners_equals_one_learner(local_backend: None, minibatch: int) -> None:
     batch = _sample("impala", "CartPole-v1", 50, num_envs_per_worker=4, num_workers=1)
-    assert SequenceLayout(batch).num_sequences >= 4  # sequences to share among the learners
+    assert SequenceLayout.of(batch).num_sequences >= 4  # type: ignore[union-attr]  # sequences to share among the learners
     options = {} if not minibatch else {"num_sgd_iter": 2, "sgd_minibatch_size": minibatch}
     one, one_stats, _ = _train("impala", "CartPole-v1", 0, batch, {}, **options)
     many, many_stats, _ = _train("impala", "CartPole-v1", 2, batch, {}, **options)
@@ -157,7 +157,7 @@ def test_vtrace_shards_are_whole_sequences_weighted_by_steps(local_backend: None
     workers = WorkerSet(config, spec.policy_cls)
     try:
         learners = workers.learner_group().learners()  # type: ignore[union-attr]
-        shards = [learner.worker.get_policy().shard(batch) for learner in learners]
+        shards = [learner.worker.get_policy().update.shard(batch) for learner in learners]
     finally:
         workers.stop()
     assert shards[0][0] == 0 and shards[0][1] == shards[1][0] and shards[1][1] == batch.count

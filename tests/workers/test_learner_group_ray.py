@@ -88,7 +88,7 @@ def test_learner_actors_on_the_gpu_update_as_the_driver_gpu_learner(
                         learner.apply.remote(
                             lambda w: (
                                 w.get_policy().device.type,
-                                w.get_policy().data_parallel.backend,
+                                w.get_policy().update.data_parallel.backend,
                             )
                         )
                         for learner in group.learners()
@@ -182,7 +182,7 @@ def test_parts_lost_with_their_worker_are_left_out_by_every_learner(ray_backend:
         kept = store_batch(batch)
         stats = workers.learner().learn_on_batch(BatchRefs([lost, kept]))
         assert stats["default_policy"]["total_loss"] > 0  # learned on the part that is left
-        assert workers.local_worker().get_policy().num_grad_updates == 1
+        assert workers.local_worker().get_policy().update.num_grad_updates == 1
         group = workers.learner_group()
         assert group is not None and group.num_restarts == 0
         refs = [learner.apply.remote(lambda w: w.get_weights()) for learner in group.learners()]

@@ -348,9 +348,9 @@ def test_evaluation_uses_a_frozen_copy(local_backend: None) -> None:
     acted: list[Array] = []
     compute = policy.compute_actions
 
-    def spy(obs: Array, *, explore: bool = True) -> Any:
+    def spy(obs: Array, *, explore: bool = True, memory: Any = None) -> Any:
         acted.append(np.array(obs))
-        return compute(obs, explore=explore)
+        return compute(obs, explore=explore, memory=memory)
 
     policy.compute_actions = spy  # type: ignore[method-assign]
     worker.evaluate(1)

@@ -54,7 +54,7 @@ class TooFarPolicy(PGPolicy):
     """Always the action 3.0, outside the env's bounds, exploring or not."""
 
     def compute_actions(
-        self, obs: npt.ArrayLike, *, explore: bool = True
+        self, obs: npt.ArrayLike, *, explore: bool = True, memory: Any = None
     ) -> tuple[Array, dict[str, Array]]:
         n = len(np.asarray(obs))
         extra = {

@@ -59,8 +59,8 @@ ACTION_DIST_INPUTS = "action_dist_inputs"
 AGENT_INDEX = "agent_index"
 """Index of the agent (in the env's ``possible_agents``) that produced the row (multi-agent)."""
 SEQ_START = "seq_start"
-"""Column of a batch of a recurrent policy (bool): the row starts a sequence (its
-``state_in_k`` columns start the model: `rlflow.models.recurrent`)."""
+"""Column of a sequence batch (bool): the row starts a sequence (a model with memory starts
+from its ``state_in_k`` columns: `rlflow.models.recurrent`); see `rlflow.data.sequences`."""
 PREV_ACTIONS = "prev_actions"
 """Column of a batch of a recurrent policy: the action taken before the row's (zeros at an
 episode's first row)."""
@@ -69,12 +69,16 @@ PREV_REWARDS = "prev_rewards"
 episode's first row)."""
 SEQ_STEPS = "seq_steps"
 """Column of a batch of folded sequences (one row per sequence, per-step columns ``[L + 1,
-...]``: `rlflow.replay.sequences`): the sequence's number of steps, what `SampleBatch.env_steps`
-counts."""
+...]``: `rlflow.data.sequences.fold_sequences`): the sequence's number of steps, what
+`SampleBatch.env_steps` counts."""
+SEQ_TERMINATED = "seq_terminated"
+"""Column of a batch of folded sequences: whether the sequence's last step ended the episode
+(nothing to bootstrap from after it)."""
 BOOTSTRAP = "bootstrap"
-"""True on the one row that closes each sequence of a sequence batch (V-trace policies, see
-`rlflow.data.sequences`): its OBS is the observation after the sequence's last step, its other
-columns are zeros, and it is not an env step (`SampleBatch.env_steps` leaves it out)."""
+"""True on the row that closes a sequence of a sequence batch (policies with
+``requires_bootstrap_rows``: V-trace, R2D2; see `rlflow.data.sequences`): its OBS is the
+observation after the sequence's last step, its other columns are zeros, and it is not an env
+step (`SampleBatch.env_steps` leaves it out)."""
 NUM_GRAD_UPDATES = "num_grad_updates"
 """The acting policy's ``num_grad_updates`` (learner updates in the weights it sampled with),
 int64; the learner's count when it trains on the row minus this is the row's policy lag."""
@@ -164,7 +168,7 @@ class SampleBatch(dict[str, Array]):
     def env_steps(self) -> int:
         """Number of environment steps in the batch: `count` less the `BOOTSTRAP` rows of a
         sequence batch (which are no steps); for a batch of folded sequences (one row each,
-        `rlflow.replay.sequences`), the sum of their `SEQ_STEPS`."""
+        `rlflow.data.sequences.fold_sequences`), the sum of their `SEQ_STEPS`."""
         folded = self.get(SEQ_STEPS)
         if folded is not None:
             return int(np.sum(folded))

@@ -1,25 +1,43 @@
-"""Sequence batches: time-ordered sequences, each closed by one bootstrap row.
+"""Sequences: how a batch holds them and how they are laid out. The one module of sequences.
 
-V-trace (IMPALA, APPO) learns on sequences: consecutive steps of one sub-env within one
-episode and one sampled fragment. The samplers write each sequence's rows in time order and
-append one *bootstrap row* (`BOOTSTRAP` True) whose `OBS` is the observation after the
-sequence's last step, the one a learner bootstraps its value from (the episode's last one where
-it ended). A bootstrap row is not an env step: its other columns are zeros
-(`SampleBatch.env_steps` leaves it out) and no loss counts it. So the sequence boundaries are
-known by construction, each sequence carries one observation more than its steps instead of a
-`NEXT_OBS` per row, and any cut between two sequences is a valid batch.
+A *sequence* is a run of consecutive rows of one sub-env (or agent) within one episode fragment,
+in time order. Every path that learns on sequences reads them from here: a model with memory
+(PPO, PG, IMPALA, APPO with ``use_lstm``), V-trace (IMPALA, APPO) and recurrent replay (R2D2).
 
-- :func:`add_bootstrap_row` closes one sequence (the samplers call it);
-- :class:`SequenceLayout` finds the sequences of a batch from its `BOOTSTRAP` column and lays
-  rows out time-major, ``[T, B]``, right-aligned (each sequence ends at row ``T - 1``), which is
-  the layout of :func:`rlflow.vtrace.vtrace_torch`;
-- :func:`sequence_slices` cuts a batch into minibatches of whole sequences.
+**One encoding.** Two bool columns mark a batch's sequences; the samplers write them
+(`cut_sequences`), the same way for every policy:
+
+- `SEQ_START`: the row starts a sequence. A model with memory starts it from the state stored
+  with that row (``state_in_0``, ``state_in_1``...: `rlflow.models.memory`).
+- `BOOTSTRAP`: the row closes its sequence. It is no env step (`SampleBatch.env_steps` leaves
+  it out, a loss never counts it): its `OBS` is the observation after the sequence's last step,
+  the one a learner bootstraps its value from (the episode's last one where it ended), its
+  ``prev_actions``/``prev_rewards`` the last step's, its ids the sequence's, every other column
+  zero. A sequence closed by one carries one observation more than its steps instead of a
+  `NEXT_OBS` per row, and any cut between two sequences is a valid batch.
+
+A policy with memory gets sequences of at most ``max_seq_len`` steps (the episode fragment cut
+every ``max_seq_len`` rows); a policy without memory that asks for bootstrap rows (V-trace) gets
+one sequence per fragment; a policy that asks for bootstrap rows gets every sequence closed by
+one (so each sequence learns alone: V-trace bootstraps from the next observation's value,
+computed by a model with memory from the state the sequence ended in). A batch with neither
+column has no sequences: its rows are independent.
+
+**One layout.** :class:`SequenceLayout` finds the sequences of a batch (a row after a bootstrap
+row starts one too, so a batch written without `SEQ_START` reads the same) and lays them out
+start-aligned, ``[B, T]``: sequence ``b``'s ``k``-th row at ``[b, k]``, padding after its end.
+Its ``row_*`` view covers all of a sequence's rows (what a model with memory runs over), its
+``step_*`` view the env steps, padded with the row the sequence bootstraps from (what V-trace
+reads, time-major as the transpose). :meth:`SequenceLayout.columns` sends the layout with a
+batch's tensors (`rlflow.learner.PolicyUpdate`); :class:`LayoutTensors` reads it back there.
+:func:`fold_sequences` stores the same layout one sequence per row (recurrent replay), and
+:func:`minibatch_groups` cuts whole sequences (or rows) into minibatches.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -32,146 +50,340 @@ from rlflow.data.sample_batch import (
     ENV_ID,
     EPS_ID,
     OBS,
+    PREV_ACTIONS,
+    PREV_REWARDS,
     REWARDS,
+    SEQ_START,
+    SEQ_STEPS,
+    SEQ_TERMINATED,
+    TERMINATEDS,
     SampleBatch,
 )
 from rlflow.errors import ConfigError
 
-__all__ = ["SequenceLayout", "add_bootstrap_row", "sequence_slices"]
+__all__ = [
+    "LAYOUT_KEYS",
+    "LayoutTensors",
+    "SequenceLayout",
+    "cut_sequences",
+    "fold_sequences",
+    "minibatch_groups",
+]
 
 Array = npt.NDArray[Any]
+Index = npt.NDArray[np.int64]
 
 _IDENTITY = (EPS_ID, AGENT_INDEX, ENV_ID)
 """Columns whose value a bootstrap row copies from its sequence's last step."""
 
-_PREVIOUS = {"prev_actions": ACTIONS, "prev_rewards": REWARDS}
-"""A policy with memory (`rlflow.models.recurrent`) reads the action and reward before each
-row: a bootstrap row's are its sequence's last step's."""
+_PREVIOUS = {PREV_ACTIONS: ACTIONS, PREV_REWARDS: REWARDS}
+"""A model with memory reads the action and reward before each row: a bootstrap row's are its
+sequence's last step's."""
+
+_FOLDED_COLUMNS = (OBS, ACTIONS, REWARDS, PREV_ACTIONS, PREV_REWARDS)
+"""The per-step columns a folded sequence keeps (those present)."""
+
+# The layout's arrays as they travel with a batch's tensors (no column has these names).
+_ROW_INDEX = "_seq_row_index"
+_ROW_MASK = "_seq_row_mask"
+_STARTS = "_seq_starts"
+_STEP_INDEX = "_seq_step_index"
+_STEP_MASK = "_seq_step_mask"
+_NEXT_ROWS = "_seq_next_rows"
+LAYOUT_KEYS = frozenset({_ROW_INDEX, _ROW_MASK, _STARTS, _STEP_INDEX, _STEP_MASK, _NEXT_ROWS})
+"""The keys of :meth:`SequenceLayout.columns` in a batch's tensors."""
 
 
-def add_bootstrap_row(batch: SampleBatch, obs: npt.ArrayLike) -> SampleBatch:
-    """``batch`` (one sequence, time-ordered) with its bootstrap row appended.
+def cut_sequences(
+    fragment: SampleBatch, *, max_seq_len: int | None, bootstrap_obs: npt.ArrayLike | None
+) -> SampleBatch:
+    """One episode fragment (one sub-env's or agent's rows, in time order) as sequences.
 
-    The new row's `OBS` is ``obs`` (one observation, the one after the last step); its
-    `EPS_ID`, `AGENT_INDEX` and `ENV_ID` are the sequence's, its ``prev_actions`` and
-    ``prev_rewards`` (a policy with memory) the last step's action and reward; every other
-    column is zero; the
-    `BOOTSTRAP` column is added (False on every step, True on the new row).
+    With ``max_seq_len`` (a policy with memory) a sequence starts every ``max_seq_len`` rows,
+    else the fragment is one sequence. With ``bootstrap_obs`` (the observation after the
+    fragment's last step) each sequence is closed by a bootstrap row: its observation is the
+    next sequence's first one, or ``bootstrap_obs`` after the last. Neither given: the fragment
+    as it is, without sequence columns. The samplers call it for every fragment.
 
-    >>> from rlflow.data.sample_batch import REWARDS
-    >>> b = add_bootstrap_row(SampleBatch({OBS: [[0.0], [1.0]], REWARDS: [1.0, 2.0]}), [2.0])
-    >>> b[OBS].ravel().tolist(), b[REWARDS].tolist(), b[BOOTSTRAP].tolist(), b.env_steps()
-    ([0.0, 1.0, 2.0], [1.0, 2.0, 0.0], [False, False, True], 2)
+    >>> b = cut_sequences(SampleBatch({OBS: [[0.0], [1.0], [2.0]], REWARDS: [1.0, 2.0, 3.0]}),
+    ...                   max_seq_len=2, bootstrap_obs=[3.0])
+    >>> b[OBS].ravel().tolist(), b[REWARDS].tolist(), b.env_steps()
+    ([0.0, 1.0, 2.0, 2.0, 3.0], [1.0, 2.0, 0.0, 3.0, 0.0], 3)
+    >>> b[SEQ_START].tolist(), b[BOOTSTRAP].tolist()
+    ([True, False, False, True, False], [False, False, True, False, True])
     """
-    if BOOTSTRAP in batch:
-        raise ConfigError("add_bootstrap_row: the batch already has bootstrap rows")
-    n = batch.count
+    if max_seq_len is None and bootstrap_obs is None:
+        return fragment
+    if SEQ_START in fragment or BOOTSTRAP in fragment:
+        raise ConfigError("cut_sequences: the fragment is cut into sequences already")
+    n = fragment.count
+    length = n if max_seq_len is None else check_int(max_seq_len, "max_seq_len", low=1)
+    starts = np.arange(0, n, max(length, 1), dtype=np.int64)
+    if bootstrap_obs is None:
+        out = SampleBatch(dict(fragment))
+        out[SEQ_START] = np.zeros(n, dtype=bool)
+        out[SEQ_START][starts] = True
+        return out
+    return _closed(fragment, starts, np.asarray(bootstrap_obs))
+
+
+def _closed(fragment: SampleBatch, starts: Index, bootstrap_obs: Array) -> SampleBatch:
+    """``fragment`` with a bootstrap row after each sequence (starting at ``starts``)."""
+    n, runs = fragment.count, len(starts)
+    ends = np.append(starts[1:], n)  # one past each sequence's last step
+    run_of_row = np.repeat(np.arange(runs), ends - starts)
+    step_at = np.arange(n) + run_of_row  # where each step lands among the new rows
+    boot_at = ends + np.arange(runs)  # each sequence's bootstrap row
+    last = ends - 1  # each sequence's last step (a sequence has at least one)
     columns: dict[str, Array] = {}
-    for name, column in batch.items():
-        extended = np.zeros((n + 1, *column.shape[1:]), dtype=column.dtype)
-        extended[:n] = column
-        columns[name] = extended
-    columns[OBS][n] = np.asarray(obs, dtype=columns[OBS].dtype)
-    for name in _IDENTITY:
-        if name in columns and n:
-            columns[name][n] = columns[name][n - 1]
-    for prev, last in _PREVIOUS.items():  # a recurrent model's inputs on the next observation
-        if prev in columns and last in columns and n:
-            columns[prev][n] = columns[last][n - 1]
-    flags = np.zeros(n + 1, dtype=bool)
-    flags[n] = True
-    columns[BOOTSTRAP] = flags
+    for name, column in fragment.items():
+        out = np.zeros((n + runs, *column.shape[1:]), dtype=column.dtype)
+        out[step_at] = column
+        if name in _IDENTITY:
+            out[boot_at] = column[last]
+        elif name in _PREVIOUS and _PREVIOUS[name] in fragment:
+            out[boot_at] = fragment[_PREVIOUS[name]][last]
+        columns[name] = out
+    obs = columns[OBS]
+    if runs:
+        obs[boot_at[:-1]] = fragment[OBS][starts[1:]]
+        obs[boot_at[-1]] = np.asarray(bootstrap_obs, dtype=obs.dtype)
+    columns[SEQ_START] = np.zeros(n + runs, dtype=bool)
+    columns[SEQ_START][step_at[starts]] = True
+    columns[BOOTSTRAP] = np.zeros(n + runs, dtype=bool)
+    columns[BOOTSTRAP][boot_at] = True
     return SampleBatch(columns)
 
 
-def _bootstrap_rows(batch: Mapping[str, Any], where: str) -> Array:
-    """The row indexes of the bootstrap rows, checked: the batch ends with one."""
-    flags = batch.get(BOOTSTRAP)
-    if flags is None:
-        raise ConfigError(
-            f"{where}: the batch has no {BOOTSTRAP!r} column; V-trace learns on sequence "
-            "batches (rollout workers close every sequence with a bootstrap row for policies "
-            "with requires_bootstrap_rows = True)"
-        )
-    ends = np.flatnonzero(np.asarray(flags))
-    count = len(flags)
-    if count and (not ends.size or ends[-1] != count - 1):
-        raise ConfigError(
-            f"{where}: the batch's last row is not a bootstrap row; cut sequence batches "
-            "only between sequences (rlflow.data.sequences.sequence_slices)"
-        )
-    return ends
-
-
 class SequenceLayout:
-    """Where the sequences of a sequence batch are, and their time-major ``[T, B]`` layout.
+    """Where the sequences of a batch are, and their start-aligned layout ``[B, T]``.
 
-    ``T`` is the longest sequence's number of steps, ``B`` the number of sequences. Sequence
-    ``b`` (rows ``starts[b]`` to ``starts[b] + lengths[b] - 1``, then its bootstrap row
-    ``bootstrap_rows[b]``) fills the last ``lengths[b]`` time rows of column ``b``; the rows
-    before it are padding (``mask`` False) and repeat the sequence's first step.
+    Args:
+        rows: each sequence's rows (its bootstrap row included), in batch order ``[B]``;
+            sequence ``b`` starts at row ``sum(rows[:b])``.
+        steps: each sequence's env steps ``[B]``: its rows, or one less when a bootstrap row
+            closes it.
+
+    Build it from a batch with :meth:`of`. ``T`` of the ``row_*`` view is the longest
+    sequence's rows, of the ``step_*`` view its steps.
 
     >>> from rlflow.data.sample_batch import REWARDS
-    >>> one = add_bootstrap_row(SampleBatch({OBS: [[0.0]], REWARDS: [1.0]}), [1.0])
-    >>> two = add_bootstrap_row(SampleBatch({OBS: [[0.0], [1.0]], REWARDS: [2.0, 3.0]}), [2.0])
-    >>> layout = SequenceLayout(SampleBatch.concat_samples([one, two]))
-    >>> layout.lengths.tolist(), layout.steps.tolist(), layout.bootstrap_rows.tolist()
-    ([1, 2], [[0, 2], [0, 3]], [1, 4])
-    >>> layout.mask.tolist()
-    [[False, True], [True, True]]
+    >>> one = cut_sequences(SampleBatch({OBS: [[0.0]], REWARDS: [1.0]}), max_seq_len=None,
+    ...                     bootstrap_obs=[1.0])
+    >>> two = cut_sequences(SampleBatch({OBS: [[0.0], [1.0]], REWARDS: [2.0, 3.0]}),
+    ...                     max_seq_len=None, bootstrap_obs=[2.0])
+    >>> layout = SequenceLayout.of(SampleBatch.concat_samples([one, two]))
+    >>> layout.starts.tolist(), layout.steps.tolist(), layout.next_rows.tolist()
+    ([0, 2], [1, 2], [1, 4])
+    >>> index, mask = layout.step_index()
+    >>> index.tolist(), mask.tolist()
+    ([[0, 1], [2, 3]], [[True, False], [True, True]])
     """
 
-    def __init__(self, batch: Mapping[str, Any]) -> None:
-        """Find the sequences from ``batch``'s `BOOTSTRAP` column."""
-        ends = _bootstrap_rows(batch, "SequenceLayout")
-        starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64) if ends.size else ends
-        self.bootstrap_rows: npt.NDArray[np.int64] = ends.astype(np.int64)
-        """Row index of each sequence's bootstrap row, ``[B]``."""
-        self.starts: npt.NDArray[np.int64] = starts
-        """Row index of each sequence's first step, ``[B]``."""
-        self.lengths: npt.NDArray[np.int64] = self.bootstrap_rows - starts
-        """Steps per sequence, ``[B]`` (0 for a sequence of a bootstrap row alone)."""
-        self.last_rows: npt.NDArray[np.int64] = np.maximum(self.bootstrap_rows - 1, starts)
-        """Row index of each sequence's last step, ``[B]`` (its only row when it has none)."""
-        horizon = int(self.lengths.max()) if self.lengths.size else 0
-        pad = horizon - self.lengths  # [B]
-        time = np.arange(horizon)[:, None]  # [T, 1]
-        self.mask: npt.NDArray[np.bool_] = time >= pad[None, :]
-        """``[T, B]``: True where a step is, False on padding."""
-        self.steps: npt.NDArray[np.int64] = starts[None, :] + np.maximum(time - pad[None, :], 0)
-        """``[T, B]`` row indexes: ``rows[layout.steps]`` is a column laid out time-major
-        (padding repeats each sequence's first step)."""
+    def __init__(self, rows: npt.ArrayLike, steps: npt.ArrayLike) -> None:
+        """Keep the sizes (checked: ``rows - 1 <= steps <= rows``)."""
+        self.rows: Index = np.asarray(rows, dtype=np.int64).reshape(-1)
+        """Rows of each sequence ``[B]``, its bootstrap row included."""
+        self.steps: Index = np.asarray(steps, dtype=np.int64).reshape(-1)
+        """Env steps of each sequence ``[B]`` (0 for a bootstrap row alone)."""
+        closing = self.rows - self.steps
+        if self.rows.shape != self.steps.shape or np.any((closing < 0) | (closing > 1)):
+            raise ConfigError(
+                f"SequenceLayout: rows {self.rows.tolist()} and steps {self.steps.tolist()} "
+                "differ by more than a bootstrap row per sequence"
+            )
+        self.starts: Index = np.concatenate([[0], np.cumsum(self.rows)[:-1]]).astype(np.int64)
+        """First row of each sequence ``[B]``."""
+        self.closed = bool(np.all(closing == 1))
+        """Whether a bootstrap row closes every sequence (what V-trace learns on)."""
 
-    @property
-    def horizon(self) -> int:
-        """T, the longest sequence's number of steps."""
-        return int(self.mask.shape[0])
+    @classmethod
+    def of(cls, batch: Mapping[str, Any]) -> SequenceLayout | None:
+        """The layout of ``batch``'s sequences (module docstring), or None for a batch without
+        `SEQ_START` and `BOOTSTRAP` columns (independent rows). `ConfigError` when the first
+        row does not start a sequence (a batch cut inside one)."""
+        flags = batch.get(SEQ_START)
+        closing = batch.get(BOOTSTRAP)
+        marks = flags if flags is not None else closing
+        if marks is None:
+            return None
+        count = len(marks)
+        begins = np.zeros(count, dtype=bool) if flags is None else np.asarray(flags, dtype=bool)
+        boot = np.zeros(count, dtype=bool) if closing is None else np.asarray(closing, dtype=bool)
+        if count:
+            begins = begins.copy()
+            begins[0] |= closing is not None and flags is None  # a batch of closed sequences
+            begins[1:] |= boot[:-1]  # a bootstrap row closes its sequence
+        if count and not begins[0]:
+            raise ConfigError(
+                f"a sequence batch must start with a sequence (column {SEQ_START!r}): batches "
+                "of sequences are cut between whole sequences only (minibatches, shards); "
+                "rlflow.data.sequences"
+            )
+        first = np.flatnonzero(begins)
+        rows = np.diff(np.append(first, count))
+        ends = first + rows - 1
+        return cls(rows, rows - boot[ends].astype(np.int64) if count else rows)
 
     @property
     def num_sequences(self) -> int:
         """B, the number of sequences."""
-        return int(self.lengths.shape[0])
+        return int(self.rows.shape[0])
+
+    @property
+    def next_rows(self) -> Index:
+        """The row each sequence bootstraps from ``[B]``: its bootstrap row (closed sequences;
+        else the row after its last, which may be past the batch's end)."""
+        return self.starts + self.steps
+
+    def check_closed(self, where: str) -> None:
+        """`ConfigError` naming ``where`` unless a bootstrap row closes every sequence."""
+        if not self.closed:
+            raise ConfigError(
+                f"{where}: every sequence of the batch must be closed by a bootstrap row (column "
+                f"{BOOTSTRAP!r}); rollout workers write them for policies with "
+                "requires_bootstrap_rows = True, and batches are cut between sequences only"
+            )
+
+    def _padded(self, sizes: Index, pad: Index) -> tuple[Index, npt.NDArray[np.bool_]]:
+        """``([B, T] row indexes, mask)``: each sequence's first ``sizes`` rows from its
+        start, then ``pad`` (a row of each sequence) in the padding."""
+        width = int(sizes.max()) if sizes.size else 0
+        offsets = np.arange(width, dtype=np.int64)[None, :]
+        mask = offsets < sizes[:, None]
+        return np.where(mask, self.starts[:, None] + offsets, pad[:, None]), mask
+
+    def row_index(self) -> tuple[Index, npt.NDArray[np.bool_]]:
+        """``([B, R] row indexes, mask)`` of every row of each sequence (its bootstrap row
+        too), padded with its first row: what a model with memory runs over."""
+        return self._padded(self.rows, self.starts)
+
+    def step_index(self) -> tuple[Index, npt.NDArray[np.bool_]]:
+        """``([B, T] row indexes, mask)`` of each sequence's steps, padded with the row it
+        bootstraps from (:attr:`next_rows`): what V-trace reads (transposed: time-major)."""
+        return self._padded(self.steps, self.next_rows)
+
+    def take(self, which: Sequence[int] | Index) -> tuple[Index, SequenceLayout]:
+        """The rows of sequences ``which`` (in that order) and the layout of the batch they
+        form: a minibatch or a shard of whole sequences."""
+        which = np.asarray(which, dtype=np.int64)
+        rows, starts = self.rows[which], self.starts[which]
+        index = np.repeat(starts - np.concatenate([[0], np.cumsum(rows)[:-1]]), rows)
+        index = index + np.arange(int(rows.sum()), dtype=np.int64)
+        return index, SequenceLayout(rows, self.steps[which])
+
+    def columns(self) -> dict[str, Array]:
+        """The layout as arrays to send with a batch's tensors (keys `LAYOUT_KEYS`; read back
+        with `LayoutTensors.of`)."""
+        row_index, row_mask = self.row_index()
+        step_index, step_mask = self.step_index()
+        return {
+            _ROW_INDEX: row_index,
+            _ROW_MASK: row_mask,
+            _STARTS: self.starts,
+            _STEP_INDEX: step_index,
+            _STEP_MASK: step_mask.astype(np.float32),
+            _NEXT_ROWS: self.next_rows,
+        }
 
 
-def sequence_slices(batch: SampleBatch, size: int) -> list[tuple[int, int]]:
-    """``(start, end)`` row ranges of whole sequences, each ending at a sequence's bootstrap row
-    once it holds at least ``size`` steps (the last range may hold fewer).
+class LayoutTensors(NamedTuple):
+    """A `SequenceLayout` as it arrived with a batch's tensors (on the learner's device)."""
 
-    >>> from rlflow.data.sample_batch import REWARDS
-    >>> seq = add_bootstrap_row(SampleBatch({OBS: [[0.0], [1.0]], REWARDS: [1.0, 1.0]}), [2.0])
-    >>> sequence_slices(SampleBatch.concat_samples([seq, seq, seq]), 3)
-    [(0, 6), (6, 9)]
+    row_index: Any
+    """``[B, R]`` rows of each sequence (bootstrap row included), padded with its first."""
+    row_mask: Any
+    """``[B, R]`` bool: True on a sequence's rows."""
+    starts: Any
+    """``[B]`` each sequence's first row (whose ``state_in_k`` starts a model with memory)."""
+    step_index: Any
+    """``[B, T]`` each sequence's steps, padded with the row it bootstraps from."""
+    step_mask: Any
+    """``[B, T]`` float: 1 on steps, 0 on padding."""
+    next_rows: Any
+    """``[B]`` the row each sequence bootstraps from."""
+
+    @classmethod
+    def of(cls, tensors: Mapping[str, Any]) -> LayoutTensors | None:
+        """The layout sent with ``tensors`` (`SequenceLayout.columns`), or None without one."""
+        if _ROW_INDEX not in tensors:
+            return None
+        return cls(
+            *(tensors[k] for k in (_ROW_INDEX, _ROW_MASK, _STARTS)),
+            *(tensors[k] for k in (_STEP_INDEX, _STEP_MASK, _NEXT_ROWS)),
+        )
+
+
+def minibatch_groups(steps: npt.ArrayLike, order: Index, size: int) -> list[Index]:
+    """One epoch's minibatches of whole units (rows, or sequences of ``steps`` env steps each),
+    taken in ``order``: ``total_steps // size`` minibatches, the ``k``-th ending with the unit
+    that brings the running total to ``k * size`` steps; the units after the last one wait for
+    the next epoch's order. A batch of fewer than ``size`` steps is one minibatch; an empty one
+    none. For rows (one step each) these are the full minibatches of exactly ``size`` rows.
+
+    >>> [g.tolist() for g in minibatch_groups([1] * 5, np.arange(5), 2)]
+    [[0, 1], [2, 3]]
+    >>> [g.tolist() for g in minibatch_groups([3, 1, 2, 4], np.array([3, 0, 2, 1]), 4)]
+    [[3], [0, 2]]
     """
-    size = check_int(size, "sequence_slices: size", low=1)
-    ends = _bootstrap_rows(batch, "sequence_slices")
-    slices: list[tuple[int, int]] = []
-    first = steps = 0
-    for k, end in enumerate(ends.tolist()):
-        start = 0 if k == 0 else int(ends[k - 1]) + 1
-        steps += end - start  # this sequence's steps (its rows but the bootstrap one)
-        if steps >= size:
-            slices.append((first, end + 1))
-            first, steps = end + 1, 0
-    if first < batch.count:
-        slices.append((first, batch.count))
-    return slices
+    size = check_int(size, "minibatch_groups: size", low=1)
+    ends = np.cumsum(np.asarray(steps, dtype=np.int64)[order])
+    total = int(ends[-1]) if len(ends) else 0
+    if total < size:
+        return [order] if len(order) else []
+    thresholds = np.arange(1, total // size + 1, dtype=np.int64) * size
+    cuts = np.searchsorted(ends, thresholds, side="left") + 1  # one past each completing unit
+    groups = np.split(order[: cuts[-1]], cuts[:-1])
+    return [g for g in groups if len(g)]
+
+
+def fold_sequences(batch: SampleBatch, length: int) -> SampleBatch:
+    """One row per run of at most ``length`` steps of ``batch``'s closed sequences (recurrent
+    replay: `rlflow.replay.SequenceReplayBuffer`).
+
+    Every per-step column (`OBS`, `ACTIONS`, `REWARDS`, and ``prev_actions``/``prev_rewards``
+    when present) becomes ``[length + 1, ...]``: the run's steps, then the row it bootstraps
+    from (the next step, or the sequence's bootstrap row after its last run), zero-padded; next
+    to the run's stored state (``state_in_k`` of its first step), its steps (`SEQ_STEPS`) and
+    whether its last step ended the episode (`SEQ_TERMINATED`). `ConfigError` unless every
+    sequence is closed by a bootstrap row and the batch has the recurrent state
+    (``state_in_0``).
+    """
+    length = check_int(length, "fold_sequences: length", low=1)
+    layout = SequenceLayout.of(batch)
+    if layout is None or not layout.closed or "state_in_0" not in batch:
+        raise ConfigError(
+            f"fold_sequences: the batch needs sequences closed by {BOOTSTRAP!r} rows and the "
+            f"recurrent state (state_in_0) of its steps; columns are {sorted(batch)} (rollout "
+            "workers write them for a recurrent policy with requires_bootstrap_rows = True)"
+        )
+    first, steps, boot, last_run = [], [], [], []
+    for start, n_steps in zip(layout.starts.tolist(), layout.steps.tolist(), strict=True):
+        end = start + n_steps  # the sequence's bootstrap row
+        for a in range(start, end, length):
+            n = min(length, end - a)
+            first.append(a)
+            steps.append(n)
+            boot.append(a + n)  # the next step's row, or the sequence's bootstrap row
+            last_run.append(a + n == end)
+    first_a = np.asarray(first, dtype=np.int64)
+    steps_a = np.asarray(steps, dtype=np.int64)
+    offsets = np.arange(length + 1)
+    # [S, length + 1] row indexes: the steps, then the next row, then padding (pointing at the
+    # next row; zeroed below).
+    index = np.minimum(first_a[:, None] + offsets[None, :], np.asarray(boot)[:, None])
+    valid = offsets[None, :] <= steps_a[:, None]
+    columns: dict[str, Array] = {}
+    for name in _FOLDED_COLUMNS:
+        if name in batch:
+            gathered = np.asarray(batch[name])[index]
+            gathered[~valid] = 0
+            columns[name] = gathered
+    k = 0
+    while f"state_in_{k}" in batch:
+        columns[f"state_in_{k}"] = np.asarray(batch[f"state_in_{k}"])[first_a]
+        k += 1
+    columns[SEQ_STEPS] = steps_a
+    terminated = np.asarray(batch[TERMINATEDS]).astype(bool)[first_a + steps_a - 1]
+    columns[SEQ_TERMINATED] = terminated & np.asarray(last_run, dtype=bool)
+    return SampleBatch(columns)

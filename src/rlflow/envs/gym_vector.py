@@ -257,6 +257,8 @@ class GymVectorEnv:
         self.restarted: list[int] = []
         """Next-step engines: the sub-envs whose row of the last `step` was their reset (no
         transition: reward 0, truncated), which samplers drop. Empty otherwise."""
+        self.logged_actions: dict[int, Any] = {}
+        """Always empty: no client takes actions itself (`rlflow.serve` needs rlflow's loop)."""
         self._seed = seed
         self._needs_reset = True
         self._closed = False

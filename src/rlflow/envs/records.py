@@ -4,15 +4,33 @@ by `rlflow.envs.vector`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
 
-__all__ = ["AgentReturn", "EpisodeStat", "VectorStep", "env_action", "env_actions"]
+__all__ = [
+    "LOGGED_ACTION",
+    "NO_LOGGED_ACTIONS",
+    "AgentReturn",
+    "EpisodeStat",
+    "VectorStep",
+    "env_action",
+    "env_actions",
+]
 
 Array = npt.NDArray[Any]
+
+LOGGED_ACTION = "logged_action"
+"""The ``info`` key of an env whose client took the action for the observation it returns
+itself (`rlflow.serve`, local inference): the sampler records that action in place of its
+policy's, with its log-likelihood under the policy's distribution."""
+
+NO_LOGGED_ACTIONS: Mapping[int, Any] = MappingProxyType({})
+"""No sub-env's client took its action itself."""
 
 
 class AgentReturn(NamedTuple):
@@ -51,6 +69,8 @@ class VectorStep(NamedTuple):
     final_obs: Array
     """The true observation after the step: the episode's last one where it ended, else equal
     to ``next_obs``. Store it as `NEXT_OBS` for bootstrapping."""
+    logged_actions: Mapping[int, Any] = NO_LOGGED_ACTIONS
+    """``{sub-env: action}`` its client took itself for its ``next_obs`` (`LOGGED_ACTION`)."""
 
 
 def env_action(space: Any, action: Any) -> Any:

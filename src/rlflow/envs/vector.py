@@ -17,7 +17,14 @@ import numpy.typing as npt
 from rlflow.checks import check_bool, check_int
 from rlflow.envs.game_score import GAME_SCORE, reports_game_score
 from rlflow.envs.nonfinite import MAX_RESET_ATTEMPTS, all_finite, first_nonfinite
-from rlflow.envs.records import AgentReturn, EpisodeStat, VectorStep, env_action, env_actions
+from rlflow.envs.records import (
+    LOGGED_ACTION,
+    AgentReturn,
+    EpisodeStat,
+    VectorStep,
+    env_action,
+    env_actions,
+)
 from rlflow.envs.validation import (
     MAX_RESTART_ATTEMPTS,
     OBS_CHECK_STEPS,
@@ -174,6 +181,10 @@ class VectorEnv:
         self._episodes: list[EpisodeStat] = []
         self._ended_in_step: dict[int, EpisodeStat] = {}  # sub-env -> its stat of the last step
         self._game_scored = reports_game_score(self.envs[0])
+        self.logged_actions: dict[int, Any] = {}
+        """``{sub-env: action}`` its client took itself for the observation the last `reset`
+        or `step` returned (`rlflow.envs.records.LOGGED_ACTION` in that observation's info:
+        `rlflow.serve`); a step returns them in its `VectorStep` too."""
 
     def reset(self, *, copy: bool = True) -> Array:
         """Reset every sub-env and return the stacked first observations ``(N, *obs_shape)``.
@@ -183,6 +194,7 @@ class VectorEnv:
         until the next `step` or `reset`.
         """
         self._check_open("reset")
+        logged: dict[int, Any] = {}
         for i, env in enumerate(self.envs):
             seed = None if self._seeded or self._seed is None else self._seed + i
             try:
@@ -194,6 +206,9 @@ class VectorEnv:
                 continue
             self._check_result(i, result, "reset")
             self._obs[i] = result[0]
+            if LOGGED_ACTION in result[1]:
+                logged[i] = result[1][LOGGED_ACTION]
+        self.logged_actions = logged
         self._seeded = True
         self._obs_checks_left = OBS_CHECK_STEPS
         self._needs_reset = False
@@ -228,17 +243,25 @@ class VectorEnv:
         for i, last_ob in finished:
             final_obs[i] = last_ob
         rewards, terminateds, truncateds = self._rewards, self._terminateds, self._truncateds
+        logged = self.logged_actions
         if copy:
             return VectorStep(
-                obs.copy(), rewards.copy(), terminateds.copy(), truncateds.copy(), final_obs.copy()
+                obs.copy(),
+                rewards.copy(),
+                terminateds.copy(),
+                truncateds.copy(),
+                final_obs.copy(),
+                dict(logged),
             )
-        return VectorStep(obs, rewards, terminateds, truncateds, final_obs)
+        return VectorStep(obs, rewards, terminateds, truncateds, final_obs, logged)
 
     def _step_envs(self, rows: Any, *, check: bool) -> list[tuple[int, Any]]:
         """Step and auto-reset every sub-env; return (index, last obs) of finished episodes.
         With ``check``, the observations are checked (`check_observation`)."""
         obs, returns, lengths, envs = self._obs, self._ep_returns, self._ep_lengths, self.envs
         finished: list[tuple[int, Any]] = []
+        logged: dict[int, Any] = {}
+        self.logged_actions = logged
         # Scalars go to lists and the numpy buffers are written once per step: a numpy scalar
         # write per sub-env costs a noticeable part of a cheap env's step.
         step_rewards, step_terms, step_truncs = [], [], []
@@ -263,8 +286,10 @@ class VectorEnv:
                         first = envs[i].reset()
                         if check:
                             self._check_result(i, first, "reset")
-                        ob, _ = first
+                        ob, info = first
                     obs[i] = ob
+                    if LOGGED_ACTION in info:
+                        logged[i] = info[LOGGED_ACTION]
                 break
             except ConfigError:
                 raise

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlflow import flow
+from rlflow.learner import POLICY_LAG
 from rlflow.ops import keys
-from rlflow.policy import POLICY_LAG
 
 __all__ = ["pop_policy_lag", "record_learner_info"]
 

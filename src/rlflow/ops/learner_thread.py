@@ -85,11 +85,13 @@ def learners_paused(local_worker: Any) -> Iterator[None]:
 
 
 class LearnerThread(threading.Thread):
-    """Trains the local worker on batches from a bounded queue, in a daemon thread.
+    """Trains the learner on batches from a bounded queue, in a daemon thread.
 
     Args:
-        local_worker: the learner (``workers.local_worker()``); the thread calls its
-            ``learn_on_batch``.
+        learner: what trains, ``workers.learner()``: the local worker, or the learner actors
+            (``num_learners`` >= 1, `rlflow.workers.learner_group.LearnerGroup`), which train in
+            its place and hand learner 0's weights to the local worker after each batch (under
+            :attr:`lock`); the thread calls its ``learn_on_batch``.
         inqueue_size: capacity of :attr:`inqueue` (batches waiting to be learned), >= 1.
         outqueue_size: capacity of :attr:`outqueue` (results waiting to be read), >= 1; the
             thread waits when it is full.
@@ -98,17 +100,16 @@ class LearnerThread(threading.Thread):
         policies: ids of the policies to train (None: all of the local worker's).
         prefetch: stage the next batch on the learner's device while the current one trains
             (a loader thread takes a batch from :attr:`inqueue` as soon as the learner took the
-            last staged one and sends it with ``TorchPolicy.stage``: one batch waits staged,
-            besides the queue's); None (default): when a trained policy is on an accelerator.
-            Without it the learner converts each batch itself. Off with a ``learner_group``.
-        learner_group: the worker set's learner actors (``WorkerSet.learner_group()``,
-            ``num_learners`` >= 1): they train in the local worker's place and the local
-            worker receives learner 0's weights after each batch (under :attr:`lock`).
+            last staged one and sends it with ``PolicyUpdate.stage``: one batch waits staged,
+            besides the queue's); None (default): when a trained policy of the local worker is
+            on an accelerator. Without it the learner converts each batch itself. Off with
+            learner actors (they fetch their batches themselves).
 
     Input (``inqueue``): a ``SampleBatch`` / ``MultiAgentBatch`` or a reference to one
-    (`rlflow.data.refs.BatchRef`, `BatchRefs`: passed on to a ``learner_group``, fetched here
-    otherwise), or an ``ActorItem(actor, batch)`` (from ``zip_with_source_actor``: e.g. the
-    replay shard the batch came from).
+    (`rlflow.data.refs.BatchRef`, `BatchRefs`: passed on to learner actors, fetched here
+    otherwise: :attr:`takes_references` says which the learner prefers), or an
+    ``ActorItem(actor, batch)`` (from ``zip_with_source_actor``: e.g. the replay shard the
+    batch came from).
     Output (``outqueue``): a :class:`~rlflow.ops.TrainResult` per batch, wrapped as
     ``ActorItem(actor, result)`` when the input was. Feed it with :class:`Enqueue`, read it
     with ``dequeue(learner.outqueue, check=learner.check)``. Start it with :meth:`start`; stop
@@ -125,7 +126,7 @@ class LearnerThread(threading.Thread):
 
     def __init__(
         self,
-        local_worker: RolloutWorker,
+        learner: RolloutWorker | LearnerGroup,
         *,
         inqueue_size: int = 16,
         outqueue_size: int = 64,
@@ -133,14 +134,20 @@ class LearnerThread(threading.Thread):
         sgd_minibatch_size: int = 0,
         policies: Sequence[str] | None = None,
         prefetch: bool | None = None,
-        learner_group: LearnerGroup | None = None,
     ) -> None:
         """Create the queues; the thread starts with :meth:`start`."""
         super().__init__(name="rlflow-learner", daemon=True)
-        self.local_worker = local_worker
-        self.learner_group = learner_group
-        """The learner actors that train in the local worker's place (``num_learners``), or
-        None."""
+        self.learner = learner
+        """What trains (``workers.learner()``)."""
+        self.takes_references = isinstance(learner, LearnerGroup)
+        """Whether the learner fetches its batches itself (learner actors): a plan then feeds
+        it references (``parallel_rollouts(by_reference=...)``, ``replay(by_reference=...)``),
+        so the batches never pass through the driver."""
+        self.local_worker: RolloutWorker = (
+            learner.local_worker if isinstance(learner, LearnerGroup) else learner
+        )
+        """The driver's learner worker, whose weights change (the run's copy)."""
+        local_worker = self.local_worker
         self.policies = None if policies is None else list(policies)
         for pid in self.policies or ():
             local_worker.get_policy(pid)  # ConfigError naming the known ids if unknown
@@ -174,7 +181,7 @@ class LearnerThread(threading.Thread):
         """Batches learned so far."""
         self._inqueue_sizes: collections.deque[int] = collections.deque(maxlen=100)
         self._stopping = threading.Event()
-        if learner_group is not None:
+        if self.takes_references:
             prefetch = False  # the learner actors read the batch from the object store
         if prefetch is None:
             pids = self.policies or list(getattr(local_worker, "policy_map", ()))
@@ -210,7 +217,7 @@ class LearnerThread(threading.Thread):
         self._inqueue_sizes.append(self.inqueue.qsize())
         actor, batch = (item.actor, item.item) if isinstance(item, ActorItem) else (None, item)
         if isinstance(batch, BatchRef | BatchRefs):
-            if self.learner_group is None:  # the local worker trains: fetch it here
+            if not self.takes_references:  # the local worker trains: fetch it here
                 batch = batch.resolve()
             return actor, batch
         if not isinstance(batch, SampleBatch | MultiAgentBatch):
@@ -279,7 +286,7 @@ class LearnerThread(threading.Thread):
             )
         if self.policies is not None:
             options["policies"] = self.policies
-        return (self.learner_group or self.local_worker).learn_on_batch(batch, **options)
+        return self.learner.learn_on_batch(batch, **options)
 
     def check(self) -> bool:
         """True while the thread runs; False once it stopped normally (or never started).

@@ -240,7 +240,7 @@ def replay(
     Items: ``SampleBatch`` with ``batch_indexes`` (and ``weights`` when prioritized).
 
     - ``local_buffer``: each read samples ``num_items`` rows (a buffer of sequences,
-      `rlflow.replay.sequences.SequenceReplayBuffer`: ``num_items`` env steps' worth of
+      `rlflow.replay.SequenceReplayBuffer`: ``num_items`` env steps' worth of
       sequences, and ``learning_starts`` counted in env steps too; prioritized buffers with
       importance exponent ``beta``: a number, a :class:`~rlflow.replay.LinearSchedule` over env
       steps sampled, or None for the buffer's own). While the buffer holds fewer than

@@ -35,6 +35,7 @@ from rlflow.config.self_play import EpisodeInfo, SelfPlay
 from rlflow.data.sample_batch import ACTION_DIST_INPUTS, LOGP, VF_PREDS
 from rlflow.envs.vector import EpisodeStat
 from rlflow.errors import ConfigError
+from rlflow.models.memory import NoMemory
 from rlflow.ops import keys
 from rlflow.workers import RolloutWorker, WorkerSet
 
@@ -68,8 +69,8 @@ class RandomLegalPolicy:
     [1, 2]
     """
 
-    recurrent = False
     use_critic = False
+    requires_bootstrap_rows = False
 
     def __init__(
         self, observation_space: gym.Space[Any], action_space: gym.Space[Any], *, seed: int | None
@@ -84,6 +85,10 @@ class RandomLegalPolicy:
         self.action_space = action_space
         self._mask_size = int(getattr(observation_space, "action_mask_size", 0))
         self._rng = np.random.default_rng(seed)
+
+    def memory(self, rows: int) -> NoMemory:
+        """No memory: it acts on each observation alone."""
+        return NoMemory()
 
     def compute_actions(
         self, obs: npt.NDArray[Any], *, explore: bool = True, **_: Any

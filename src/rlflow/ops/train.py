@@ -17,10 +17,10 @@ from rlflow import flow
 from rlflow.checks import check_int
 from rlflow.data.sample_batch import MultiAgentBatch, SampleBatch
 from rlflow.errors import ConfigError, PlanError
+from rlflow.learner import POLICY_LAG
 from rlflow.ops import keys
 from rlflow.ops.learner_info import record_learner_info
 from rlflow.ops.rollout import _check_batch, _policy_id_list
-from rlflow.policy import POLICY_LAG
 from rlflow.workers import Gradients, WorkerSet
 
 __all__ = [
@@ -229,7 +229,7 @@ class ApplyGradients:
         stats = {pid: dict(grads.stats.get(pid, {})) for pid in grads.stats}
         for pid in selected:
             if pid in grads.num_grad_updates:
-                lag = local.get_policy(pid).num_grad_updates - grads.num_grad_updates[pid]
+                lag = local.get_policy(pid).update.num_grad_updates - grads.num_grad_updates[pid]
                 stats.setdefault(pid, {})[POLICY_LAG] = float(lag)
         with ctx.timers[keys.APPLY_GRAD_TIMER].timing(units=grads.env_steps):
             local.apply_gradients(selected)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rlflow.config.learning import LossWeightsConfig
 from rlflow.policy.policy import TorchPolicy
 from rlflow.schedules import PiecewiseSchedule
 
@@ -21,11 +22,9 @@ __all__ = ["EntropyCoeffSchedule"]
 
 
 class EntropyCoeffSchedule(TorchPolicy):
-    """Policy mixin (listed before the policy base): ``entropy_coeff`` from the config's
-    ``entropy_coeff_schedule`` on the global ``timestep``, else its constant ``entropy_coeff``.
-
-    Call :meth:`init_entropy_coeff` in ``__init__`` after the base's; the loss reads
-    ``self.entropy_coeff``.
+    """Policy base (listed before the policy base it extends): ``entropy_coeff`` from the
+    config's ``entropy_coeff_schedule`` on the global ``timestep``, else its constant
+    ``entropy_coeff``. The loss reads ``self.entropy_coeff``.
     """
 
     entropy_coeff: float
@@ -33,8 +32,11 @@ class EntropyCoeffSchedule(TorchPolicy):
     entropy_coeff_schedule: PiecewiseSchedule | None
     """The config's ``entropy_coeff_schedule``, or None."""
 
-    def init_entropy_coeff(self, config: Any) -> None:
-        """Set ``entropy_coeff`` (the schedule's value at timestep 0 when there is one)."""
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Build the policy, then set ``entropy_coeff`` (the schedule's value at timestep 0
+        when there is one)."""
+        super().__init__(*args, **kwargs)
+        config: LossWeightsConfig = self.config  # type: ignore[assignment]
         points = config.entropy_coeff_schedule
         label = f"{type(config).__name__}.entropy_coeff_schedule"
         schedule = None if points is None else PiecewiseSchedule.from_points(points, label)

@@ -1,6 +1,7 @@
 """``rlflow.replay``: replay buffers (uniform, prioritized), n-step transitions, replay actors.
 
 - `ReplayBuffer`, `PrioritizedReplayBuffer`: columnar ring storage of transitions;
+  `SequenceReplayBuffer`: prioritized sequences (R2D2), folded as they are added;
   `replay_forever` turns one into a stream that yields None until ``learning_starts``.
 - `n_step_transitions`: rollout fragment -> n-step transitions (`replay_transitions`: only
   the replayed columns).
@@ -20,7 +21,12 @@ from rlflow.replay.actors import (
     create_replay_actors,
     split_shard_indexes,
 )
-from rlflow.replay.buffers import PrioritizedReplayBuffer, ReplayBuffer, replay_forever
+from rlflow.replay.buffers import (
+    PrioritizedReplayBuffer,
+    ReplayBuffer,
+    SequenceReplayBuffer,
+    replay_forever,
+)
 from rlflow.replay.checkpoint import (
     ReplayShards,
     register_replay_buffer,
@@ -47,6 +53,7 @@ __all__ = [
     "ReplayShardSpec",
     "ReplayShardTable",
     "ReplayShards",
+    "SequenceReplayBuffer",
     "SumSegmentTree",
     "create_replay_actors",
     "create_replay_shards",

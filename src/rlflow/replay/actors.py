@@ -3,7 +3,7 @@
 A sharded replay buffer is a list of `ReplayActor` s, each holding one `ReplayBuffer` (or
 `PrioritizedReplayBuffer`) of its share of the capacity. One `ReplayShardSpec` (checked when
 it is made) describes them all; each actor takes it and its shard index. A spec with a
-``sequence_length`` makes shards of sequences (`rlflow.replay.sequences.SequenceReplayBuffer`,
+``sequence_length`` makes shards of sequences (`rlflow.replay.SequenceReplayBuffer`,
 R2D2's recurrent replay): they fold the sampled batches they get into sequences and replay
 whole sequences. Each actor is a shard
 of a parallel iterator whose stream is "replay forever": read it with
@@ -49,9 +49,9 @@ from rlflow.replay.buffers import (
     BATCH_INDEXES,
     PrioritizedReplayBuffer,
     ReplayBuffer,
+    SequenceReplayBuffer,
     replay_forever,
 )
-from rlflow.replay.sequences import SequenceReplayBuffer
 
 __all__ = [
     "SHARD_STRIDE",

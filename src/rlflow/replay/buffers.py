@@ -1,4 +1,5 @@
-"""Replay buffers: uniform `ReplayBuffer`, `PrioritizedReplayBuffer`, and `replay_forever`.
+"""Replay buffers: uniform `ReplayBuffer`, `PrioritizedReplayBuffer`, `SequenceReplayBuffer`
+(recurrent replay: sequences as items), and `replay_forever`.
 
 A buffer keeps the last ``capacity`` transitions (rows) in a `rlflow.replay.ring.ColumnarRing`:
 one preallocated numpy array per column, written as a ring, next observations stored by
@@ -28,6 +29,7 @@ import numpy.typing as npt
 
 from rlflow.checks import check_int, check_number
 from rlflow.data.sample_batch import SampleBatch
+from rlflow.data.sequences import fold_sequences
 from rlflow.errors import ConfigError
 from rlflow.replay.n_step import DISCOUNTS, n_step_transitions
 from rlflow.replay.ring import BATCH_INDEXES, WEIGHTS, ColumnarRing
@@ -41,6 +43,7 @@ __all__ = [
     "LinearSchedule",
     "PrioritizedReplayBuffer",
     "ReplayBuffer",
+    "SequenceReplayBuffer",
     "n_step_transitions",
     "replay_forever",
 ]
@@ -292,6 +295,59 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self._sum_tree.update_many(slots, state["priorities"])
         self._min_tree.update_many(slots, state["priorities"])
         self._max_priority = float(state["max_priority"])
+
+
+class SequenceReplayBuffer(PrioritizedReplayBuffer):
+    """Prioritized replay of sequences (R2D2): ``capacity_steps // sequence_length`` sequences.
+
+    A policy with memory learns from replay only on sequences: consecutive steps of one
+    episode, started from the recurrent state the rollout worker had at the first one. ``add``
+    takes sampled batches (sequences closed by bootstrap rows, as the rollout workers write them
+    for ``requires_bootstrap_rows`` policies) and stores each run of at most
+    ``sequence_length`` steps as one item (`rlflow.data.sequences.fold_sequences`);
+    ``sample(n)`` draws ``n`` sequences; a sequence's priority is what the learner reports for
+    it (R2D2's mix of the largest and the mean |TD error| of its steps). It says how many env
+    steps an item holds (:attr:`steps_per_item`), so the replay operators count
+    ``train_batch_size`` and ``learning_starts`` in env steps, as for transitions.
+
+    Args:
+        capacity_steps: env steps kept (``buffer_size``), >= ``sequence_length``.
+        sequence_length: steps per stored sequence (``replay_sequence_length``), >= 1.
+        alpha, beta, seed: as `PrioritizedReplayBuffer`.
+    """
+
+    def __init__(
+        self,
+        capacity_steps: int,
+        *,
+        sequence_length: int,
+        alpha: float,
+        beta: float,
+        seed: int | None = None,
+    ) -> None:
+        """Create an empty buffer of ``capacity_steps // sequence_length`` sequences."""
+        self.sequence_length = check_int(
+            sequence_length, "SequenceReplayBuffer: sequence_length", low=1
+        )
+        steps = check_int(capacity_steps, "SequenceReplayBuffer: capacity_steps", low=1)
+        super().__init__(max(1, steps // self.sequence_length), alpha=alpha, beta=beta, seed=seed)
+
+    @property
+    def steps_per_item(self) -> int:
+        """Env steps one item holds at most: the replay operators sample ``train_batch_size
+        // steps_per_item`` items and wait for ``learning_starts / steps_per_item``."""
+        return self.sequence_length
+
+    def add(self, batch: SampleBatch) -> None:
+        """Store the sequences of a sampled ``batch`` (`fold_sequences`), each at the highest
+        priority seen so far."""
+        if not isinstance(batch, SampleBatch):
+            raise ConfigError(
+                f"SequenceReplayBuffer.add: batch must be a SampleBatch, got {type(batch).__name__}"
+            )
+        folded = fold_sequences(batch, self.sequence_length)
+        if folded.count:
+            super().add(folded)
 
 
 def replay_forever(

@@ -20,6 +20,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.utils import EzPickle
 
+from rlflow.envs.records import LOGGED_ACTION
 from rlflow.errors import ConfigError
 from rlflow.export.spaces import space_from_json
 from rlflow.serve.episodes import Episode, EpisodeHub
@@ -91,10 +92,7 @@ class ExternalEnv(gym.Env[Any, Any], EzPickle):
         self._episode: Episode | None = None
         self._last_obs: Any = None
         self._sent = False
-        self.logged_action: Any = None
-        """The action the client took itself for the current observation (``log_action``:
-        local inference), which the sampler records in place of its policy's; None when the
-        client waits for this env's (``get_action``)."""
+        self._logged: Any = None  # the client's own action for the current observation
 
     def _attached(self) -> EpisodeHub:
         if self.hub is None:
@@ -105,34 +103,44 @@ class ExternalEnv(gym.Env[Any, Any], EzPickle):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         """Wait for the next client episode; its first observation (``seed`` is unused: the
-        client's simulator seeds itself). An episode this slot was stepping is dropped."""
+        client's simulator seeds itself) and, in its info, the action the client took itself
+        for it (`LOGGED_ACTION`, local inference), if it did. An episode this slot was stepping
+        is dropped."""
         super().reset(seed=seed)
         self._drop_current()
         episode, first = self._attached().next_episode()
-        self._episode, self._last_obs, self.logged_action = episode, first.observation, first.action
-        return first.observation, {"episode_id": episode.episode_id}
+        self._episode, self._last_obs, self._logged = episode, first.observation, first.action
+        return first.observation, self._info({"episode_id": episode.episode_id})
+
+    def _info(self, info: dict[str, Any]) -> dict[str, Any]:
+        """``info`` with the client's own action for the observation, if it took one."""
+        if self._logged is not None:
+            info[LOGGED_ACTION] = self._logged
+        return info
 
     def send_action(self, action: Any) -> None:
         """Answer the episode's waiting ``get_action`` with ``action`` now, before `step` waits
         for what follows: `rlflow.envs.VectorEnv` sends every sub-env's action first, so all
         its clients step at once."""
-        if self._episode is not None and self.logged_action is None and not self._sent:
+        if self._episode is not None and self._logged is None and not self._sent:
             self._episode.actions.put(action)
             self._sent = True
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """Answer the episode's ``get_action`` with ``action`` (unless `send_action` did); its
-        next observation, the rewards logged since, and whether it ended."""
+        next observation, the rewards logged since, whether it ended and, in the info, the
+        action the client took itself for the next observation (`LOGGED_ACTION`), if it did."""
         if self._episode is None:
             raise gym.error.ResetNeeded("ExternalEnv.step before reset")
-        reply = self.logged_action is None and not self._sent
+        reply = self._logged is None and not self._sent
         self._sent = False
         event = self._attached().act(self._episode, action, reply=reply)
-        self.logged_action = event.action
+        self._logged = event.action
         if event.dropped:
             return self._last_obs, 0.0, False, True, {"dropped": True}
         self._last_obs = event.observation
-        return event.observation, event.reward, event.terminated, event.truncated, {}
+        info = self._info({})
+        return event.observation, event.reward, event.terminated, event.truncated, info
 
     def _drop_current(self) -> None:
         if self._episode is not None and not self._episode.ended and self.hub is not None:

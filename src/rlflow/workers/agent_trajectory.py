@@ -1,11 +1,11 @@
-"""The per-env state of a `MultiAgentSampler`: `EnvSlot` (one env and its episode in progress),
-`AgentTrajectory` (the rows of one agent in one episode that were not emitted yet: columns as
-lists, one row per action whose outcome came back) and, for an agent whose policy has memory,
-its `AgentMemory`."""
+"""The per-env state of a `MultiAgentSampler`: `EnvSlot` (one env and its episode in progress)
+and `AgentTrajectory` (the rows of one agent in one episode that were not emitted yet: columns
+as lists, one row per action whose outcome came back, and the agent's memory: its policy's
+inputs besides the observation, `rlflow.models.memory`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,6 @@ from rlflow.data.sample_batch import (
     LOGP,
     NEXT_OBS,
     OBS,
-    PREV_ACTIONS,
     PREV_REWARDS,
     REWARDS,
     TERMINATEDS,
@@ -29,37 +28,25 @@ from rlflow.data.sample_batch import (
 )
 from rlflow.envs.multi_agent import MultiAgentEnv
 from rlflow.envs.vector import AgentReturn, EpisodeStat
-from rlflow.models.memory import state_in_key
+from rlflow.models.memory import AnyMemory, NoMemory
 
-__all__ = ["AgentMemory", "AgentTrajectory", "EnvSlot"]
+__all__ = ["AgentTrajectory", "EnvSlot"]
 
 Array = npt.NDArray[Any]
 _ACT_COLUMNS = (OBS, ACTIONS, LOGP, VF_PREDS, ACTION_DIST_INPUTS)
 """Columns written when an agent acts (the others when the outcome of its action is known)."""
 
 
-class AgentMemory:
-    """One agent's inputs to a policy with memory: the model's state (one array per state
-    tensor, no batch axis), the action it took last and the reward it got since (the initial
-    state and zeros when it joins)."""
-
-    __slots__ = ("prev_action", "prev_reward", "state")
-
-    def __init__(self, state: list[Array], prev_action: Array) -> None:
-        self.state = state
-        self.prev_action = prev_action
-        self.prev_reward = 0.0
-
-
 class AgentTrajectory:
     """Rows of one agent in one episode that were not emitted yet.
 
-    With ``memory`` (its policy is recurrent) each row also keeps the agent's inputs before
-    its action (``state_in_k``, `PREV_ACTIONS`, `PREV_REWARDS`), and ``memory`` follows the
-    agent: the state after each action, the action, the reward since.
+    ``memory`` (its policy's `TorchPolicy.memory` of one row) follows the agent: the state after
+    each action, the action, the reward since; a policy with memory's rows also keep the
+    agent's inputs before its action (``state_in_k``, `PREV_ACTIONS`, `PREV_REWARDS`).
     """
 
     __slots__ = (
+        "_memory_columns",
         "agent_index",
         "columns",
         "eps_id",
@@ -71,20 +58,19 @@ class AgentTrajectory:
     )
 
     def __init__(
-        self, policy_id: str, eps_id: int, agent_index: int, memory: AgentMemory | None = None
+        self, policy_id: str, eps_id: int, agent_index: int, memory: AnyMemory | None = None
     ) -> None:
         self.policy_id = policy_id
         self.eps_id = eps_id
         self.agent_index = agent_index
+        self.memory: AnyMemory = NoMemory() if memory is None else memory
         self.columns: dict[str, list[Any]] = {
             name: [] for name in (*_ACT_COLUMNS, REWARDS, TERMINATEDS, TRUNCATEDS, NEXT_OBS)
         }
-        self.memory = memory
-        if memory is not None:
-            for k in range(len(memory.state)):
-                self.columns[state_in_key(k)] = []
-            self.columns[PREV_ACTIONS] = []
-            self.columns[PREV_REWARDS] = []
+        self._memory_columns = list(self.memory.row_columns())
+        """The batch columns of the memory's inputs (none without memory)."""
+        for name in self._memory_columns:
+            self.columns[name] = []
         self.rows = 0  # complete rows (action, reward and outcome known)
         self.last_next_obs: Any = None
         self.unassigned_reward = 0.0  # late reward that came after the last row was taken
@@ -94,41 +80,26 @@ class AgentTrajectory:
         """True after an action whose outcome has not come back yet."""
         return len(self.columns[OBS]) > self.rows
 
-    def act(
-        self,
-        ob: Any,
-        action: Any,
-        logp: float,
-        vf: float,
-        dist: Array,
-        state_out: list[Array] | None = None,
-    ) -> None:
-        """A new (pending) row; with memory, ``state_out`` is the state after the action."""
+    def act(self, ob: Any, actions: Array, extra: Mapping[str, Array], k: int) -> None:
+        """A new (pending) row: the agent acted on ``ob`` as row ``k`` of its policy's batched
+        step (``actions`` and the ``extra`` outputs of `TorchPolicy.compute_actions`); its
+        memory takes the state after the action (row ``k`` of ``extra``'s)."""
         cols = self.columns
         cols[OBS].append(ob)
-        cols[ACTIONS].append(action)
-        cols[LOGP].append(logp)
-        cols[VF_PREDS].append(vf)
-        cols[ACTION_DIST_INPUTS].append(dist)
-        memory = self.memory
-        if memory is not None:
-            assert state_out is not None
-            for k, state in enumerate(memory.state):
-                cols[state_in_key(k)].append(state)
-            cols[PREV_ACTIONS].append(memory.prev_action)
-            cols[PREV_REWARDS].append(memory.prev_reward)
-            memory.state = state_out
-            memory.prev_action = np.asarray(action, dtype=memory.prev_action.dtype).reshape(
-                memory.prev_action.shape
-            )
-            memory.prev_reward = 0.0
+        cols[ACTIONS].append(actions[k])
+        cols[LOGP].append(float(extra[LOGP][k]))
+        cols[VF_PREDS].append(float(extra[VF_PREDS][k]))
+        cols[ACTION_DIST_INPUTS].append(extra[ACTION_DIST_INPUTS][k])
+        for name, value in self.memory.row_columns().items():
+            cols[name].append(value)
+        # The state after the action, the action; the reward comes with the outcome.
+        self.memory.advance(extra, actions[k : k + 1], np.zeros(1), rows=slice(k, k + 1))
 
     def outcome(self, reward: float, next_ob: Any, *, terminated: bool, truncated: bool) -> None:
         cols = self.columns
         reward += self.unassigned_reward
         cols[REWARDS].append(reward)
-        if self.memory is not None:
-            self.memory.prev_reward = reward
+        self.memory.add_reward(reward)
         self.unassigned_reward = 0.0
         cols[TERMINATEDS].append(terminated)
         cols[TRUNCATEDS].append(truncated)
@@ -142,8 +113,7 @@ class AgentTrajectory:
         self.unassigned_reward += reward
 
     def add_late_reward(self, reward: float) -> None:
-        if self.memory is not None:
-            self.memory.prev_reward += reward
+        self.memory.add_reward(reward)
         if self.rows:
             self.columns[REWARDS][self.rows - 1] += reward
         else:  # the last row went out with the previous fragment: the next row gets it
@@ -163,11 +133,8 @@ class AgentTrajectory:
         """The env failed: drop the pending action (its outcome never came) and a late reward,
         and end the trajectory at its last complete row as a truncation (with memory, the
         inputs go back to those of the dropped action's row)."""
-        if self.memory is not None and self.pending:
-            cols, k = self.columns, self.rows
-            self.memory.state = [cols[state_in_key(i)][k] for i in range(len(self.memory.state))]
-            self.memory.prev_action = cols[PREV_ACTIONS][k]
-            self.memory.prev_reward = cols[PREV_REWARDS][k]
+        if self.pending:
+            self.memory.set_row(0, self.memory.recorded(self.columns, self.rows))
         for values in self.columns.values():
             del values[self.rows :]
         self.unassigned_reward = 0.0
@@ -194,11 +161,10 @@ class AgentTrajectory:
                 AGENT_INDEX: np.full(n, self.agent_index, dtype=np.int64),
             }
         )
-        if self.memory is not None:
-            for k in range(len(self.memory.state)):
-                batch[state_in_key(k)] = np.asarray(cols[state_in_key(k)][:n])
-            batch[PREV_ACTIONS] = np.asarray(cols[PREV_ACTIONS][:n])
-            batch[PREV_REWARDS] = np.asarray(cols[PREV_REWARDS][:n], dtype=np.float32)
+        for name in self._memory_columns:
+            batch[name] = np.asarray(cols[name][:n])
+        if PREV_REWARDS in batch:
+            batch[PREV_REWARDS] = batch[PREV_REWARDS].astype(np.float32)
         for values in cols.values():
             del values[:n]  # the pending action (if any) stays
         self.rows = 0

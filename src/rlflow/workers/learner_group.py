@@ -3,7 +3,7 @@
 With ``num_learners = N >= 1`` a `WorkerSet` starts N `Learner` actors beside its rollout
 workers. Each holds the run's policies (a `RolloutWorker` of index 0 that never samples, its
 policies on ``cuda`` with ``num_gpus_per_learner``) and a rank in a ``torch.distributed``
-process group (`rlflow.policy.data_parallel`). :meth:`LearnerGroup.learn_on_batch` has the
+process group (`rlflow.learner.data_parallel`). :meth:`LearnerGroup.learn_on_batch` has the
 local worker's signature, so the train operators (`rlflow.ops.TrainOneStep`, the learner
 thread of IMPALA, APPO and Ape-X) target the group instead of the local worker and the plans
 do not change:
@@ -41,8 +41,8 @@ from rlflow.config import AlgorithmConfig
 from rlflow.data.refs import BatchRef, BatchRefs
 from rlflow.data.sample_batch import BATCH_INDEXES, MultiAgentBatch, SampleBatch
 from rlflow.errors import ConfigError, WorkerError
+from rlflow.learner import DataParallel
 from rlflow.policy import TorchPolicy
-from rlflow.policy.data_parallel import DataParallel
 from rlflow.workers.rollout_worker import RolloutWorker
 
 __all__ = ["Learner", "LearnerGroup"]
@@ -113,7 +113,7 @@ class Learner:
             timeout_s=timeout_s,
         )
         for policy in self.worker.policy_map.values():
-            policy.data_parallel = self.data_parallel
+            policy.update.data_parallel = self.data_parallel
         return self.rank
 
     def learn_on_batch(
@@ -140,7 +140,7 @@ class Learner:
             reply["weights"] = self.worker.get_weights(trained)
             reply["versions"] = self.worker.num_grad_updates_per_policy(trained)
             reply["nonfinite"] = {
-                pid: self.worker.get_policy(pid).num_nonfinite_updates for pid in trained
+                pid: self.worker.get_policy(pid).update.num_nonfinite_updates for pid in trained
             }
         return reply
 
@@ -421,9 +421,9 @@ class LearnerGroup:
         local = self.local_worker
         local.set_weights(lead["weights"])
         for pid, version in lead["versions"].items():
-            policy = local.get_policy(pid)
-            policy.num_grad_updates = version
-            policy.num_nonfinite_updates = lead["nonfinite"][pid]
+            update = local.get_policy(pid).update
+            update.num_grad_updates = version
+            update.num_nonfinite_updates = lead["nonfinite"][pid]
         return _merge_stats([r["stats"] for r in replies])
 
     def foreach_policy(self, policy_id: PolicyID, method: str, *args: Any) -> list[Any]:

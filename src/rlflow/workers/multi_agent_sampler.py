@@ -51,17 +51,13 @@ import numpy.typing as npt
 from rlflow.checks import check_bool
 from rlflow.config.self_play import EpisodeInfo
 from rlflow.data.sample_batch import (
-    ACTION_DIST_INPUTS,
     ACTIONS,
-    LOGP,
     NEXT_OBS,
     OBS,
-    SEQ_START,
-    VF_PREDS,
     MultiAgentBatch,
     SampleBatch,
 )
-from rlflow.data.sequences import add_bootstrap_row
+from rlflow.data.sequences import cut_sequences
 from rlflow.envs.multi_agent import ALL_AGENTS, MultiAgentStep
 from rlflow.envs.nonfinite import MAX_RESET_ATTEMPTS, all_finite, nonfinite_message
 from rlflow.envs.validation import (
@@ -79,15 +75,14 @@ from rlflow.envs.validation import (
 from rlflow.envs.vector import EpisodeStat, env_action
 from rlflow.errors import ConfigError, NonFiniteError
 from rlflow.filters import MeanStdFilter
-from rlflow.models.memory import RecurrentInputs, state_out_key
-from rlflow.workers.agent_trajectory import AgentMemory, AgentTrajectory, EnvSlot
+from rlflow.models.memory import AnyMemory
+from rlflow.workers.agent_trajectory import AgentTrajectory, EnvSlot
 from rlflow.workers.sampler import (
     Sampler,
     SamplerSpec,
     agent_policy_map,
     as_multi_agent_env,
     mapping_takes_episode,
-    no_previous_action,
 )
 
 if TYPE_CHECKING:
@@ -140,7 +135,7 @@ class MultiAgentSampler(Sampler):
         self._obs_checks = [OBS_CHECK_STEPS] * num_envs
         self.policies = policies
         self._policy_ids = list(policies)
-        self._initial_states: dict[str, list[Array]] = {}
+        self._initial_memories: dict[str, AnyMemory] = {}
         self._new_eps_id = new_eps_id
         self._started = False
         self._episodes: list[EpisodeStat] = []
@@ -224,20 +219,18 @@ class MultiAgentSampler(Sampler):
         traj = slot.trajectories.get(agent)
         if traj is None:
             pid = self._policy_for(slot, agent)
-            memory = self._new_memory(pid) if self.policies[pid].recurrent else None
+            memory = self._new_memory(pid)
             traj = AgentTrajectory(pid, slot.eps_id, self._agent_index.get(agent, -1), memory)
             slot.trajectories[agent] = traj
         return traj
 
-    def _new_memory(self, pid: str) -> AgentMemory:
-        """An agent's inputs when it joins: policy ``pid``'s initial state (computed once per
-        policy; a memory replaces its arrays, never writes into them), no previous action or
-        reward."""
-        initial = self._initial_states.get(pid)
-        if initial is None:
-            initial = [s[0] for s in self.policies[pid].initial_state(1)]
-            self._initial_states[pid] = initial
-        return AgentMemory(list(initial), no_previous_action(self.policies[pid].action_space))
+    def _new_memory(self, pid: str) -> AnyMemory:
+        """An agent's inputs when it joins: policy ``pid``'s memory of one row (its initial
+        state, no previous action or reward; made once per policy, then copied)."""
+        memory = self._initial_memories.get(pid)
+        if memory is None:
+            memory = self._initial_memories[pid] = self.policies[pid].memory(1)
+        return memory.copy()
 
     def pop_episode_stats(self) -> list[EpisodeStat]:
         """Episodes finished since the last call, in the order they ended."""
@@ -277,21 +270,11 @@ class MultiAgentSampler(Sampler):
             policy = self.policies[pid]
             obs = np.stack([np.asarray(slot.obs[agent]) for slot, agent in members])
             trajs = [self._trajectory(slot, agent) for slot, agent in members]
-            states: list[Array] = []
-            if policy.recurrent:  # each agent's own inputs, stacked
-                memories = [traj.memory for traj in trajs if traj.memory is not None]
-                actions, extra = policy.compute_actions(
-                    obs, explore=self.spec.explore, memory=_stacked_memory(memories)
-                )
-                states = [extra[state_out_key(k)] for k in range(len(memories[0].state))]
-            else:
-                actions, extra = policy.compute_actions(obs, explore=self.spec.explore)
-            logp, vf, dist = extra[LOGP], extra[VF_PREDS], extra[ACTION_DIST_INPUTS]
+            # Each agent's own inputs, stacked (none without memory).
+            memory = trajs[0].memory.stack([traj.memory.row(0) for traj in trajs])
+            actions, extra = policy.compute_actions(obs, explore=self.spec.explore, memory=memory)
             for k, ((slot, agent), traj) in enumerate(zip(members, trajs, strict=True)):
-                state_out = [s[k] for s in states] if states else None
-                traj.act(
-                    slot.obs[agent], actions[k], float(logp[k]), float(vf[k]), dist[k], state_out
-                )
+                traj.act(slot.obs[agent], actions, extra, k)
 
     def _step_slot(self, j: int, slot: EnvSlot, *, record: bool) -> None:
         env = slot.env
@@ -438,18 +421,17 @@ class MultiAgentSampler(Sampler):
         last_value = 0.0
         if not terminated and policy.use_critic:
             last_obs = np.asarray(traj.last_next_obs)[None]
-            if traj.memory is None:
-                last_value = float(policy.value(last_obs)[0])
-            else:  # from the agent's inputs after its last action
-                inputs = _stacked_memory([traj.memory])
-                last_value = float(policy.value(last_obs, memory=inputs)[0])
+            inputs = traj.memory.inputs()  # after its last action
+            last_value = float(policy.value(last_obs, memory=inputs)[0])
         batch = traj.take()
-        if traj.memory is not None:  # sequences: the piece's start, then every max_seq_len
-            batch[SEQ_START] = np.arange(batch.count) % policy.max_seq_len == 0
-        if getattr(policy, "requires_bootstrap_rows", False):
-            # A sequence: its bootstrap row instead of a NEXT_OBS per row.
+        bootstrap_obs = None
+        if policy.requires_bootstrap_rows:
+            # Sequences closed by bootstrap rows instead of a NEXT_OBS per row.
             del batch[NEXT_OBS]
-            batch = add_bootstrap_row(batch, traj.last_next_obs)
+            bootstrap_obs = traj.last_next_obs
+        batch = cut_sequences(
+            batch, max_seq_len=traj.memory.max_seq_len, bootstrap_obs=bootstrap_obs
+        )
         self._out[traj.policy_id].append(
             policy.postprocess_trajectory(batch, last_value=last_value)
         )
@@ -488,16 +470,6 @@ class MultiAgentSampler(Sampler):
         """Close every env."""
         for slot in self.slots:
             slot.env.close()
-
-
-def _stacked_memory(memories: list[AgentMemory]) -> RecurrentInputs:
-    """Agents' inputs to one policy with memory, one row each."""
-    state = [np.stack(parts) for parts in zip(*(m.state for m in memories), strict=True)]
-    return RecurrentInputs(
-        state,
-        np.stack([m.prev_action for m in memories]),
-        np.array([m.prev_reward for m in memories], dtype=np.float32),
-    )
 
 
 def _nonfinite_field(

@@ -311,7 +311,7 @@ class RolloutWorker(ParallelIteratorWorker):
             else {DEFAULT_POLICY_ID: batch}
         )
         for pid, part in parts.items():
-            version = self.get_policy(pid).num_grad_updates
+            version = self.get_policy(pid).update.num_grad_updates
             part[NUM_GRAD_UPDATES] = np.full(part.count, version, dtype=np.int64)
         if self.config.output is not None:
             self._output_writer().write(batch)
@@ -426,8 +426,8 @@ class RolloutWorker(ParallelIteratorWorker):
 
     def num_nonfinite_updates(self) -> int:
         """Learner updates skipped for a non-finite loss or gradient, over all policies
-        (`TorchPolicy.num_nonfinite_updates`)."""
-        return sum(p.num_nonfinite_updates for p in self.policy_map.values())
+        (`PolicyUpdate.num_nonfinite_updates`)."""
+        return sum(p.update.num_nonfinite_updates for p in self.policy_map.values())
 
     # ------------------------------------------------------------------------ learning
     def get_policy(self, policy_id: PolicyID = DEFAULT_POLICY_ID) -> TorchPolicy:
@@ -452,7 +452,7 @@ class RolloutWorker(ParallelIteratorWorker):
         grads: dict[PolicyID, list[Array]] = {}
         stats: dict[PolicyID, dict[str, float]] = {}
         for pid, b in self._policy_batches(batch, None).items():
-            grads[pid], stats[pid] = self.get_policy(pid).compute_gradients(b)
+            grads[pid], stats[pid] = self.get_policy(pid).update.compute_gradients(b)
         return Gradients(
             grads, batch.env_steps(), stats, self.num_grad_updates_per_policy(list(grads))
         )
@@ -462,7 +462,7 @@ class RolloutWorker(ParallelIteratorWorker):
         for pid, g in grads.items():
             # Arrays from Ray's object store are read-only; torch warns on those.
             arrays = [a if a.flags.writeable else a.copy() for a in map(np.asarray, g)]
-            self.get_policy(pid).apply_gradients(arrays)
+            self.get_policy(pid).update.apply_gradients(arrays)
 
     def stage_batch(
         self, batch: SampleBatch | MultiAgentBatch, policies: Sequence[PolicyID] | None = None
@@ -471,7 +471,7 @@ class RolloutWorker(ParallelIteratorWorker):
         policy's device (`TorchPolicy.stage`); :meth:`learn_on_batch` then uses those tensors.
         The learner thread's prefetch."""
         staged = {
-            pid: self.get_policy(pid).stage(b)
+            pid: self.get_policy(pid).update.stage(b)
             for pid, b in self._policy_batches(batch, policies).items()
         }
         if isinstance(batch, SampleBatch):
@@ -496,9 +496,9 @@ class RolloutWorker(ParallelIteratorWorker):
         for pid, b in self._policy_batches(batch, policies).items():
             policy = self.get_policy(pid)
             if num_sgd_iter == 1 and sgd_minibatch_size == 0:
-                out[pid] = policy.learn_on_batch(b)
+                out[pid] = policy.update.learn_on_batch(b)
             else:
-                out[pid] = policy.learn_on_minibatches(
+                out[pid] = policy.update.learn_on_minibatches(
                     b,
                     num_sgd_iter=num_sgd_iter,
                     sgd_minibatch_size=sgd_minibatch_size or b.count,
@@ -586,7 +586,7 @@ class RolloutWorker(ParallelIteratorWorker):
         """``{policy_id: num_grad_updates}`` of all policies (or ``policies``): the global var
         ``num_grad_updates_per_policy`` that goes with :meth:`get_weights` to the workers."""
         ids = list(self.policy_map) if policies is None else list(policies)
-        return {pid: self.get_policy(pid).num_grad_updates for pid in ids}
+        return {pid: self.get_policy(pid).update.num_grad_updates for pid in ids}
 
     def set_global_vars(self, global_vars: Mapping[str, Any]) -> None:
         """Update ``global_vars`` with these and hand them to every policy that has an
@@ -595,7 +595,7 @@ class RolloutWorker(ParallelIteratorWorker):
         """
         self.global_vars = {**self.global_vars, **global_vars}
         for pid, count in global_vars.get("num_grad_updates_per_policy", {}).items():
-            self.get_policy(pid).num_grad_updates = count
+            self.get_policy(pid).update.num_grad_updates = count
         for policy in self.policy_map.values():
             hook = getattr(policy, "on_global_var_update", None)
             if hook is not None:

@@ -32,8 +32,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import gymnasium as gym
-import numpy as np
-import numpy.typing as npt
 
 from rlflow.checks import check_int
 from rlflow.config import DEFAULT_POLICY_ID
@@ -50,7 +48,6 @@ __all__ = [
     "mapping_takes_episode",
     "as_multi_agent_env",
     "is_multi_agent_env",
-    "no_previous_action",
     "policy_spaces",
 ]
 
@@ -184,13 +181,6 @@ class Sampler(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Close every env."""
-
-
-def no_previous_action(space: gym.Space[Any], *batch: int) -> npt.NDArray[Any]:
-    """The previous action a policy with memory sees before an episode's first step: zeros of
-    ``space``'s shape (after the ``batch`` axes), integer for integer (discrete) actions."""
-    dtype = np.int64 if space.dtype is None or space.dtype.kind in "iu" else space.dtype
-    return np.zeros((*batch, *(space.shape or ())), dtype=dtype)
 
 
 def mapping_takes_episode(mapping_fn: MappingFn | None) -> bool:

@@ -22,7 +22,7 @@ step is unchanged.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,25 +35,22 @@ from rlflow.data.sample_batch import (
     LOGP,
     NEXT_OBS,
     OBS,
-    PREV_ACTIONS,
-    PREV_REWARDS,
     REWARDS,
-    SEQ_START,
     TERMINATEDS,
     TRUNCATEDS,
     VF_PREDS,
     SampleBatch,
 )
-from rlflow.data.sequences import add_bootstrap_row
+from rlflow.data.sequences import cut_sequences
 from rlflow.envs.gym_vector import GymVectorEnv, make_vector_env
 from rlflow.envs.nonfinite import all_finite, finite_array, nonfinite_message
-from rlflow.envs.records import VectorStep
+from rlflow.envs.records import NO_LOGGED_ACTIONS, VectorStep
 from rlflow.envs.validation import env_location
 from rlflow.envs.vector import EpisodeStat, VectorEnv
 from rlflow.errors import ConfigError, NonFiniteError
 from rlflow.filters import MeanStdFilter
-from rlflow.models.memory import RecurrentInputs, state_in_key, state_out_key
-from rlflow.workers.sampler import Sampler, SamplerSpec, no_previous_action
+from rlflow.models.memory import AnyMemory, MemoryRow, NoMemory
+from rlflow.workers.sampler import Sampler, SamplerSpec
 
 if TYPE_CHECKING:
     from rlflow.policy import TorchPolicy
@@ -73,6 +70,7 @@ class _Buffers:
         obs: Array,
         actions: Array,
         dist: Array,
+        memory: AnyMemory,
         *,
         next_obs: bool = False,
     ) -> None:
@@ -91,32 +89,8 @@ class _Buffers:
         self.boot_values = np.zeros(shape, dtype=np.float32)
         self.dropped = np.zeros(shape, dtype=bool)
         """Rows of failed steps (a sub-env rebuilt), left out of the fragment."""
-        self.state_in: list[Array] = []
-        """A recurrent policy's state at each row (before its step), one array per tensor."""
-        self.prev_actions: Array | None = None
-        self.prev_rewards: Array | None = None
-
-    def add_memory(self, memory: _Memory) -> None:
-        """Columns for a recurrent policy's inputs: its state and the previous action and
-        reward at every row."""
-        shape = (self.length,)
-        self.state_in = [np.zeros(shape + s.shape, dtype=s.dtype) for s in memory.state]
-        self.prev_actions = np.zeros(shape + memory.prev_actions.shape, memory.prev_actions.dtype)
-        self.prev_rewards = np.zeros(shape + memory.prev_rewards.shape, dtype=np.float32)
-
-    def record_memory(self, t: int, memory: _Memory) -> None:
-        """Row ``t``'s recurrent inputs (the state before the step)."""
-        assert self.prev_actions is not None and self.prev_rewards is not None
-        for column, state in zip(self.state_in, memory.state, strict=True):
-            column[t] = state
-        self.prev_actions[t] = memory.prev_actions
-        self.prev_rewards[t] = memory.prev_rewards
-
-    def memory_at(self, t: int, env: int) -> _MemoryRow:
-        """The recurrent inputs stored at row ``t`` of sub-env ``env``."""
-        assert self.prev_actions is not None and self.prev_rewards is not None
-        state = [column[t, env].copy() for column in self.state_in]
-        return state, self.prev_actions[t, env].copy(), float(self.prev_rewards[t, env])
+        self.memory = memory.columns(length)
+        """A policy with memory's inputs at each row (before its step): `Memory.columns`."""
 
     def fragment(self, a: int, b: int, env: int) -> SampleBatch:
         """Rows ``a:b`` of sub-env ``env`` as a batch of views."""
@@ -135,67 +109,14 @@ class _Buffers:
         )
         if self.next_obs is not None:
             batch[NEXT_OBS] = self.next_obs[a:b, env]
-        for k, column in enumerate(self.state_in):
-            batch[state_in_key(k)] = column[a:b, env]
-        if self.prev_actions is not None and self.prev_rewards is not None:
-            batch[PREV_ACTIONS] = self.prev_actions[a:b, env]
-            batch[PREV_REWARDS] = self.prev_rewards[a:b, env]
+        for name, column in self.memory.items():
+            batch[name] = column[a:b, env]
         return batch
 
 
-_MemoryRow = tuple[list[Array], Array, float]
-"""One sub-env's recurrent inputs: its state tensors, previous action and previous reward."""
-
-
-class _Memory:
-    """A recurrent policy's inputs for every sub-env: its state (reset to the initial one at
-    each episode start), the previous action and the previous reward (zeros there)."""
-
-    def __init__(self, policy: TorchPolicy, num_envs: int) -> None:
-        self.state = policy.initial_state(num_envs)
-        self._initial = [s[0] for s in policy.initial_state(1)]  # what a new episode starts from
-        self.prev_actions: Array = no_previous_action(policy.action_space, num_envs)
-        self.prev_rewards: Array = np.zeros(num_envs, dtype=np.float32)
-
-    def inputs(self) -> RecurrentInputs:
-        """The ``memory`` of `TorchPolicy.compute_actions` / ``value`` now."""
-        return RecurrentInputs(self.state, self.prev_actions, self.prev_rewards)
-
-    def advance(self, extra: dict[str, Array], actions: Array, rewards: Array) -> None:
-        """Take the step's new state (``state_out_k`` of ``extra``), actions and rewards."""
-        # The step's own arrays (fresh from the policy): reset() may write into them.
-        self.state = [extra[state_out_key(k)] for k in range(len(self.state))]
-        self.prev_actions = (
-            np.asarray(actions).astype(self.prev_actions.dtype).reshape(self.prev_actions.shape)
-        )
-        self.prev_rewards = np.asarray(rewards, dtype=np.float32).copy()
-
-    def row(self, env: int) -> _MemoryRow:
-        """Sub-env ``env``'s inputs now (copies)."""
-        state = [s[env].copy() for s in self.state]
-        return state, self.prev_actions[env].copy(), float(self.prev_rewards[env])
-
-    def reset(self, envs: Any) -> None:
-        """Back to the initial inputs for the sub-envs ``envs`` (their episodes start anew)."""
-        envs = np.asarray(envs, dtype=np.int64)
-        if envs.size == 0:
-            return
-        for column, initial in zip(self.state, self._initial, strict=True):
-            column[envs] = initial
-        self.prev_actions[envs] = 0
-        self.prev_rewards[envs] = 0.0
-
-    def get_state(self) -> tuple[list[Array], Array, Array]:
-        return [s.copy() for s in self.state], self.prev_actions.copy(), self.prev_rewards.copy()
-
-    def set_state(self, state: tuple[list[Array], Array, Array]) -> None:
-        self.state = [np.array(s) for s in state[0]]
-        self.prev_actions, self.prev_rewards = np.array(state[1]), np.array(state[2])
-
-
-_Truncated = tuple[int, int, Array, "_MemoryRow | None"]
+_Truncated = tuple[int, int, Array, "MemoryRow | None"]
 """A truncated episode's last row ``t`` of sub-env ``i``: the observation after it and, for a
-recurrent policy, its inputs after it (to bootstrap V from)."""
+policy with memory, its inputs after it (to bootstrap V from)."""
 
 
 class _BootstrapObs:
@@ -215,13 +136,6 @@ class _BootstrapObs:
             return ob
         source = self.buf.obs[t] if self.buf.terminateds[t, i] else self.last_obs
         return np.asarray(source[i])
-
-
-def _external_slots(venv: VectorEnv | GymVectorEnv) -> list[int]:
-    """The sub-envs of ``venv`` whose steps are a `rlflow.serve` client's (an ``external``
-    env: the client may take an action itself)."""
-    envs = venv.envs if isinstance(venv, VectorEnv) else []
-    return [i for i, env in enumerate(envs) if getattr(env.unwrapped, "external", False)]
 
 
 class VectorSampler(Sampler):
@@ -267,10 +181,11 @@ class VectorSampler(Sampler):
         self._buffers: _Buffers | None = None
         self._length = 0
         self._truncated: list[_Truncated] = []
-        self._memory: _Memory | None = None
-        """A recurrent policy's inputs per sub-env (None for a feed-forward one)."""
-        self._external: list[int] = []
-        """The sub-envs whose steps are a `rlflow.serve` client's (`_external_slots`)."""
+        self._memory: AnyMemory = NoMemory()
+        """The policy's inputs per sub-env besides the observations (`TorchPolicy.memory`)."""
+        self._logged: Mapping[int, Any] = NO_LOGGED_ACTIONS
+        """``{sub-env: action}`` its `rlflow.serve` client took itself for the observation to
+        act on next (`VectorStep.logged_actions`)."""
         self._num_steps = 0  # steps of the envs so far, for the episode step in messages
         self._ep_first_step: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
 
@@ -332,8 +247,8 @@ class VectorSampler(Sampler):
         self._ep_first_step = np.full(venv.num_envs, self._num_steps + 1, dtype=np.int64)
         self._obs = obs if self.obs_filter is None else self.obs_filter(obs)
         self._eps_ids = np.array([self._new_eps_id() for _ in range(venv.num_envs)], dtype=np.int64)
-        self._memory = _Memory(self.policy, venv.num_envs) if self.policy.recurrent else None
-        self._external = _external_slots(venv)
+        self._memory = self.policy.memory(venv.num_envs)
+        self._logged = venv.logged_actions
 
     def _step(self, t: int, *, record: bool) -> None:
         """The hot loop's body: act on every sub-env at once, step them, write row ``t``."""
@@ -364,45 +279,33 @@ class VectorSampler(Sampler):
             buf.truncateds[t] = step.truncateds
             if buf.next_obs is not None:
                 buf.next_obs[t] = step.final_obs
-        if memory is not None:
-            memory.advance(extra, actions, step.rewards)
+        memory.advance(extra, actions, step.rewards)
+        self._logged = step.logged_actions
         self._end_episodes(step, done, t, record=record)
         # The env's own buffer, overwritten by the next step only after it was read.
         self._obs = step.next_obs
 
-    def _act(self, obs: Array, memory: _Memory | None) -> tuple[Array, dict[str, Array]]:
+    def _act(self, obs: Array, memory: AnyMemory) -> tuple[Array, dict[str, Array]]:
         """The policy's actions for ``obs`` and its extra outputs (an external client's own
-        actions in their place: `_take_logged_actions`)."""
-        if memory is None:  # policies without memory may not take the argument
-            actions, extra = self.policy.compute_actions(obs, explore=self.spec.explore)
-        else:
-            actions, extra = self.policy.compute_actions(
-                obs, explore=self.spec.explore, memory=memory.inputs()
-            )
-        if self._external:
-            self._take_logged_actions(actions, extra)
+        actions in their place: `VectorStep.logged_actions`)."""
+        actions, extra = self.policy.compute_actions(
+            obs, explore=self.spec.explore, memory=memory.inputs()
+        )
+        for i, logged in self._logged.items():
+            # An external env's client took this one itself (`rlflow.serve`, local inference):
+            # it replaces the policy's, with its log-likelihood under the policy's distribution.
+            actions[i] = logged
+            extra[LOGP][i] = self.policy.action_logp(
+                extra[ACTION_DIST_INPUTS][i : i + 1], actions[i : i + 1]
+            )[0]
         return actions, extra
-
-    def _take_logged_actions(self, actions: Array, extra: dict[str, Array]) -> None:
-        """Where an external env's client took the action itself (`rlflow.serve`, local
-        inference: ``logged_action``), that action replaces the policy's, with its
-        log-likelihood under the policy's distribution."""
-        assert isinstance(self.venv, VectorEnv)
-        for i in self._external:
-            logged = getattr(self.venv.envs[i].unwrapped, "logged_action", None)
-            if logged is not None:
-                actions[i] = logged
-                extra[LOGP][i] = self.policy.action_logp(
-                    extra[ACTION_DIST_INPUTS][i : i + 1], actions[i : i + 1]
-                )[0]
 
     def _record_inputs(
         self, buf: _Buffers, t: int, obs: Array, actions: Array, extra: dict[str, Array]
     ) -> None:
-        """Row ``t``'s observations, the policy's outputs and, for a recurrent policy, its
-        inputs."""
-        if self._memory is not None:
-            buf.record_memory(t, self._memory)
+        """Row ``t``'s observations, the policy's outputs and its other inputs (a policy with
+        memory's)."""
+        self._memory.record(buf.memory, t)
         buf.obs[t] = obs
         buf.actions[t] = actions
         buf.logp[t] = extra[LOGP]
@@ -412,18 +315,17 @@ class VectorSampler(Sampler):
 
     def _end_episodes(self, step: VectorStep, done: Array, t: int, *, record: bool) -> None:
         """The episodes of the sub-envs ``done`` ended at row ``t``: a truncated one's last
-        observation (and recurrent inputs) kept to bootstrap from, new episode ids, and a
-        recurrent policy's inputs back to the initial ones (also for rebuilt sub-envs)."""
+        observation (and the policy's inputs after it) kept to bootstrap from, new episode ids,
+        and the policy's inputs back to the initial ones (also for rebuilt sub-envs)."""
         memory = self._memory
         for i in done:
             if record and step.truncateds[i] and not step.terminateds[i]:
-                after = None if memory is None else memory.row(int(i))
+                after = memory.row(int(i))
                 self._truncated.append((t, int(i), step.final_obs[i].copy(), after))
             self._eps_ids[i] = self._new_eps_id()
             self._ep_first_step[i] = self._num_steps + 1
-        if memory is not None:
-            assert self.venv is not None
-            memory.reset(np.union1d(done, np.asarray(self.venv.restarted, dtype=np.int64)))
+        assert self.venv is not None
+        memory.reset(np.union1d(done, np.asarray(self.venv.restarted, dtype=np.int64)))
 
     def _nonfinite(self, step: VectorStep, acted_on: Array) -> None:
         """A NaN or infinite reward or observation in ``step`` (before any filter saw it):
@@ -497,22 +399,20 @@ class VectorSampler(Sampler):
             buf.dropped[t, i] = True
             if t > 0 and not (buf.terminateds[t - 1, i] or buf.truncateds[t - 1, i]):
                 buf.truncateds[t - 1, i] = True
-                # A recurrent policy's inputs on that observation: those of the failed row.
-                after = buf.memory_at(t, i) if buf.state_in else None
+                # The policy's inputs on that observation: those of the failed row.
+                after = self._memory.recorded(buf.memory, (t, i))
                 self._truncated.append((t - 1, i, last_obs[i].copy(), after))
 
     def _allocate(self, obs: Array, actions: Array, extra: dict[str, Array]) -> _Buffers:
-        buf = _Buffers(
+        return _Buffers(
             self._length,
             self.spec.num_envs,
             obs,
             actions,
             extra[ACTION_DIST_INPUTS],
-            next_obs=bool(getattr(self.policy, "requires_next_obs", False)),
+            self._memory,
+            next_obs=self.policy.requires_next_obs,
         )
-        if self._memory is not None:
-            buf.add_memory(self._memory)
-        return buf
 
     def _take_fragment(self) -> SampleBatch:
         assert self._obs is not None and self._buffers is not None
@@ -520,7 +420,7 @@ class VectorSampler(Sampler):
         truncated, self._truncated = self._truncated, []
         self._fill_bootstrap_values(self._buffers, obs, truncated)
         bootstrap_obs = None
-        if getattr(self.policy, "requires_bootstrap_rows", False):
+        if self.policy.requires_bootstrap_rows:
             bootstrap_obs = _BootstrapObs(self._buffers, obs, truncated)
         return self._postprocess(self._buffers, bootstrap_obs)
 
@@ -528,37 +428,27 @@ class VectorSampler(Sampler):
         self, buf: _Buffers, last_obs: Array, truncated: list[_Truncated]
     ) -> None:
         """V(s) to bootstrap from after each truncated step and after the fragment's end (a
-        recurrent policy's from its inputs there: the state after the step).
+        policy with memory's from its inputs there: the state after the step).
 
         Without a critic the value head is never trained, so its output would only add noise
         to the returns: REINFORCE returns are then cut at the fragment's end (bootstrap 0).
         """
-        policy = self.policy
+        policy, memory = self.policy, self._memory
         if not policy.use_critic:
             return
-        memory = self._memory
-        if memory is None:
-            buf.boot_values[-1] = policy.value(last_obs)
-        else:
-            buf.boot_values[-1] = policy.value(last_obs, memory=memory.inputs())
+        buf.boot_values[-1] = policy.value(last_obs, memory=memory.inputs())
         if truncated:
-            inputs = None
-            if memory is not None:
-                rows = [after for _, _, _, after in truncated if after is not None]
-                inputs = RecurrentInputs(
-                    [np.stack(parts) for parts in zip(*(r[0] for r in rows), strict=True)],
-                    np.stack([r[1] for r in rows]),
-                    np.array([r[2] for r in rows], dtype=np.float32),
-                )
+            inputs = memory.stack([after for _, _, _, after in truncated])
             last = np.stack([ob for _, _, ob, _ in truncated])
-            values = policy.value(last) if inputs is None else policy.value(last, memory=inputs)
+            values = policy.value(last, memory=inputs)
             for (t, i, _, _), v in zip(truncated, values, strict=True):
                 buf.boot_values[t, i] = v
 
     def _postprocess(self, buf: _Buffers, bootstrap_obs: _BootstrapObs | None) -> SampleBatch:
-        """Split each sub-env's rows into episode fragments and postprocess each (each closed
-        by its bootstrap row first, `rlflow.data.sequences`, when ``bootstrap_obs`` is given)."""
-        policy = self.policy
+        """Split each sub-env's rows into episode fragments, cut each into sequences as the
+        policy's memory and its bootstrap rows ask (`rlflow.data.sequences.cut_sequences`:
+        closed by bootstrap rows when ``bootstrap_obs`` is given) and postprocess it."""
+        policy, max_seq_len = self.policy, self._memory.max_seq_len
         length, num_envs = buf.rewards.shape
         pieces: list[SampleBatch] = []
         for i in range(num_envs):
@@ -573,11 +463,11 @@ class VectorSampler(Sampler):
                 last_value = 0.0 if buf.terminateds[end, i] else float(buf.boot_values[end, i])
                 if not policy.use_critic:
                     last_value = 0.0
-                fragment = buf.fragment(start, end + 1, i)
-                if self._memory is not None:  # sequences: the piece's start, then every max
-                    fragment[SEQ_START] = np.arange(end + 1 - start) % policy.max_seq_len == 0
-                if bootstrap_obs is not None:
-                    fragment = add_bootstrap_row(fragment, bootstrap_obs(end, i))
+                fragment = cut_sequences(
+                    buf.fragment(start, end + 1, i),
+                    max_seq_len=max_seq_len,
+                    bootstrap_obs=None if bootstrap_obs is None else bootstrap_obs(end, i),
+                )
                 pieces.append(policy.postprocess_trajectory(fragment, last_value=last_value))
                 start = end + 1
         buf.dropped[:] = False
@@ -602,24 +492,19 @@ class VectorSampler(Sampler):
         (pickle it whole); None before the envs are built."""
         if self.venv is None or self._obs is None:
             return None
-        memory = None if self._memory is None else self._memory.get_state()
-        return self.venv, self._obs, self._eps_ids, memory
+        return self.venv, self._obs, self._eps_ids, self._memory.get_state()
 
     def set_state(self, state: Any) -> None:
         """Restore :meth:`get_state` (the envs built here, if any, are closed first)."""
         self.close()
         self.venv, self._obs, self._eps_ids = state[:3]
-        memory = state[3] if len(state) > 3 else None  # checkpoints before memory: 3 parts
-        self._memory = None
-        if self.policy.recurrent:
-            self._memory = _Memory(self.policy, len(self._eps_ids))
-            if memory is not None:
-                self._memory.set_state(memory)
+        self._memory = self.policy.memory(len(self._eps_ids))
+        self._memory.set_state(state[3] if len(state) > 3 else None)  # older: 3 parts
         # Not in the state: a restored episode's steps (in messages) count from the restore.
         self._ep_first_step = np.full(len(self._eps_ids), self._num_steps + 1, dtype=np.int64)
+        self._logged = NO_LOGGED_ACTIONS  # a restored client episode acts anew
         if self.venv is not None:
             self.venv.creator = self.spec.creator  # not pickled with it
-            self._external = _external_slots(self.venv)
         self._env_restarts_popped = self.num_env_restarts
 
     def close(self) -> None:

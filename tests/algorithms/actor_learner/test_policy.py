@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
 from typing import Any
 
 import gymnasium as gym
@@ -23,13 +23,14 @@ from rlflow.data.sample_batch import (
     NEXT_OBS,
     OBS,
     REWARDS,
+    SEQ_START,
     TERMINATEDS,
     TRUNCATEDS,
     SampleBatch,
 )
-from rlflow.data.sequences import add_bootstrap_row
+from rlflow.data.sequences import cut_sequences
 from rlflow.errors import ConfigError
-from rlflow.policy.policy import stats_to_host
+from rlflow.learner import stats_to_host
 from rlflow.testing.envs import CountingEnv
 from rlflow.vtrace import vtrace
 from rlflow.workers import RolloutWorker
@@ -76,7 +77,10 @@ def _batch(policy: VTracePolicy, *, on_policy: bool, seed: int = 0) -> SampleBat
         }
     )
     return SampleBatch.concat_samples(
-        [add_bootstrap_row(steps.slice(a, b), ob) for (a, b), ob in zip(SEGMENTS, bootstrap_obs)]
+        [
+            cut_sequences(steps.slice(a, b), max_seq_len=None, bootstrap_obs=ob)
+            for (a, b), ob in zip(SEGMENTS, bootstrap_obs)
+        ]
     )
 
 
@@ -91,7 +95,7 @@ def _learner_view(policy: VTracePolicy, batch: SampleBatch) -> tuple[np.ndarray,
 def _per_step(policy: VTracePolicy, batch: SampleBatch, on: str = "vs") -> list[np.ndarray]:
     """compute_vtrace's targets ``on`` per sequence, in time order (padding dropped)."""
     logp, values = _learner_view(policy, batch)
-    tensors = policy.batch_to_tensors(batch)
+    tensors = policy.update.batch_to_tensors(batch)
     vt = policy.compute_vtrace(tensors, torch.from_numpy(logp), torch.from_numpy(values))
     grid, mask = getattr(vt, on).numpy(), vt.mask.numpy().astype(bool)
     return [grid[:, b][mask[:, b]] for b in range(grid.shape[1])]
@@ -160,7 +164,7 @@ def test_loss_is_policy_gradient_plus_value_regression_minus_entropy() -> None:
     steps = ~batch[BOOTSTRAP]  # per-row values in row order, bootstrap rows dropped
     vs = np.concatenate(_per_step(policy, batch, "vs"))
     adv = np.concatenate(_per_step(policy, batch, "pg_advantages"))
-    total, stats = policy.loss(policy.batch_to_tensors(batch))
+    total, stats = policy.loss(policy.update.batch_to_tensors(batch))
     stats = stats_to_host(stats)
     policy_loss = -np.mean(logp[steps] * adv)
     vf_loss = 0.5 * np.mean((values[steps] - vs) ** 2)
@@ -176,7 +180,7 @@ def test_loss_is_policy_gradient_plus_value_regression_minus_entropy() -> None:
 
 def test_learn_on_batch_returns_host_floats_once_per_call() -> None:
     policy = VTracePolicy(OBS_SPACE, ACT_SPACE, IMPALAConfig(**CONFIG), seed=0)
-    stats = policy.learn_on_batch(_batch(policy, on_policy=True))
+    stats = policy.update.learn_on_batch(_batch(policy, on_policy=True))
     want = {"policy_loss", "vf_loss", "entropy", "mean_rho", "mean_vs", "total_loss", "grad_gnorm"}
     assert want <= set(stats) and all(type(stats[k]) is float for k in want)
     assert stats["mean_rho"] == pytest.approx(1.0, rel=1e-6)
@@ -201,12 +205,15 @@ def test_on_policy_value_targets_are_n_step_bootstrapped_returns() -> None:
 def test_a_batch_without_bootstrap_rows_is_a_config_error() -> None:
     policy = VTracePolicy(OBS_SPACE, ACT_SPACE, IMPALAConfig(**CONFIG), seed=0)
     batch = _batch(policy, on_policy=True)
-    del batch[BOOTSTRAP]
-    with pytest.raises(ConfigError, match=r"'bootstrap' column.*requires_bootstrap_rows"):
-        policy.learn_on_batch(batch)
+    del batch[BOOTSTRAP]  # sequences that nothing closes
+    with pytest.raises(ConfigError, match=r"closed by a bootstrap row.*requires_bootstrap_rows"):
+        policy.update.learn_on_batch(batch)
     # A cut inside a sequence (its last row is a step) is refused too.
-    with pytest.raises(ConfigError, match="last row is not a bootstrap row"):
-        policy.learn_on_batch(_batch(policy, on_policy=True).slice(0, 3))
+    with pytest.raises(ConfigError, match="closed by a bootstrap row"):
+        policy.update.learn_on_batch(_batch(policy, on_policy=True).slice(0, 3))
+    del batch[SEQ_START]  # no sequences at all
+    with pytest.raises(ConfigError, match="V-trace learns on sequence batches"):
+        policy.update.learn_on_batch(batch)
 
 
 def test_minibatches_are_whole_sequences_in_shuffled_order(
@@ -214,20 +221,30 @@ def test_minibatches_are_whole_sequences_in_shuffled_order(
 ) -> None:
     policy = VTracePolicy(OBS_SPACE, ACT_SPACE, IMPALAConfig(**CONFIG), seed=0)
     batch = _batch(policy, on_policy=True)
+    rows = {int(e): int(n) for e, n in zip(*np.unique(batch[EPS_ID], return_counts=True))}
+    assert rows == {1: 5, 2: 3, 3: 2}  # sequences of 4, 2 and 1 steps, each with its bootstrap
     seen: list[list[int]] = []
+    loss = policy.loss
 
-    def record(minibatch: Mapping[str, Any]) -> dict[str, float]:
-        seen.append(minibatch[EPS_ID].tolist())
-        return {"x": 1.0}
+    def record(tensors: dict[str, torch.Tensor]) -> Any:
+        seen.append(tensors[EPS_ID].tolist())
+        return loss(tensors)
 
-    monkeypatch.setattr(policy, "_step", record)
-    stats = policy.learn_on_minibatches(
-        batch, num_sgd_iter=2, sgd_minibatch_size=3, rng=np.random.default_rng(0)
+    monkeypatch.setattr(policy, "loss", record)
+    stats = policy.update.learn_on_minibatches(
+        batch, num_sgd_iter=3, sgd_minibatch_size=3, rng=np.random.default_rng(0)
     )
-    # At least 3 steps each: the first sequence (4 steps), then the other two (2 + 1).
-    assert stats == {"x": 1.0, "num_steps": 4.0}
-    slices = [[1] * 5, [2, 2, 2, 3, 3]]
-    assert sorted(seen[:2]) == sorted(slices) and sorted(seen[2:]) == sorted(slices)
+    # 7 steps: two minibatches an epoch, the k-th ending with the sequence that brings the
+    # epoch's env steps (bootstrap rows left out) to 3 * k; the rest waits for another order.
+    assert stats["num_steps"] == 6.0 and len(seen) == 6
+    for k, ids in enumerate(seen):
+        sequences = list(dict.fromkeys(ids))
+        assert [e for e, _ in itertools.groupby(ids)] == sequences  # each whole, in one run
+        assert all(ids.count(e) == rows[e] for e in sequences)
+        epoch = seen[k - k % 2 : k + 1]
+        assert sum(rows[e] - 1 for ids_ in epoch for e in set(ids_)) >= 3 * (k % 2 + 1)
+    epochs = [tuple(dict.fromkeys(seen[k] + seen[k + 1])) for k in (0, 2, 4)]
+    assert len(set(epochs)) > 1  # each epoch draws its own order
 
 
 # ------------------------------------------------------------------------------ APPO
@@ -235,7 +252,7 @@ def test_appo_target_network_and_surrogate() -> None:
     policy = APPOPolicy(OBS_SPACE, ACT_SPACE, APPOConfig(**CONFIG, use_kl_loss=True), seed=0)
     batch = _batch(policy, on_policy=True)
     # pi == pi_target == mu: the ratio is 1, nothing is clipped, the KL is 0.
-    stats = stats_to_host(policy.loss(policy.batch_to_tensors(batch))[1])
+    stats = stats_to_host(policy.loss(policy.update.batch_to_tensors(batch))[1])
     assert stats["clip_frac"] == 0.0
     assert stats["kl"] == pytest.approx(0.0, abs=1e-6)
 
@@ -244,7 +261,7 @@ def test_appo_target_network_and_surrogate() -> None:
         return all(torch.equal(v, target[k]) for k, v in policy.model.state_dict().items())
 
     for _ in range(3):
-        policy.learn_on_batch(batch)
+        policy.update.learn_on_batch(batch)
     assert not same_as_target()
     state = policy.get_state()
     policy.update_target()

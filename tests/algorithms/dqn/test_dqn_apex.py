@@ -117,7 +117,7 @@ def test_dqn_self_play_replays_only_the_learners_experience(local_backend: None)
         results = [next(plan) for _ in range(40)]
         (buffer,) = replay_buffers(workers).values()
         local = workers.local_worker()
-        updates = {p: local.get_policy(p).num_grad_updates for p in config.policy_ids()}
+        updates = {p: local.get_policy(p).update.num_grad_updates for p in config.policy_ids()}
     finally:
         workers.stop()
     assert results[-1]["self_play"]["default_policy"]["snapshots"] == 20

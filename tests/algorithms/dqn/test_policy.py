@@ -23,9 +23,9 @@ from rlflow.data import (
     SampleBatch,
 )
 from rlflow.errors import ConfigError
+from rlflow.learner import stats_to_host
 from rlflow.ops import keys
 from rlflow.ops.keys import TD_ERROR
-from rlflow.policy.policy import stats_to_host
 from rlflow.replay import BATCH_INDEXES, DISCOUNTS, WEIGHTS
 
 pytestmark = pytest.mark.timeout(60)
@@ -48,8 +48,8 @@ def linear_policy(**config: Any) -> DQNPolicy:
     cfg = {"model": {"hidden": ()}, "dueling": False, "gamma": 0.9, **config}
     policy = DQNPolicy(OBS_1D, TWO_ACTIONS, dqn_config(cfg), seed=0)
     with torch.no_grad():
-        policy.q_model.advantage.weight.copy_(torch.tensor([[1.0], [2.0]]))
-        policy.q_model.advantage.bias.zero_()
+        policy.model.advantage.weight.copy_(torch.tensor([[1.0], [2.0]]))
+        policy.model.advantage.bias.zero_()
         policy.target_model.advantage.weight.copy_(torch.tensor([[3.0], [-1.0]]))
         policy.target_model.advantage.bias.copy_(torch.tensor([0.5, 0.0]))
     return policy
@@ -114,7 +114,7 @@ def test_learn_on_batch_returns_td_errors_and_batch_indexes() -> None:
     policy = linear_policy(lr=1e-3)
     batch = SampleBatch({k: v.numpy() for k, v in transitions().items()})
     batch[BATCH_INDEXES] = np.array([7, 3])
-    stats = policy.learn_on_batch(batch)
+    stats = policy.update.learn_on_batch(batch)
     assert stats[TD_ERROR].tolist() == pytest.approx([1.8, 0.0])
     assert stats[BATCH_INDEXES].tolist() == [7, 3]
     assert {"total_loss", "grad_gnorm", "mean_td_error"} <= set(stats)
@@ -198,19 +198,19 @@ def test_update_target_and_state_round_trip() -> None:
     policy = DQNPolicy(OBS_1D, TWO_ACTIONS, dqn_config({}), seed=0)
     other = DQNPolicy(OBS_1D, TWO_ACTIONS, dqn_config({}), seed=1)
     with torch.no_grad():
-        for p in policy.q_model.parameters():
+        for p in policy.model.parameters():
             p.add_(1.0)
     before = [p.clone() for p in policy.target_model.parameters()]
     policy.update_target()
     after = list(policy.target_model.parameters())
     assert not torch.equal(before[0], after[0])
-    assert all(torch.equal(a, b) for a, b in zip(after, policy.q_model.parameters(), strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(after, policy.model.parameters(), strict=True))
     policy.on_global_var_update({"timestep": 123})
     other.set_state(policy.get_state())
     assert other.timestep == 123
     for a, b in zip(other.target_model.parameters(), after, strict=True):
         assert torch.equal(a, b)
-    assert set(policy.get_weights()) == set(policy.q_model.state_dict())
+    assert set(policy.get_weights()) == set(policy.model.state_dict())
 
 
 def test_dqn_rejects_bad_config() -> None:
@@ -226,7 +226,7 @@ def test_dueling_head_combines_value_and_advantage() -> None:
     policy = DQNPolicy(
         OBS_1D, TWO_ACTIONS, dqn_config({"model": {"hidden": ()}, "dueling": True}), seed=0
     )
-    net = policy.q_model
+    net = policy.model
     assert net.value is not None
     with torch.no_grad():
         net.advantage.weight.copy_(torch.tensor([[1.0], [3.0]]))

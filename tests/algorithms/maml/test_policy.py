@@ -68,7 +68,7 @@ def sampled_batch(policy: MAMLPolicy, n: int = 32, seed: int = 0) -> SampleBatch
 
 def test_no_critic_and_value_head_not_adapted() -> None:
     policy = make_policy()  # MAMLConfig has no use_critic: the policy never has a critic
-    assert not policy.use_critic and not policy.use_gae
+    assert not policy.use_critic and not hasattr(policy.config, "use_gae")
     assert policy.adapted_names and not any(n.startswith("vf.") for n in policy.adapted_names)
     assert "log_std" in policy.adapted_names
 
@@ -83,7 +83,7 @@ def test_adapt_is_one_sgd_step_by_hand() -> None:
     batch = sampled_batch(policy)
     before = {n: p.detach().clone() for n, p in policy.model.named_parameters()}
     # By hand: -mean(logp * A) through the plain model, backward, p - lr * grad.
-    t = policy.batch_to_tensors(batch)
+    t = policy.update.batch_to_tensors(batch)
     policy.model.zero_grad()
     dist = policy.dist_class(policy.model(t[OBS])[0])
     hand_loss = -(dist.logp(t[ACTIONS]) * t[ADVANTAGES]).mean()
@@ -102,7 +102,7 @@ def test_adapt_is_one_sgd_step_by_hand() -> None:
             torch.testing.assert_close(functional[name].detach(), expected[name])
     # The value head did not move; the optimizer was not used.
     assert all(torch.equal(p, before[n]) for n, p in policy.model.named_parameters() if "vf." in n)
-    assert not policy.optimizer.state
+    assert not policy.update.optimizer.state
 
 
 def test_learner_recomputes_the_workers_adapted_policy() -> None:
@@ -110,8 +110,8 @@ def test_learner_recomputes_the_workers_adapted_policy() -> None:
     pre = sampled_batch(worker, seed=1)
     worker.adapt(pre)
     post = sampled_batch(worker, seed=2)  # acted by the adapted worker policy
-    params = learner.adapted_parameters([learner.batch_to_tensors(pre)])
-    loss, parts = learner.surrogate(params, learner.batch_to_tensors(post))
+    params = learner.adapted_parameters([learner.update.batch_to_tensors(pre)])
+    loss, parts = learner.surrogate(params, learner.update.batch_to_tensors(post))
     # Same parameters as the worker's, so the probability ratio is 1 on every row.
     assert float(parts["clip_frac"]) == 0.0
     assert float(parts["kl"].detach()) == pytest.approx(0.0, abs=1e-9)
@@ -123,7 +123,7 @@ def test_meta_gradient_has_second_order_terms_and_matches_finite_differences() -
     pre, post = sampled_batch(policy, seed=3), sampled_batch(policy, seed=4)
     # The model casts observations to float32, so the differences are float32 ones: a
     # larger step and a looser tolerance.
-    pre_t, post_t = policy.batch_to_tensors(pre), policy.batch_to_tensors(post)
+    pre_t, post_t = policy.update.batch_to_tensors(pre), policy.update.batch_to_tensors(post)
     tasks = [[pre_t, post_t]]
     loss, _ = policy.meta_loss(tasks)
     meta = policy.meta_parameters()
@@ -173,7 +173,7 @@ def test_meta_update_moves_the_meta_parameters_and_reports_stats() -> None:
 def test_zero_inner_steps_is_the_ppo_loss() -> None:
     policy = make_policy(kl_coeff=0.2)
     batch = sampled_batch(policy, seed=7)
-    t = policy.batch_to_tensors(batch)
+    t = policy.update.batch_to_tensors(batch)
     meta, _ = policy.meta_loss([[t]])
     ppo, _ = policy.loss(t)
     torch.testing.assert_close(meta, ppo)

@@ -21,11 +21,14 @@ from rlflow.data.sample_batch import (
     PREV_ACTIONS,
     PREV_REWARDS,
     REWARDS,
+    SEQ_STEPS,
+    SEQ_TERMINATED,
     TERMINATEDS,
 )
+from rlflow.data.sequences import fold_sequences
 from rlflow.errors import ConfigError
 from rlflow.ops import replay
-from rlflow.replay.sequences import SEQ_STEPS, SEQ_TERMINATED, SequenceReplayBuffer, fold_sequences
+from rlflow.replay import SequenceReplayBuffer
 
 ENV = "rlflow/StatelessCartPole-v1"
 
@@ -68,7 +71,7 @@ def test_fragments_fold_into_sequences_with_their_next_observation_and_state() -
     np.testing.assert_allclose(folded["state_in_0"][:, 0], [0.0, 0.3, 0.6], atol=1e-6)
     np.testing.assert_allclose(folded["state_in_1"][:, 0], [0.0, -0.3, -0.6], atol=1e-6)
     assert folded.env_steps() == 8 and folded.count == 3
-    with pytest.raises(ConfigError, match="needs the 'bootstrap' rows"):
+    with pytest.raises(ConfigError, match="needs sequences closed by 'bootstrap' rows"):
         fold_sequences(SampleBatch({OBS: np.zeros((3, 2))}), 3)
 
 
@@ -89,7 +92,7 @@ def _reference_td(policy: R2D2Policy, folded: SampleBatch) -> list[list[float]]:
     for s in range(folded.count):
         n, width = int(folded[SEQ_STEPS][s]), folded[OBS].shape[1]
         q, q_target = [], []
-        for model, store in ((policy.q_model, q), (policy.target_model, q_target)):
+        for model, store in ((policy.model, q), (policy.target_model, q_target)):
             state = [torch.from_numpy(folded[f"state_in_{k}"][s : s + 1]) for k in range(2)]
             for t in range(width):
                 a, v, state = model(
@@ -100,13 +103,15 @@ def _reference_td(policy: R2D2Policy, folded: SampleBatch) -> list[list[float]]:
                 )
                 store.append((v[0, 0] + a[0, 0] - a[0, 0].mean()).detach())
         row = []
-        for t in range(policy.burn_in, n):
-            m = min(policy.n_step, n - t)
-            ret = sum(policy.gamma**k * float(folded[REWARDS][s, t + k]) for k in range(m))
+        for t in range(policy.config.burn_in, n):
+            m = min(policy.config.n_step, n - t)
+            ret = sum(policy.config.gamma**k * float(folded[REWARDS][s, t + k]) for k in range(m))
             best = int(q[t + m].argmax())
             boot = float(h_inverse(q_target[t + m][best], eps))
             done = bool(folded[SEQ_TERMINATED][s]) and t + m == n
-            target = float(h_function(torch.tensor(ret + policy.gamma**m * (not done) * boot), eps))
+            target = float(
+                h_function(torch.tensor(ret + policy.config.gamma**m * (not done) * boot), eps)
+            )
             row.append(float(q[t][int(folded[ACTIONS][s, t])]) - target)
         out.append(row)
     return out
@@ -119,13 +124,13 @@ def test_the_sequence_loss_is_the_step_by_step_n_step_double_q_target() -> None:
             p.add_(0.05 * torch.randn_like(p))
     folded = fold_sequences(_fragments(), 4)
     folded[OBS] = folded[OBS] / 10.0
-    td, mask = policy._sequence_td(policy.batch_to_tensors(folded))
+    td, mask = policy._sequence_td(policy.update.batch_to_tensors(folded))
     expected = _reference_td(policy, folded)
     for s, row in enumerate(expected):
         got = td[s][mask[s]].detach().numpy()
         np.testing.assert_allclose(got, row, rtol=1e-5, atol=1e-5)
-    stats = policy.learn_on_batch(folded)
-    eta = policy.priority_eta
+    stats = policy.update.learn_on_batch(folded)
+    eta = policy.config.priority_eta
     # a sequence with no step after its burn-in has nothing to learn: priority 0 (+ eps later)
     priorities = [
         eta * max(map(abs, r)) + (1 - eta) * np.mean(np.abs(r)) if r else 0.0 for r in expected
@@ -171,7 +176,7 @@ def test_r2d2_acts_with_memory_and_trains_on_replayed_sequences(local_backend: N
     ) as trainer:
         result = trainer.train()
         policy = trainer.workers.local_worker().get_policy()
-        assert policy.recurrent and isinstance(policy.q_model.cell, torch.nn.LSTM)
+        assert policy.recurrent and isinstance(policy.model.cell, torch.nn.LSTM)
         # Trained steps count the replayed sequences' env steps, not their rows.
         assert result["num_env_steps_trained"] > result["num_env_steps_sampled"] > 0
         action, state = trainer.compute_single_action(np.zeros(2, np.float32), state=None)

@@ -125,7 +125,7 @@ def test_squashed_density_integrates_to_one() -> None:
 def test_target_networks_move_by_tau(make: Any) -> None:
     policy = make(tau=0.25, policy_delay=1) if make is td3 else make(tau=0.25)
     target_before = params(policy.target_model)
-    stats = policy.learn_on_batch(batch())
+    stats = policy.update.learn_on_batch(batch())
     assert stats[TD_ERROR].shape == (8,) and np.all(stats[TD_ERROR] >= 0)
     online = params(policy.net)
     assert any(not torch.equal(a, b) for a, b in zip(online, target_before, strict=True))
@@ -140,7 +140,7 @@ def test_td3_trains_the_actor_and_moves_targets_every_policy_delay_updates() -> 
     for step in range(7):
         actor, critics = params(policy.net.actor), params(policy.net.critics)
         target = params(policy.target_model)
-        policy.learn_on_batch(batch(seed=step))
+        policy.update.learn_on_batch(batch(seed=step))
         policy.update_target()
         actor_steps.append(moved(actor, policy.net.actor))
         critic_steps.append(moved(critics, policy.net.critics))
@@ -180,13 +180,13 @@ def test_alpha_tuning_moves_log_alpha_toward_target_entropy(
     policy = sac(target_entropy=target_entropy, alpha_lr=0.05, lr=1e-6, actor_lr=1e-6)
     before = float(policy.log_alpha.detach())
     for step in range(5):
-        policy.learn_on_batch(batch(seed=step))
+        policy.update.learn_on_batch(batch(seed=step))
     assert direction * (float(policy.log_alpha.detach()) - before) > 0.1
 
 
 def test_alpha_lr_zero_keeps_initial_alpha_and_auto_entropy_is_minus_dims() -> None:
     policy = sac(alpha_lr=0.0, initial_alpha=0.2)
-    policy.learn_on_batch(batch())
+    policy.update.learn_on_batch(batch())
     assert policy.alpha == pytest.approx(0.2) and policy.target_entropy == -2.0
 
 
@@ -195,7 +195,7 @@ def test_alpha_lr_zero_keeps_initial_alpha_and_auto_entropy_is_minus_dims() -> N
 def test_workers_get_the_actor_only_and_state_restores_everything(make: Any) -> None:
     trained = make()
     for step in range(3):
-        trained.learn_on_batch(batch(seed=step))
+        trained.update.learn_on_batch(batch(seed=step))
         trained.update_target()
     weights = trained.get_weights()
     assert set(weights) == set(trained.net.actor.state_dict())
@@ -209,7 +209,7 @@ def test_workers_get_the_actor_only_and_state_restores_everything(make: Any) -> 
     )
     copy = make()
     copy.set_state(trained.get_state())
-    a, b = trained.learn_on_batch(batch(seed=9)), copy.learn_on_batch(batch(seed=9))
+    a, b = trained.update.learn_on_batch(batch(seed=9)), copy.update.learn_on_batch(batch(seed=9))
     assert {k: v for k, v in a.items() if k != TD_ERROR} == {
         k: v for k, v in b.items() if k != TD_ERROR
     }
@@ -298,7 +298,7 @@ def test_sac_and_td3_policies_train_side_by_side_in_one_multi_agent_plan(
     learner = workers.local_worker()
     assert isinstance(learner.get_policy("td3"), TD3Policy)
     assert second["num_env_steps_trained"] > first["num_env_steps_trained"] > 0
-    sac_steps, td3_steps = (learner.get_policy(p).num_grad_updates for p in ("sac", "td3"))
+    sac_steps, td3_steps = (learner.get_policy(p).update.num_grad_updates for p in ("sac", "td3"))
     assert sac_steps == td3_steps > 0  # one train step per round, for each policy
     assert set(second["info"]["learner"]) == {"sac", "td3"}
 

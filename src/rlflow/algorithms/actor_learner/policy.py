@@ -5,52 +5,45 @@ Architectures" (ICML 2018), section 4. The workers act with a slightly stale pol
 log-probabilities are the batch's `LOGP`); the learner corrects with V-trace, computed on the
 learner's current values, on its device (:func:`rlflow.vtrace.vtrace_torch`).
 
-V-trace needs time-ordered sequences. The policy asks its workers for sequence batches
-(``requires_bootstrap_rows``, `rlflow.data.sequences`): each sequence (one sub-env's steps within
-one episode and one fragment) is closed by a bootstrap row holding the observation after its
-last step. :meth:`VTracePolicyBase.tensor_columns` finds the sequences on the host from that
-column (a few integers per sequence) and sends their time-major ``[T, B]`` layout with the batch;
-on the device one forward pass over every row gives the values of the steps and of the bootstrap
+V-trace needs time-ordered sequences. The policy asks its workers for sequences closed by a
+bootstrap row (``requires_bootstrap_rows``, `rlflow.data.sequences`): one sub-env's steps within
+one episode and one fragment (at most ``max_seq_len`` of them for a model with memory), then a
+row holding the observation after the last step. The learner's update sends the sequences'
+layout with the batch's tensors (a few integers per sequence, found on the host); on the device
+one forward pass over every row gives the values of the steps and of the bootstrap
 observations, and the targets are computed there (:meth:`VTracePolicyBase.compute_vtrace`).
-Nothing goes back to the host but the stats. Minibatches are whole sequences.
+Nothing goes back to the host but the stats. Minibatches and learner shards are whole
+sequences (`rlflow.learner.PolicyUpdate`).
 
 Every log-probability is the joint one of the whole action (`rlflow.models.MultiCategorical`
 sums its components'), so V-trace's ratios ``pi(a|x) / mu(a|x)`` are those of the joint
 action for ``MultiDiscrete`` spaces too.
 
 The losses live with their algorithms: `rlflow.algorithms.impala.policy.VTracePolicy` and
-`rlflow.algorithms.appo.policy.APPOPolicy`. A subclass sets ``clip_rho``, ``clip_pg_rho``,
-``vf_loss_coeff`` and ``entropy_coeff`` from its config.
+`rlflow.algorithms.appo.policy.APPOPolicy`; the thresholds are the family's config group
+(`rlflow.algorithms.actor_learner.config.VTraceConfig`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar, NamedTuple
+from collections.abc import Mapping
+from typing import ClassVar, NamedTuple
 
-import numpy as np
-import numpy.typing as npt
 import torch
 
+from rlflow.algorithms.actor_learner.config import VTraceConfig
 from rlflow.data.sample_batch import LOGP, REWARDS, TERMINATEDS, SampleBatch
-from rlflow.data.sequences import SequenceLayout, sequence_slices
+from rlflow.data.sequences import LayoutTensors
+from rlflow.errors import ConfigError
 from rlflow.policy.policy import TorchPolicy
 from rlflow.vtrace import vtrace_torch
 
 __all__ = ["VTracePolicyBase", "VTraceTargets"]
 
-Array = npt.NDArray[Any]
-
-# The sequence layout travels with the batch's tensors under these keys (no column has them).
-_STEPS = "_seq_steps"
-_MASK = "_seq_mask"
-_BOOTSTRAP_ROWS = "_seq_bootstrap_rows"
-_LAST_ROWS = "_seq_last_rows"
-
 
 class VTraceTargets(NamedTuple):
-    """V-trace targets of a batch, time-major ``[T, B]`` on the policy's device (see
-    `rlflow.data.sequences.SequenceLayout`: padding first, then each sequence's steps)."""
+    """V-trace targets of a batch, time-major ``[T, B]`` on the policy's device (the
+    sequences' steps from their start, then padding: `rlflow.data.sequences.SequenceLayout`)."""
 
     vs: torch.Tensor
     """v_s, the value targets (no gradient)."""
@@ -73,57 +66,22 @@ class VTraceTargets(NamedTuple):
 
 
 class VTracePolicyBase(TorchPolicy):
-    """A policy that learns on V-trace targets: sequences, V-trace, contiguous minibatches.
+    """A policy that learns on V-trace targets over sequences closed by bootstrap rows.
 
-    Subclasses write ``loss`` (on the targets of :meth:`compute_vtrace`) and set the attributes
-    below from their config. The workers need no bootstrap value (``use_critic`` stays False):
-    the learner bootstraps from each sequence's bootstrap row.
+    Subclasses write ``loss`` (on the targets of :meth:`compute_vtrace`). The workers need no
+    bootstrap value (``use_critic`` stays False): the learner bootstraps from each sequence's
+    bootstrap row.
     """
 
-    clip_rho: float
-    """rho_bar of V-trace (``vtrace_clip_rho_threshold``)."""
-    clip_pg_rho: float
-    """pg_rho_bar of V-trace (``vtrace_clip_pg_rho_threshold``)."""
-    vf_loss_coeff: float
-    """Weight of the value loss."""
-    entropy_coeff: float
-    """Weight of the entropy bonus."""
-
-    requires_bootstrap_rows = True
-    """Workers send sequence batches: each sequence closed by a bootstrap row
-    (`rlflow.data.sequences`)."""
-
+    config: VTraceConfig
+    requires_bootstrap_rows: ClassVar[bool] = True
     supports_custom_model: ClassVar[bool] = True
     supports_recurrent: ClassVar[bool] = True
 
     def postprocess_trajectory(self, batch: SampleBatch, *, last_value: float) -> SampleBatch:
-        """Return the sequence unchanged (V-trace is computed by the learner): the samplers
-        hand it a fresh batch, already closed by its bootstrap row."""
+        """Return the sequences unchanged (V-trace is computed by the learner): the samplers
+        hand them fresh, already closed by their bootstrap rows."""
         return batch
-
-    def tensor_columns(self, batch: Mapping[str, Array]) -> dict[str, Array]:
-        """The batch's columns and its sequence layout (`SequenceLayout`, found on the host from
-        the `BOOTSTRAP` column: a few integers per sequence), for :meth:`batch_to_tensors`."""
-        layout = SequenceLayout(batch)
-        return {
-            **super().tensor_columns(batch),
-            _STEPS: layout.steps,
-            _MASK: layout.mask.astype(np.float32),
-            _BOOTSTRAP_ROWS: layout.bootstrap_rows,
-            _LAST_ROWS: layout.last_rows,
-        }
-
-    def shard(self, batch: SampleBatch) -> tuple[int, int, float]:
-        """Under ``data_parallel``: this learner's run of whole sequences (the sequences cut
-        into contiguous shards by count, `rlflow.policy.data_parallel.shard_bounds`), weighted
-        by its share of the steps (V-trace's losses are means over steps, padding left out)."""
-        assert self.data_parallel is not None
-        layout = SequenceLayout(batch)
-        first, end, weight = self.data_parallel.share_runs(layout.lengths)
-        if first == end or weight == 0.0:
-            return 0, 0, 0.0
-        rows = int(layout.starts[first]), int(layout.bootstrap_rows[end - 1]) + 1
-        return *rows, weight
 
     def compute_vtrace(
         self,
@@ -131,41 +89,33 @@ class VTracePolicyBase(TorchPolicy):
         target_logp: torch.Tensor,
         values: torch.Tensor,
     ) -> VTraceTargets:
-        """V-trace over every sequence of a batch from :meth:`batch_to_tensors`, on its device.
+        """V-trace over every sequence of a batch from `PolicyUpdate.batch_to_tensors`, on its
+        device.
 
         ``target_logp`` and ``values`` are pi's log-probabilities of the batch's actions and the
         learner's V(`OBS`), one per row, bootstrap rows included: a sequence bootstraps from
-        V of its bootstrap row's observation, 0 when its last step terminated the episode.
+        V of its bootstrap row's observation (the discount of a step that terminated the
+        episode is 0). The padding after a sequence's steps repeats that bootstrap value with
+        reward 0, discount 1 and ratio 1, so it adds nothing to any step's target.
         """
-        steps, mask = batch_tensors[_STEPS], batch_tensors[_MASK]
-        terminated = batch_tensors[TERMINATEDS].to(values.dtype)
-        bootstrap = values[batch_tensors[_BOOTSTRAP_ROWS]] * (
-            1.0 - terminated[batch_tensors[_LAST_ROWS]]
-        )
+        layout = LayoutTensors.of(batch_tensors)
+        if layout is None:
+            raise ConfigError(
+                f"{type(self).__name__}: V-trace learns on sequence batches (rollout workers "
+                "close every sequence with a bootstrap row for policies with "
+                "requires_bootstrap_rows = True; rlflow.data.sequences)"
+            )
+        steps, mask = layout.step_index.T, layout.step_mask.T
+        dtype = values.dtype
+        discounts = self.config.gamma * (1.0 - batch_tensors[TERMINATEDS][steps].to(dtype))
         vs, pg_advantages, rhos = vtrace_torch(
-            batch_tensors[LOGP][steps],
-            target_logp[steps],
-            batch_tensors[REWARDS][steps],
+            batch_tensors[LOGP][steps] * mask,
+            target_logp[steps] * mask,
+            batch_tensors[REWARDS][steps] * mask,
             values[steps],
-            bootstrap,
-            self.gamma * (1.0 - terminated[steps]),
-            clip_rho_threshold=self.clip_rho,
-            clip_pg_rho_threshold=self.clip_pg_rho,
+            values[layout.next_rows],
+            torch.where(mask > 0, discounts, torch.ones_like(discounts)),
+            clip_rho_threshold=self.config.vtrace_clip_rho_threshold,
+            clip_pg_rho_threshold=self.config.vtrace_clip_pg_rho_threshold,
         )
         return VTraceTargets(vs, pg_advantages, rhos, steps, mask)
-
-    def _minibatch_steps(
-        self, batch: SampleBatch, num_sgd_iter: int, size: int, rng: np.random.Generator
-    ) -> Iterator[dict[str, Any]]:
-        """One optimizer step per minibatch of whole sequences (`learn_on_minibatches`
-        averages them; the stats stay on the device until then).
-
-        Unlike the base class the rows are not shuffled (V-trace needs sequences): the batch
-        is cut into consecutive runs of whole sequences of at least ``sgd_minibatch_size`` steps
-        (`rlflow.data.sequences.sequence_slices`; the last may be shorter) and each epoch visits
-        them in an order drawn from ``rng``.
-        """
-        slices = sequence_slices(batch, max(1, size))
-        for _ in range(num_sgd_iter):
-            for k in rng.permutation(len(slices)).tolist():
-                yield self._step(batch.slice(*slices[k]))

@@ -57,13 +57,11 @@ def apex_plan(workers: WorkerSet, config: ApexConfig) -> LocalIterator[dict[str,
     shards = create_replay_shards(replay_shard_spec(config, config.num_replay_buffer_shards))
     register_replay_buffer(workers, "replay_shards", ReplayShards(shards.actors))
     learner = LearnerThread(
-        workers.local_worker(),
+        workers.learner(),  # the local worker, or the learner actors (num_learners)
         inqueue_size=config.learner_queue_size,
         policies=config.policies_to_train,
-        learner_group=workers.learner_group(),  # num_learners >= 1: the learner actors
     )
     learner.start()
-    by_reference = workers.learner_group() is not None
     intensity = _intensity(config)
     store_op = (
         # (1) Batches from each worker as they come (initial priorities computed there).
@@ -71,7 +69,7 @@ def apex_plan(workers: WorkerSet, config: ApexConfig) -> LocalIterator[dict[str,
             workers,
             mode="async",
             num_async=config.num_async_rollout_requests,
-            by_reference=by_reference,  # learner actors: the shards fetch from the workers
+            by_reference=learner.takes_references,  # learner actors: shards fetch from workers
         )
         # (2) Into a random shard.
         .for_each(StoreToReplayBuffer(actors=shards, seed=config.seed))
@@ -84,7 +82,11 @@ def apex_plan(workers: WorkerSet, config: ApexConfig) -> LocalIterator[dict[str,
     # (4) Prioritized batches from the shards, held while ahead of training_intensity;
     # (5) to the learner thread (backpressure).
     replay_op = (
-        replay(actors=shards, num_async=config.num_async_replay_requests, by_reference=by_reference)
+        replay(
+            actors=shards,
+            num_async=config.num_async_replay_requests,
+            by_reference=learner.takes_references,
+        )
         .zip_with_source_actor()
         .for_each(intensity.hold_replay)
         .for_each(Enqueue(learner.inqueue))

@@ -39,6 +39,7 @@ class APPOPolicy(EntropyCoeffSchedule, VTracePolicyBase):
     ``mean_vs``, ``kl``, ``clip_frac``.
     """
 
+    config: APPOConfig
     config_class: ClassVar[type[AlgorithmConfig]] = APPOConfig
 
     def __init__(
@@ -50,18 +51,10 @@ class APPOPolicy(EntropyCoeffSchedule, VTracePolicyBase):
         seed: int | None = None,
         worker_index: int = 0,
     ) -> None:
-        """Build as :class:`~rlflow.policy.TorchPolicy` does, read the settings, copy the
-        target network."""
+        """Build as :class:`~rlflow.policy.TorchPolicy` does and copy the target network."""
         super().__init__(
             observation_space, action_space, config, seed=seed, worker_index=worker_index
         )
-        self.clip_rho = config.vtrace_clip_rho_threshold
-        self.clip_pg_rho = config.vtrace_clip_pg_rho_threshold
-        self.vf_loss_coeff = config.vf_loss_coeff
-        self.init_entropy_coeff(config)
-        self.clip_param = config.clip_param
-        self.use_kl_loss = config.use_kl_loss
-        self.kl_coeff = config.kl_coeff
         self.target_model = copy.deepcopy(self.model)
         """The target network pi_target (V-trace's pi and the surrogate's denominator)."""
         self.target_model.requires_grad_(False)
@@ -85,16 +78,17 @@ class APPOPolicy(EntropyCoeffSchedule, VTracePolicyBase):
         # pi / pi_target, computed through mu as RLlib does, with mu / pi_target clipped.
         is_ratio = torch.exp(behaviour_logp - target_logp).clamp(0.0, 2.0)
         ratio = vt.time_major(is_ratio * torch.exp(logp - behaviour_logp))
-        clipped = ratio.clamp(1.0 - self.clip_param, 1.0 + self.clip_param)
+        clip_param = self.config.clip_param
+        clipped = ratio.clamp(1.0 - clip_param, 1.0 + clip_param)
         adv = vt.pg_advantages
         policy_loss = -vt.mean(torch.min(ratio * adv, clipped * adv))
         vf_loss = 0.5 * vt.mean((vt.time_major(values) - vt.vs).pow(2))
         entropy = vt.mean(vt.time_major(dist.entropy()))
-        total = policy_loss + self.vf_loss_coeff * vf_loss - self.entropy_coeff * entropy
+        total = policy_loss + self.config.vf_loss_coeff * vf_loss - self.entropy_coeff * entropy
         kl = torch.zeros((), device=self.device)
-        if self.use_kl_loss:
+        if self.config.use_kl_loss:
             kl = vt.mean(vt.time_major(self.dist_class(batch_tensors[ACTION_DIST_INPUTS]).kl(dist)))
-            total = total + self.kl_coeff * kl
+            total = total + self.config.kl_coeff * kl
         stats = {
             "policy_loss": policy_loss,
             "vf_loss": vf_loss,
@@ -102,7 +96,7 @@ class APPOPolicy(EntropyCoeffSchedule, VTracePolicyBase):
             "mean_rho": vt.mean(vt.rhos),
             "mean_vs": vt.mean(vt.vs),
             "kl": kl,
-            "clip_frac": vt.mean(((ratio.detach() - 1.0).abs() > self.clip_param).float()),
+            "clip_frac": vt.mean(((ratio.detach() - 1.0).abs() > clip_param).float()),
         }
         return total, stats
 

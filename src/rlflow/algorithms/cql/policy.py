@@ -39,6 +39,7 @@ class CQLPolicy(SACPolicy):
     """SAC plus the conservative term (module docstring). Stats add ``cql_loss`` (the term,
     weighted, summed over critics) and ``bc_phase`` (1 while the actor imitates)."""
 
+    config: CQLConfig
     config_class: ClassVar[type[AlgorithmConfig]] = CQLConfig
     algo_name: ClassVar[str] = "CQL"
 
@@ -51,21 +52,17 @@ class CQLPolicy(SACPolicy):
         seed: int | None = None,
         worker_index: int = 0,
     ) -> None:
-        """Build SAC's networks; read CQL's settings."""
+        """Build SAC's networks."""
         super().__init__(
             observation_space, action_space, config, seed=seed, worker_index=worker_index
         )
-        self.min_q_weight = config.min_q_weight
-        self.num_actions = config.num_actions
-        self.temperature = config.temperature
-        self.bc_iters = config.bc_iters
         self._data_actions: torch.Tensor | None = None
 
     def _conservative(
         self, obs: torch.Tensor, next_obs: torch.Tensor, data_unit: torch.Tensor
     ) -> torch.Tensor:
         """The weighted conservative term, summed over the critics (module docstring)."""
-        n, rows = self.num_actions, obs.shape[0]
+        n, rows = self.config.num_actions, obs.shape[0]
         obs_n = obs.repeat_interleave(n, dim=0)
         with torch.no_grad():
             curr, curr_logp, _ = self.sample(obs_n)
@@ -79,9 +76,10 @@ class CQLPolicy(SACPolicy):
             self.q_values(self.net, obs_n, nxt) - next_logp,
         ]
         stacked = torch.cat([p.reshape(critics, rows, n) for p in parts], dim=2)
-        logsumexp = torch.logsumexp(stacked / self.temperature, dim=2) * self.temperature
+        temperature = self.config.temperature
+        logsumexp = torch.logsumexp(stacked / temperature, dim=2) * temperature
         data_q = self.q_values(self.net, obs, data_unit)
-        return self.min_q_weight * (logsumexp - data_q).mean(dim=1).sum()
+        return self.config.min_q_weight * (logsumexp - data_q).mean(dim=1).sum()
 
     def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
         """SAC's loss (its actor's replaced by imitation for ``bc_iters`` steps) plus the
@@ -99,7 +97,7 @@ class CQLPolicy(SACPolicy):
     def actor_loss(self, obs: torch.Tensor) -> tuple[torch.Tensor | None, dict[str, Any]]:
         """SAC's actor and alpha losses, the actor's term imitating the recorded actions while
         fewer than ``bc_iters`` updates were made."""
-        if self.num_grad_updates >= self.bc_iters or self._data_actions is None:
+        if self.update.num_grad_updates >= self.config.bc_iters or self._data_actions is None:
             loss, stats = super().actor_loss(obs)
             return loss, {**stats, "bc_phase": 0.0}
         _, logp, out = self.sample(obs)

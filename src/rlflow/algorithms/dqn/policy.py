@@ -63,7 +63,7 @@ from rlflow.models.masking import (
 from rlflow.models.memory import RecurrentInputs, state_out_key
 from rlflow.ops.keys import TD_ERROR
 from rlflow.policy.policy import TorchPolicy
-from rlflow.replay import BATCH_INDEXES, DISCOUNTS, WEIGHTS, n_step_transitions
+from rlflow.replay import DISCOUNTS, WEIGHTS, n_step_transitions
 
 __all__ = ["DQNPolicy", "huber"]
 
@@ -84,18 +84,17 @@ class DQNPolicy(TorchPolicy):
     """DQN policy: Q network, target network, epsilon-greedy acting, n-step double-Q loss.
 
     Acting (:meth:`compute_actions`) writes the Q-values as `ACTION_DIST_INPUTS` and max Q as
-    `VF_PREDS`. :meth:`postprocess_trajectory` makes n-step transitions. :meth:`learn_on_batch`
-    returns the loss stats plus `TD_ERROR` (per row) and, for replayed batches, their
-    `BATCH_INDEXES`, for priority updates. :meth:`update_target` copies Q into the target.
+    `VF_PREDS`. :meth:`postprocess_trajectory` makes n-step transitions. The loss's stats hold
+    `TD_ERROR` (per row; `PolicyUpdate.learn_on_batch` adds a replayed batch's `BATCH_INDEXES`),
+    for priority updates. :meth:`update_target` copies Q into the target.
     Weights (:meth:`get_weights`) are the Q network's only; :meth:`get_state` adds the target.
     """
 
-    requires_next_obs = True
-    """Rollout workers store `NEXT_OBS` for this policy."""
-
+    config: DQNConfig
     config_class: ClassVar[type[AlgorithmConfig]] = DQNConfig
     observation_space_types: ClassVar[tuple[type, ...]] = (gym.spaces.Box,)
     action_space_types: ClassVar[tuple[type, ...]] = (gym.spaces.Discrete,)
+    requires_next_obs: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -106,39 +105,33 @@ class DQNPolicy(TorchPolicy):
         seed: int | None = None,
         worker_index: int = 0,
     ) -> None:
-        """Build the Q and target networks and read the DQN settings (module docstring)."""
+        """Build the Q network (`make_model`) and its target; fix Ape-X's per-worker epsilon."""
         super().__init__(
             observation_space, action_space, config, seed=seed, worker_index=worker_index
         )
-        if not isinstance(action_space, gym.spaces.Discrete):
-            raise ConfigError(f"DQNPolicy: action_space={action_space!r} must be Discrete for DQN.")
-        self.num_actions = int(action_space.n)
-        self.n_step = config.n_step
-        self.double_q = config.double_q
-        self.huber_delta = config.huber_delta
-        self.initial_epsilon = config.initial_epsilon
-        self.final_epsilon = config.final_epsilon
-        self.epsilon_timesteps = config.epsilon_timesteps
-        self.priority_eps = config.prioritized_replay_eps
-        self.worker_side_prioritization = config.worker_side_prioritization
         self.fixed_epsilon = self._per_worker_epsilon(config)
         """Ape-X's fixed epsilon of this worker, or None to follow the schedule."""
-        self.q_model = self._build_q_network(config, seed).to(self.device)
-        """The online Q network (also ``self.model``)."""
-        # The base built an actor-critic; DQN replaces it with the Q network (same attribute,
-        # so weights, gradients and checkpoints of the base work unchanged).
-        self.model = self.q_model
-        self.target_model: nn.Module = copy.deepcopy(self.q_model).requires_grad_(False)
+        self.target_model: nn.Module = copy.deepcopy(self.model).requires_grad_(False)
         """The target network, updated by :meth:`update_target`."""
-        self._params = [p for p in self.q_model.parameters() if p.requires_grad]
         self.global_timestep = 0
         """Last timestep pushed with the weights (env steps sampled by all workers)."""
         self._acted_since_push = 0
 
-    def _build_q_network(self, config: DQNConfig, seed: int | None) -> nn.Module:
-        """The `QNetwork` (masked when the observations carry an action mask:
-        `rlflow.models.masking`), built under ``seed``."""
-        model_cfg = {"hidden": (64, 64), "activation": "relu", **config.model}
+    @property
+    def num_actions(self) -> int:
+        """The number of discrete actions (the Q network's outputs)."""
+        return int(self.action_space.n)  # type: ignore[attr-defined]
+
+    @property
+    def q_model_config(self) -> dict[str, Any]:
+        """The ``model`` options of the Q network: ``hidden`` (64, 64), ``activation`` "relu"
+        unless set."""
+        return {**self.model_config, "activation": "relu", **self.config.model}
+
+    def make_model(self) -> nn.Module:
+        """The `QNetwork` from ``hidden``, ``activation`` and ``dueling`` (masked when the
+        observations carry an action mask: `rlflow.models.masking`)."""
+        model_cfg = self.q_model_config
 
         def build(space: gym.Space[Any]) -> QNetwork:
             return QNetwork(
@@ -146,16 +139,11 @@ class DQNPolicy(TorchPolicy):
                 self.num_actions,
                 hidden=tuple(int(h) for h in model_cfg["hidden"]),
                 activation=str(model_cfg["activation"]),
-                dueling=config.dueling,
+                dueling=self.config.dueling,
             )
 
-        with torch.random.fork_rng(devices=[]):
-            if seed is not None:
-                torch.manual_seed(seed)
-            where = f"{type(self).__name__}'s Q network"
-            return masked_network(
-                build, self.observation_space, self.action_space, model_cfg, where
-            )
+        where = f"{type(self).__name__}'s Q network"
+        return masked_network(build, self.observation_space, self.action_space, model_cfg, where)
 
     def _per_worker_epsilon(self, config: DQNConfig) -> float | None:
         if not config.per_worker_exploration or self.worker_index < 1:
@@ -182,10 +170,11 @@ class DQNPolicy(TorchPolicy):
         """The current exploration rate (see the module docstring)."""
         if self.fixed_epsilon is not None:
             return self.fixed_epsilon
-        if self.epsilon_timesteps == 0:
-            return self.final_epsilon
-        frac = min(1.0, self.timestep / self.epsilon_timesteps)
-        return self.initial_epsilon + frac * (self.final_epsilon - self.initial_epsilon)
+        config = self.config
+        if config.epsilon_timesteps == 0:
+            return config.final_epsilon
+        frac = min(1.0, self.timestep / config.epsilon_timesteps)
+        return config.initial_epsilon + frac * (config.final_epsilon - config.initial_epsilon)
 
     def compute_actions(
         self, obs: npt.ArrayLike, *, explore: bool = True, memory: RecurrentInputs | None = None
@@ -201,7 +190,7 @@ class DQNPolicy(TorchPolicy):
         if explore:
             size = actions.shape[0]
             explore_mask = torch.rand(size, generator=self.generator) < self.epsilon()
-            if isinstance(self.q_model, ActionMaskedModel):  # uniform over the legal ones
+            if isinstance(self.model, ActionMaskedModel):  # uniform over the legal ones
                 legal = legal_actions(q).float()
                 random_actions = torch.multinomial(legal, 1, generator=self.generator)[:, 0]
             else:
@@ -225,7 +214,7 @@ class DQNPolicy(TorchPolicy):
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Q-values ``[B, A]`` on the host for a batch of observations, and the state after
         the step (``[]``: the Q network has no memory; R2D2's has)."""
-        return self.q_model(self.obs_to_tensor(obs)).cpu(), []
+        return self.model(self.obs_to_tensor(obs)).cpu(), []
 
     def value(self, obs: npt.ArrayLike, *, memory: RecurrentInputs | None = None) -> Array:
         """Return max_a Q(s, a) ``[B]``, without gradients."""
@@ -252,7 +241,7 @@ class DQNPolicy(TorchPolicy):
                 f"{sorted(batch)} (rollout workers add NEXT_OBS for this policy)"
             )
         kept = SampleBatch({c: batch[c] for c in (OBS, ACTIONS, REWARDS, NEXT_OBS, TERMINATEDS)})
-        steps = n_step_transitions(kept, n=self.n_step, gamma=self.gamma)
+        steps = n_step_transitions(kept, n=self.config.n_step, gamma=self.config.gamma)
         out = SampleBatch(
             {
                 OBS: batch[OBS].copy(),  # the worker reuses its rollout buffers
@@ -263,22 +252,23 @@ class DQNPolicy(TorchPolicy):
                 DISCOUNTS: steps[DISCOUNTS],
             }
         )
-        if self.worker_side_prioritization and out.count:
+        if self.config.worker_side_prioritization and out.count:
             with torch.no_grad():
-                td = self._td_error(self.batch_to_tensors(out), target_net=self.q_model)
-            out[WEIGHTS] = (np.abs(td.cpu().numpy()) + self.priority_eps).astype(np.float32)
+                td = self._td_error(self.update.batch_to_tensors(out), target_net=self.model)
+            eps = self.config.prioritized_replay_eps
+            out[WEIGHTS] = (np.abs(td.cpu().numpy()) + eps).astype(np.float32)
         return out
 
     # -- learning ---------------------------------------------------------------------------
 
     def _td_error(self, t: dict[str, torch.Tensor], *, target_net: nn.Module) -> torch.Tensor:
         """``Q(s, a) - target`` per row (grad flows through Q(s, a) only)."""
-        q = self.q_model(t[OBS])
+        q = self.model(t[OBS])
         q_taken = q.gather(1, t[ACTIONS].long().reshape(-1, 1)).squeeze(1)
         with torch.no_grad():
             q_next_target = target_net(t[NEXT_OBS])
-            if self.double_q:
-                best = self.q_model(t[NEXT_OBS]).argmax(dim=1, keepdim=True)
+            if self.config.double_q:
+                best = self.model(t[NEXT_OBS]).argmax(dim=1, keepdim=True)
             else:
                 best = q_next_target.argmax(dim=1, keepdim=True)
             q_next = q_next_target.gather(1, best).squeeze(1)
@@ -291,27 +281,17 @@ class DQNPolicy(TorchPolicy):
         """Return the importance-weighted Huber TD loss and its stats (see module docstring)."""
         td = self._td_error(batch_tensors, target_net=self.target_model)
         weights = batch_tensors.get(WEIGHTS)
-        per_row = huber(td, self.huber_delta)
+        per_row = huber(td, self.config.huber_delta)
         if weights is not None:
             per_row = per_row * weights.float()
         total = per_row.mean()
         return total, {"mean_td_error": td.abs().mean(), TD_ERROR: td}
 
-    def learn_on_batch(self, batch: Mapping[str, Array]) -> dict[str, Any]:
-        """One step on the batch; stats plus `TD_ERROR` and the batch's `BATCH_INDEXES` (if any).
-
-        The two arrays are for :class:`~rlflow.ops.UpdateReplayPriorities`, which removes them.
-        """
-        stats: dict[str, Any] = super().learn_on_batch(batch)
-        if BATCH_INDEXES in batch:
-            stats[BATCH_INDEXES] = np.asarray(batch[BATCH_INDEXES])
-        return stats
-
     def export_model(self) -> ActorExport:
         """The Q network as a `QActor` (`rlflow.export` writes it): its model options,
         ``dueling``, ``final_epsilon`` for exploring, and :meth:`get_weights`."""
-        model_cfg = {"hidden": (64, 64), "activation": "relu", **self.config.model}
-        network = self.q_model
+        model_cfg = self.q_model_config
+        network = self.model
         weights = self.get_weights()
         if isinstance(network, ActionMaskedModel):  # the Q network's actor, masked
             network = network.model
@@ -320,16 +300,16 @@ class DQNPolicy(TorchPolicy):
             "hidden": [int(h) for h in model_cfg["hidden"]],
             "activation": str(model_cfg["activation"]),
             "dueling": network.dueling,
-            "epsilon": self.final_epsilon,
+            "epsilon": self.config.final_epsilon,
         }
         export = ActorExport(QActor, options, weights)
-        if isinstance(self.q_model, ActionMaskedModel):
-            return MaskedActor.export_of(export, self.q_model)
+        if isinstance(self.model, ActionMaskedModel):
+            return MaskedActor.export_of(export, self.model)
         return export
 
     def update_target(self) -> None:
         """Copy the Q network's weights into the target network."""
-        self.target_model.load_state_dict(self.q_model.state_dict())
+        self.target_model.load_state_dict(self.model.state_dict())
 
     # -- state ------------------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
 """`IMPALAConfig`: asynchronous actor-learner settings with V-trace (RLlib's names).
 
-Groups: `AlgorithmConfig`'s and, from `rlflow.config.learning`, `LossWeightsConfig`,
-`SGDConfig` and `LearnerQueueConfig`; IMPALA's own fields are V-trace's clip thresholds, the
-sampling and broadcast settings and the mix-in replay. Defaults: the groups', with IMPALA's own
+Groups: `AlgorithmConfig`'s, the family's `rlflow.algorithms.actor_learner.config.VTraceConfig`
+(V-trace's clip thresholds) and, from `rlflow.config.learning`, `LossWeightsConfig`, `SGDConfig`
+and `LearnerQueueConfig`; IMPALA's own fields are the sampling and broadcast settings and the
+mix-in replay. Defaults: the groups', with IMPALA's own
 in the class statement below (iterations of at least 1 s: a train item is one batch).
 ``num_workers`` must be >= 1 here: the local worker is the learner and never samples.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlflow.config import AlgorithmConfig
+from rlflow.algorithms.actor_learner.config import VTraceConfig
 from rlflow.config.learning import LearnerQueueConfig, LossWeightsConfig, SGDConfig
 
 __all__ = ["IMPALAConfig"]
@@ -19,7 +20,7 @@ __all__ = ["IMPALAConfig"]
 
 @dataclass(frozen=True, kw_only=True)
 class IMPALAConfig(
-    AlgorithmConfig,
+    VTraceConfig,
     LossWeightsConfig,
     SGDConfig,
     LearnerQueueConfig,
@@ -36,10 +37,6 @@ class IMPALAConfig(
     A learner batch concatenates whole worker batches up to ``train_batch_size`` env steps.
     """
 
-    vtrace_clip_rho_threshold: float = 1.0
-    """rho_bar of V-trace: importance weights of the value targets are clipped to it, > 0."""
-    vtrace_clip_pg_rho_threshold: float = 1.0
-    """pg_rho_bar of V-trace: importance weights of the advantages are clipped to it, > 0."""
     max_sample_requests_in_flight_per_worker: int = 2
     """``sample()`` requests in flight per worker, >= 1."""
     broadcast_interval: int = 1
@@ -52,8 +49,6 @@ class IMPALAConfig(
     def __post_init__(self) -> None:
         super().__post_init__()
         self._check_int("num_workers", 1)
-        self._check_positive("vtrace_clip_rho_threshold")
-        self._check_positive("vtrace_clip_pg_rho_threshold")
         self._check_le("sgd_minibatch_size", "train_batch_size")
         self._check_int("max_sample_requests_in_flight_per_worker", 1)
         self._check_int("broadcast_interval", 1)

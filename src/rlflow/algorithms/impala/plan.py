@@ -53,30 +53,30 @@ def impala_plan(workers: WorkerSet, config: IMPALAConfig) -> LocalIterator[dict[
 def impala_train_op(workers: WorkerSet, config: IMPALAConfig) -> LocalIterator[TrainResult]:
     """Steps (1)-(7) of the module docstring: one ``TrainResult`` per batch the learner trained.
 
-    Starts a :class:`~rlflow.ops.LearnerThread` on the local worker now (``learner_queue_size``
+    Starts a :class:`~rlflow.ops.LearnerThread` on the learner now (``learner_queue_size``
     batches wait for it; ``num_sgd_iter`` passes over each, in contiguous minibatches of
     ``sgd_minibatch_size`` rows) and registers the mix-in replay ring as ``"mix_in_replay"``
     for checkpoints. Never ends by itself.
     """
     learner = LearnerThread(
-        workers.local_worker(),
+        workers.learner(),  # the local worker, or the learner actors (num_learners)
         inqueue_size=config.learner_queue_size,
         num_sgd_iter=config.num_sgd_iter,
         sgd_minibatch_size=config.sgd_minibatch_size,
         policies=config.policies_to_train,
-        learner_group=workers.learner_group(),  # num_learners >= 1: the learner actors
     )
     learner.start()
-    by_reference = workers.learner_group() is not None
     in_flight = config.max_sample_requests_in_flight_per_worker
     mix_in = MixInReplay(config.replay_buffer_num_slots, config.replay_proportion, seed=config.seed)
     register_replay_buffer(workers, "mix_in_replay", mix_in)  # checkpoint_replay_buffers
     enqueue_op = (
         # (1) Each worker's batches as they arrive; (2) with replayed ones mixed in (none when
         # replay_proportion is 0), whole batches up to train_batch_size.
-        # With learner actors the batches stay on the workers: references travel (driver off
-        # the data path) and the learners fetch them.
-        parallel_rollouts(workers, mode="async", num_async=in_flight, by_reference=by_reference)
+        # A learner that fetches its batches (learner actors) gets references: the batches stay
+        # on the workers, the driver is off the data path.
+        parallel_rollouts(
+            workers, mode="async", num_async=in_flight, by_reference=learner.takes_references
+        )
         .combine(mix_in)
         .combine(ConcatBatches(config.train_batch_size))
         # (3) To the learner thread; a full queue pauses sampling (backpressure).

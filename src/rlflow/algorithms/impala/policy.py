@@ -10,14 +10,13 @@ current pi):
     loss        = policy_loss + vf_loss_coeff * vf_loss - entropy_coeff * entropy
 
 Reads `IMPALAConfig`'s ``vtrace_clip_rho_threshold``, ``vtrace_clip_pg_rho_threshold``,
-``vf_loss_coeff`` and ``entropy_coeff`` besides the shared settings.
+``vf_loss_coeff`` and ``entropy_coeff`` (or its schedule) besides the shared settings.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import gymnasium as gym
 import torch
 
 from rlflow.algorithms.actor_learner.policy import VTracePolicyBase
@@ -37,25 +36,8 @@ class VTracePolicy(EntropyCoeffSchedule, VTracePolicyBase):
     ``policy_loss``, ``vf_loss``, ``entropy``, ``mean_rho``, ``mean_vs``.
     """
 
+    config: IMPALAConfig
     config_class: ClassVar[type[AlgorithmConfig]] = IMPALAConfig
-
-    def __init__(
-        self,
-        observation_space: gym.Space[Any],
-        action_space: gym.Space[Any],
-        config: IMPALAConfig,
-        *,
-        seed: int | None = None,
-        worker_index: int = 0,
-    ) -> None:
-        """Build as :class:`~rlflow.policy.TorchPolicy` does; read the V-trace settings."""
-        super().__init__(
-            observation_space, action_space, config, seed=seed, worker_index=worker_index
-        )
-        self.clip_rho = config.vtrace_clip_rho_threshold
-        self.clip_pg_rho = config.vtrace_clip_pg_rho_threshold
-        self.vf_loss_coeff = config.vf_loss_coeff
-        self.init_entropy_coeff(config)
 
     def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
         """Return the IMPALA loss on a (mini)batch of sequences and its parts as stats (tensors:
@@ -67,7 +49,7 @@ class VTracePolicy(EntropyCoeffSchedule, VTracePolicyBase):
         policy_loss = -vt.mean(vt.time_major(logp) * vt.pg_advantages)
         vf_loss = 0.5 * vt.mean((vt.time_major(values) - vt.vs).pow(2))
         entropy = vt.mean(vt.time_major(dist.entropy()))
-        total = policy_loss + self.vf_loss_coeff * vf_loss - self.entropy_coeff * entropy
+        total = policy_loss + self.config.vf_loss_coeff * vf_loss - self.entropy_coeff * entropy
         stats = {
             "policy_loss": policy_loss,
             "vf_loss": vf_loss,

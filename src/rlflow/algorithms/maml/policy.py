@@ -57,6 +57,7 @@ from rlflow.data.sample_batch import (
     SampleBatch,
 )
 from rlflow.errors import ConfigError
+from rlflow.learner import PolicyUpdate
 from rlflow.policy.policy import TorchPolicy, adaptive_kl_coeff
 
 __all__ = ["MAMLPolicy", "episode_returns", "episode_timesteps", "linear_feature_baseline"]
@@ -140,6 +141,7 @@ class MAMLPolicy(TorchPolicy):
     ``grad_gnorm``, ``num_steps``.
     """
 
+    config: MAMLConfig
     config_class: ClassVar[type[AlgorithmConfig]] = MAMLConfig
 
     def __init__(
@@ -151,24 +153,27 @@ class MAMLPolicy(TorchPolicy):
         seed: int | None = None,
         worker_index: int = 0,
     ) -> None:
-        """Build as :class:`~rlflow.policy.TorchPolicy` does (no critic); read the settings."""
+        """Build as :class:`~rlflow.policy.TorchPolicy` does (no critic); start the KL
+        coefficient at ``kl_coeff``."""
         super().__init__(
             observation_space, action_space, config, seed=seed, worker_index=worker_index
         )
-        self.inner_lr = config.inner_lr
-        """Step size of the inner SGD step (MAML's alpha)."""
-        self.clip_param = config.clip_param
         self.kl_coeff = config.kl_coeff
         """Current KL penalty coefficient; changed by :meth:`update_kl`."""
-        self.kl_target = config.kl_target
         self.adapted_names = [
             name for name, _ in self.model.named_parameters() if not name.startswith(_VALUE_HEAD)
         ]
         """Names of the parameters the inner step changes (all but the value head)."""
 
+    def make_update(self) -> PolicyUpdate:
+        """The base's update, leaving alone what the meta-loss does not reach (the unused value
+        head)."""
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        return PolicyUpdate(self, params, skip_unreached=True)
+
     def update_kl(self, sampled_kl: float) -> float:
         """Adapt ``kl_coeff`` to the KL of the last meta-update; return the new value."""
-        self.kl_coeff = adaptive_kl_coeff(self.kl_coeff, sampled_kl, self.kl_target)
+        self.kl_coeff = adaptive_kl_coeff(self.kl_coeff, sampled_kl, self.config.kl_target)
         return self.kl_coeff
 
     # -- advantages -------------------------------------------------------------------------
@@ -217,7 +222,8 @@ class MAMLPolicy(TorchPolicy):
         loss = self.inner_loss(params, batch)
         grads = torch.autograd.grad(loss, list(params.values()), create_graph=create_graph)
         return {
-            name: p - self.inner_lr * g for (name, p), g in zip(params.items(), grads, strict=True)
+            name: p - self.config.inner_lr * g
+            for (name, p), g in zip(params.items(), grads, strict=True)
         }
 
     def adapted_parameters(
@@ -235,13 +241,13 @@ class MAMLPolicy(TorchPolicy):
 
         The optimizer's state is untouched. Returns ``{"inner_loss": loss before the step}``.
         """
-        tensors = self.batch_to_tensors(batch)
+        tensors = self.update.batch_to_tensors(batch)
         params = self.meta_parameters()
         loss = self.inner_loss(params, tensors)
         grads = torch.autograd.grad(loss, list(params.values()))
         with torch.no_grad():
             for p, g in zip(params.values(), grads, strict=True):
-                p.sub_(self.inner_lr * g)
+                p.sub_(self.config.inner_lr * g)
         return {"inner_loss": float(loss.detach())}
 
     # -- the meta-update --------------------------------------------------------------------
@@ -255,10 +261,11 @@ class MAMLPolicy(TorchPolicy):
         old = self.dist_class(batch[ACTION_DIST_INPUTS])
         ratio = torch.exp(dist.logp(batch[ACTIONS]) - batch[LOGP])
         adv = batch[ADVANTAGES]
-        clipped = ratio.clamp(1.0 - self.clip_param, 1.0 + self.clip_param)
+        clip_param = self.config.clip_param
+        clipped = ratio.clamp(1.0 - clip_param, 1.0 + clip_param)
         policy_loss = -torch.min(ratio * adv, clipped * adv).mean()
         kl = old.kl(dist).mean()
-        clip_frac = ((ratio - 1.0).abs() > self.clip_param).float().mean()
+        clip_frac = ((ratio - 1.0).abs() > clip_param).float().mean()
         total = policy_loss + self.kl_coeff * kl if self.kl_coeff > 0.0 else policy_loss
         return total, {"policy_loss": policy_loss, "kl": kl, "clip_frac": clip_frac}
 
@@ -297,17 +304,13 @@ class MAMLPolicy(TorchPolicy):
         step), ``grad_gnorm`` (last step) and ``num_steps``.
         """
         check_int(num_steps, f"{type(self).__name__}.meta_update: num_steps", low=1)
-        tensors = [[self.batch_to_tensors(b) for b in batches] for batches in tasks]
-        max_norm = float("inf") if self.grad_clip is None else self.grad_clip
+        tensors = [[self.update.batch_to_tensors(b) for b in batches] for batches in tasks]
         start = 0.0
         stats: dict[str, float] = {}
         norm = torch.zeros((), device=self.device)
         for step in range(num_steps):
-            self.optimizer.zero_grad(set_to_none=True)
             loss, stats = self.meta_loss(tensors)
-            torch.autograd.backward(loss)
-            norm = torch.nn.utils.clip_grad_norm_(self._params, max_norm)
-            self.apply_update({**stats, "total_loss": loss.detach(), "grad_gnorm": norm})
+            norm = self.update.minimize(loss, stats)["grad_gnorm"]
             if step == 0:
                 start = float(loss.detach())
             stats["meta_loss"] = float(loss.detach())

@@ -37,6 +37,7 @@ class MARWILPolicy(EntropyCoeffSchedule, TorchPolicy):
     weights), ``sqd_adv_norm`` (the running ``c^2``).
     """
 
+    config: MARWILConfig
     config_class: ClassVar[type[AlgorithmConfig]] = MARWILConfig
     supports_custom_model: ClassVar[bool] = True
 
@@ -49,20 +50,15 @@ class MARWILPolicy(EntropyCoeffSchedule, TorchPolicy):
         seed: int | None = None,
         worker_index: int = 0,
     ) -> None:
-        """Build as :class:`~rlflow.policy.TorchPolicy` does; read MARWIL's settings."""
+        """Build as :class:`~rlflow.policy.TorchPolicy` does; start the running ``c^2``."""
         super().__init__(
             observation_space, action_space, config, seed=seed, worker_index=worker_index
         )
-        self.beta = config.beta
-        self.vf_loss_coeff = config.vf_loss_coeff
-        self.max_advantage_weight = config.max_advantage_weight
-        self.sqd_adv_norm_rate = config.moving_average_sqd_adv_norm_update_rate
         self.sqd_adv_norm = torch.tensor(
             float(config.moving_average_sqd_adv_norm_start), device=self.device
         )
         """The running mean of squared advantages, ``c^2``, on the policy's device
         (checkpointed with the policy)."""
-        self.init_entropy_coeff(config)
 
     def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
         """Return the advantage-weighted imitation loss on a batch and its parts as stats."""
@@ -71,21 +67,22 @@ class MARWILPolicy(EntropyCoeffSchedule, TorchPolicy):
         logp = dist.logp(batch_tensors[ACTIONS])
         entropy = dist.entropy().mean()
         zero = torch.zeros((), device=self.device)
-        if self.beta == 0.0:
+        config = self.config
+        if config.beta == 0.0:
             policy_loss = -logp.mean()
             vf_loss, mean_weight = zero, zero + 1.0
         else:
             advantages = batch_tensors[VALUE_TARGETS] - values
             detached = advantages.detach()
-            self.sqd_adv_norm += self.sqd_adv_norm_rate * (
+            self.sqd_adv_norm += config.moving_average_sqd_adv_norm_update_rate * (
                 detached.pow(2).mean() - self.sqd_adv_norm
             )
-            scale = self.beta / (1e-8 + self.sqd_adv_norm.sqrt())
-            weights = torch.exp(detached * scale).clamp(max=self.max_advantage_weight)
+            scale = config.beta / (1e-8 + self.sqd_adv_norm.sqrt())
+            weights = torch.exp(detached * scale).clamp(max=config.max_advantage_weight)
             policy_loss = -(weights * logp).mean()
             vf_loss = 0.5 * advantages.pow(2).mean()
             mean_weight = weights.mean()
-        total = policy_loss + self.vf_loss_coeff * vf_loss - self.entropy_coeff * entropy
+        total = policy_loss + config.vf_loss_coeff * vf_loss - self.entropy_coeff * entropy
         stats = {
             "policy_loss": policy_loss.detach(),
             "vf_loss": vf_loss.detach(),

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import gymnasium as gym
 import torch
 
 from rlflow.algorithms.pg.config import PGConfig
@@ -35,23 +34,8 @@ class PGPolicy(EntropyCoeffSchedule, ActorCriticPolicy):
     `VALUE_TARGETS`. Stats: ``policy_loss``, ``vf_loss`` (0 without a critic), ``entropy``.
     """
 
+    config: PGConfig
     config_class: ClassVar[type[AlgorithmConfig]] = PGConfig
-
-    def __init__(
-        self,
-        observation_space: gym.Space[Any],
-        action_space: gym.Space[Any],
-        config: PGConfig,
-        *,
-        seed: int | None = None,
-        worker_index: int = 0,
-    ) -> None:
-        """Build as :class:`~rlflow.policy.ActorCriticPolicy` does; read the loss weights."""
-        super().__init__(
-            observation_space, action_space, config, seed=seed, worker_index=worker_index
-        )
-        self.vf_loss_coeff = config.vf_loss_coeff
-        self.init_entropy_coeff(config)
 
     def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
         """Return the policy-gradient loss on a batch and its parts as stats."""
@@ -64,7 +48,7 @@ class PGPolicy(EntropyCoeffSchedule, ActorCriticPolicy):
         vf_loss = torch.zeros((), device=self.device)
         if self.use_critic:
             vf_loss = (values - batch_tensors[VALUE_TARGETS]).pow(2).mean()
-            total = total + self.vf_loss_coeff * vf_loss
+            total = total + self.config.vf_loss_coeff * vf_loss
         stats = {
             "policy_loss": policy_loss,
             "vf_loss": vf_loss,

@@ -50,6 +50,7 @@ class PPOPolicy(EntropyCoeffSchedule, ActorCriticPolicy):
     ``policy_loss``, ``vf_loss``, ``entropy``, ``kl``, ``kl_coeff``, ``clip_frac``.
     """
 
+    config: PPOConfig
     config_class: ClassVar[type[AlgorithmConfig]] = PPOConfig
 
     def __init__(
@@ -61,30 +62,27 @@ class PPOPolicy(EntropyCoeffSchedule, ActorCriticPolicy):
         seed: int | None = None,
         worker_index: int = 0,
     ) -> None:
-        """Build as :class:`~rlflow.policy.ActorCriticPolicy` does; read the PPO settings."""
+        """Build as :class:`~rlflow.policy.ActorCriticPolicy` does; start the KL penalty's
+        coefficient at ``kl_coeff``."""
         super().__init__(
             observation_space, action_space, config, seed=seed, worker_index=worker_index
         )
-        self.clip_param = config.clip_param
-        self.vf_clip_param = config.vf_clip_param
-        self.vf_loss_coeff = config.vf_loss_coeff
-        self.init_entropy_coeff(config)
         self.kl_coeff = config.kl_coeff
         """Current KL penalty coefficient; changed by :meth:`update_kl`."""
-        self.kl_target = config.kl_target
 
     def update_kl(self, sampled_kl: float) -> float:
         """Adapt ``kl_coeff`` to the mean KL of the last train batch; return the new value."""
-        self.kl_coeff = adaptive_kl_coeff(self.kl_coeff, sampled_kl, self.kl_target)
+        self.kl_coeff = adaptive_kl_coeff(self.kl_coeff, sampled_kl, self.config.kl_target)
         return self.kl_coeff
 
     def _vf_loss(self, values: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Squared value error, clipped around `VF_PREDS` when ``vf_clip_param`` is set."""
         targets = batch[VALUE_TARGETS]
         err = (values - targets).pow(2)
-        if self.vf_clip_param is not None:
+        clip = self.config.vf_clip_param
+        if clip is not None:
             old = batch[VF_PREDS]
-            clipped = old + (values - old).clamp(-self.vf_clip_param, self.vf_clip_param)
+            clipped = old + (values - old).clamp(-clip, clip)
             err = torch.max(err, (clipped - targets).pow(2))
         return err.mean()
 
@@ -95,7 +93,8 @@ class PPOPolicy(EntropyCoeffSchedule, ActorCriticPolicy):
         old_dist = self.dist_class(batch_tensors[ACTION_DIST_INPUTS])
         ratio = torch.exp(dist.logp(batch_tensors[ACTIONS]) - batch_tensors[LOGP])
         adv = batch_tensors[ADVANTAGES]
-        clipped = ratio.clamp(1.0 - self.clip_param, 1.0 + self.clip_param)
+        clip_param = self.config.clip_param
+        clipped = ratio.clamp(1.0 - clip_param, 1.0 + clip_param)
         policy_loss = -torch.min(ratio * adv, clipped * adv).mean()
         kl = old_dist.kl(dist).mean()
         entropy = dist.entropy().mean()
@@ -105,8 +104,8 @@ class PPOPolicy(EntropyCoeffSchedule, ActorCriticPolicy):
         vf_loss = torch.zeros((), device=self.device)
         if self.use_critic:
             vf_loss = self._vf_loss(values, batch_tensors)
-            total = total + self.vf_loss_coeff * vf_loss
-        clip_frac = ((ratio - 1.0).abs() > self.clip_param).float().mean()
+            total = total + self.config.vf_loss_coeff * vf_loss
+        clip_frac = ((ratio - 1.0).abs() > clip_param).float().mean()
         stats = {
             "policy_loss": policy_loss,
             "vf_loss": vf_loss,

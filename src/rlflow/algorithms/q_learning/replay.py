@@ -8,9 +8,8 @@ import functools
 
 from rlflow.algorithms.q_learning.config import ReplayAlgorithmConfig
 from rlflow.replay.actors import ReplayShardSpec
-from rlflow.replay.buffers import PrioritizedReplayBuffer, ReplayBuffer
+from rlflow.replay.buffers import PrioritizedReplayBuffer, ReplayBuffer, SequenceReplayBuffer
 from rlflow.replay.multi_agent import MultiAgentReplayBuffer
-from rlflow.replay.sequences import SequenceReplayBuffer
 from rlflow.schedules import LinearSchedule
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 Policy: :class:`R2D2Policy` (DQN's with a recurrent Q network). Config: :class:`R2D2Config`.
 Plan: :func:`r2d2_plan`, DQN's plan over a buffer of sequences
-(`rlflow.replay.sequences.SequenceReplayBuffer`).
+(`rlflow.replay.SequenceReplayBuffer`).
 """
 
 from typing import TYPE_CHECKING

@@ -2,7 +2,7 @@
 buffer one of sequences.
 
 `rlflow.algorithms.q_learning.replay.make_replay_buffer` builds a
-`rlflow.replay.sequences.SequenceReplayBuffer` for a config with ``replay_sequence_length``: the
+`rlflow.replay.SequenceReplayBuffer` for a config with ``replay_sequence_length``: the
 rollout workers' fragments (each closed by a bootstrap row, with the recurrent state of every
 step) are stored as sequences, replayed by priority, and their priorities updated from the
 learner's per-sequence `TD_ERROR`, all through DQN's operators unchanged::

@@ -4,9 +4,10 @@ Kapturowski et al., "Recurrent Experience Replay in Distributed Reinforcement Le
 2019). The Q network is `rlflow.models.recurrent.RecurrentActorCritic` (trunk, LSTM or GRU, two
 heads): with ``dueling`` its value and advantage heads give ``Q = V + A - mean(A)``, else the
 advantage head alone is Q. Acting is DQN's epsilon-greedy, one step at a time from each env's
-recurrent state (the rollout worker carries it). Workers write episode fragments closed by a
-bootstrap row (the observation after their last step); the replay buffer stores them as
-sequences (`rlflow.replay.sequences`). On a replayed sequence of ``n`` steps, from its stored
+recurrent state (the rollout worker carries it). Workers write sequences of
+``replay_sequence_length`` steps, each closed by a bootstrap row (the observation after its last
+step; `rlflow.data.sequences`); the replay buffer stores each as one item
+(`rlflow.replay.SequenceReplayBuffer`). On a replayed sequence of ``n`` steps, from its stored
 state, the first ``burn_in`` steps run without gradient, then, for every later step ``t < n``::
 
     m      = min(n_step, n - t)                              (steps to the bootstrap position)
@@ -24,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-import gymnasium as gym
 import numpy.typing as npt
 import torch
 from torch import nn
@@ -38,16 +38,18 @@ from rlflow.data.sample_batch import (
     PREV_ACTIONS,
     PREV_REWARDS,
     REWARDS,
+    SEQ_STEPS,
+    SEQ_TERMINATED,
     TD_ERROR,
     WEIGHTS,
     SampleBatch,
 )
 from rlflow.errors import ConfigError
 from rlflow.models.actors import ActorExport
+from rlflow.models.custom import build_policy_model
 from rlflow.models.masking import MASKED_LOGIT, ActionMaskedModel, legal_actions
 from rlflow.models.memory import RecurrentInputs, state_in_key
 from rlflow.models.recurrent import RecurrentActor, RecurrentActorCritic
-from rlflow.replay.sequences import SEQ_STEPS, SEQ_TERMINATED
 
 __all__ = ["R2D2Policy", "h_function", "h_inverse"]
 
@@ -68,31 +70,11 @@ def h_inverse(x: torch.Tensor, eps: float) -> torch.Tensor:
 class R2D2Policy(DQNPolicy):
     """DQN's policy with memory: recurrent Q network, sequence loss (module docstring)."""
 
-    requires_next_obs = False
-    requires_bootstrap_rows = True
-    """Rollout workers close each episode fragment with the observation after it."""
-    supports_recurrent: ClassVar[bool] = True
+    config: R2D2Config
     config_class: ClassVar[type[AlgorithmConfig]] = R2D2Config
-
-    def __init__(
-        self,
-        observation_space: gym.Space[Any],
-        action_space: gym.Space[Any],
-        config: R2D2Config,
-        *,
-        seed: int | None = None,
-        worker_index: int = 0,
-    ) -> None:
-        """Build as `DQNPolicy` does, the Q network recurrent; read R2D2's settings."""
-        super().__init__(
-            observation_space, action_space, config, seed=seed, worker_index=worker_index
-        )
-        self.burn_in = config.burn_in
-        """Leading steps of a replayed sequence that only warm up the state."""
-        self.h_epsilon = config.h_function_epsilon if config.use_h_function else None
-        """The ``eps`` of the value rescaling ``h``; None: no rescaling."""
-        self.priority_eta = config.priority_eta
-        """Weight of a sequence's largest |TD error| in its priority."""
+    requires_next_obs: ClassVar[bool] = False
+    requires_bootstrap_rows: ClassVar[bool] = True
+    supports_recurrent: ClassVar[bool] = True
 
     @property
     def model_config(self) -> dict[str, Any]:
@@ -102,16 +84,29 @@ class R2D2Policy(DQNPolicy):
             config = {**config, "use_lstm": True}
         return config
 
-    def _build_q_network(self, config: Any, seed: int | None) -> Any:
-        """The recurrent model the base built from ``model`` (under the policy's seed)."""
-        self.dueling = bool(config.dueling)
-        return self.model
+    @property
+    def max_seq_len(self) -> int:
+        """Steps per replayed sequence (``replay_sequence_length``): the rollout workers cut
+        episodes into sequences of that many steps, each closed by a bootstrap row, and the
+        buffer stores each as one item."""
+        return self.config.replay_sequence_length
+
+    def make_model(self) -> nn.Module:
+        """The recurrent Q network: the built-in recurrent model (`rlflow.models.recurrent`)
+        of the ``model`` options; its heads give Q (:meth:`_q`)."""
+        return build_policy_model(self.observation_space, self.action_space, self.model_config)
+
+    @property
+    def h_epsilon(self) -> float | None:
+        """The ``eps`` of the value rescaling ``h`` (``h_function_epsilon``); None: no
+        rescaling (``use_h_function`` false)."""
+        return self.config.h_function_epsilon if self.config.use_h_function else None
 
     def _q(self, advantages: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         """Q-values from the model's two heads (dueling) or its advantage head alone; with an
         action mask (`rlflow.models.masking`: illegal advantages come masked) the dueling mean
         is over the legal actions and illegal Q-values stay masked."""
-        if not self.dueling:
+        if not self.config.dueling:
             return advantages
         if not isinstance(self.model, ActionMaskedModel):
             return values.unsqueeze(-1) + advantages - advantages.mean(dim=-1, keepdim=True)
@@ -130,11 +125,6 @@ class R2D2Policy(DQNPolicy):
         """The fragment's rows as they are (copied: the worker reuses its buffers); targets
         are computed on replayed sequences."""
         return batch.copy()
-
-    def shard(self, batch: SampleBatch) -> tuple[int, int, float]:
-        """Under ``data_parallel``: contiguous sequences (a replayed batch's rows), by count."""
-        assert self.data_parallel is not None
-        return self.data_parallel.share(batch.count)
 
     # -- learning ---------------------------------------------------------------------------
 
@@ -156,15 +146,15 @@ class R2D2Policy(DQNPolicy):
     def _sequence_td(self, t: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """``(td [S, L + 1 - burn_in], mask)``: each trained step's ``Q(s_t, a_t) - target``
         (gradient through Q only) and which steps are trained (module docstring)."""
-        burn_in, width = self.burn_in, int(t[OBS].shape[1])
+        burn_in, width = self.config.burn_in, int(t[OBS].shape[1])
         num_states = sum(1 for key in t if key.startswith("state_in_"))
         state = [t[state_in_key(k)] for k in range(num_states)]
         online_state, target_state = state, state
         if burn_in:
             with torch.no_grad():
-                _, online_state = self._sequence_q(self.q_model, t, state, 0, burn_in)
+                _, online_state = self._sequence_q(self.model, t, state, 0, burn_in)
                 _, target_state = self._sequence_q(self.target_model, t, state, 0, burn_in)
-        q, _ = self._sequence_q(self.q_model, t, online_state, burn_in, width)
+        q, _ = self._sequence_q(self.model, t, online_state, burn_in, width)
         steps = t[SEQ_STEPS].long()
         positions = torch.arange(burn_in, width, device=q.device)  # [P]
         mask = positions[None, :] < steps[:, None]  # [S, P]
@@ -173,16 +163,16 @@ class R2D2Policy(DQNPolicy):
         with torch.no_grad():
             q_target, _ = self._sequence_q(self.target_model, t, target_state, burn_in, width)
             rewards = t[REWARDS].float()
-            gamma = float(self.gamma)
+            gamma, n_step = float(self.config.gamma), self.config.n_step
             returns = torch.zeros_like(q_taken)
-            for k in range(self.n_step):  # G_t, rewards beyond the sequence's steps left out
+            for k in range(n_step):  # G_t, rewards beyond the sequence's steps left out
                 at = positions + k
                 inside = at[None, :] < steps[:, None]
                 reward = rewards.gather(1, at.clamp(max=width - 1).expand_as(returns))
                 returns = returns + (gamma**k) * reward * inside
-            m = (steps[:, None] - positions[None, :]).clamp(min=1, max=self.n_step)
+            m = (steps[:, None] - positions[None, :]).clamp(min=1, max=n_step)
             boot = (positions[None, :] + m).clamp(max=width - 1) - burn_in  # into q / q_target
-            online_next = q.detach() if self.double_q else q_target
+            online_next = q.detach() if self.config.double_q else q_target
             best = online_next.gather(1, boot.unsqueeze(-1).expand(-1, -1, q.shape[2])).argmax(-1)
             q_boot = q_target.gather(1, boot.unsqueeze(-1).expand(-1, -1, q.shape[2]))
             q_boot = q_boot.gather(2, best.unsqueeze(-1)).squeeze(-1)
@@ -199,7 +189,7 @@ class R2D2Policy(DQNPolicy):
         sequences; stats: ``mean_td_error`` and each sequence's new priority (`TD_ERROR`)."""
         td, mask = self._sequence_td(batch_tensors)
         maskf = mask.float()
-        per_step = huber(td, self.huber_delta) * maskf
+        per_step = huber(td, self.config.huber_delta) * maskf
         weights = batch_tensors.get(WEIGHTS)
         if weights is not None:
             per_step = per_step * weights.float()[:, None]
@@ -207,7 +197,7 @@ class R2D2Policy(DQNPolicy):
         with torch.no_grad():
             abs_td = td.abs() * maskf
             trained = maskf.sum(dim=1).clamp(min=1.0)
-            eta = self.priority_eta
+            eta = self.config.priority_eta
             priority = eta * abs_td.max(dim=1).values + (1 - eta) * abs_td.sum(dim=1) / trained
         stats = {"mean_td_error": abs_td.sum() / maskf.sum().clamp(min=1.0), TD_ERROR: priority}
         return total, stats
@@ -215,11 +205,11 @@ class R2D2Policy(DQNPolicy):
     def export_model(self) -> ActorExport:
         """The recurrent Q network as a `RecurrentActor` with DQN's ``final_epsilon``: greedy
         actions are the argmax of its advantage head (Q's, dueling or not)."""
-        model = self.q_model
+        model = self.model
         if isinstance(model, ActionMaskedModel):
             raise ConfigError(
                 "cannot export a policy with action masks yet; act with "
                 "Trainer.compute_single_action instead"
             )
         assert isinstance(model, RecurrentActorCritic)
-        return RecurrentActor.export_of(model, epsilon=self.final_epsilon)
+        return RecurrentActor.export_of(model, epsilon=self.config.final_epsilon)

@@ -29,7 +29,6 @@ import torch.nn.functional as F
 
 from rlflow.algorithms.sac.config import SACConfig
 from rlflow.algorithms.twin_q.actor import tanh_actor_export
-from rlflow.algorithms.twin_q.config import TwinQConfig
 from rlflow.algorithms.twin_q.policy import TwinQPolicy
 from rlflow.config import AlgorithmConfig
 from rlflow.data.sample_batch import ACTION_DIST_INPUTS, LOGP, VF_PREDS, SampleBatch
@@ -63,6 +62,7 @@ def squashed_logp(x: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor) ->
 class SACPolicy(TwinQPolicy):
     """SAC's policy (module docstring): acting, soft targets, actor and alpha losses."""
 
+    config: SACConfig
     config_class: ClassVar[type[AlgorithmConfig]] = SACConfig
     algo_name: ClassVar[str] = "SAC"
     actor_out_factor: ClassVar[int] = 2
@@ -76,20 +76,23 @@ class SACPolicy(TwinQPolicy):
         seed: int | None = None,
         worker_index: int = 0,
     ) -> None:
-        """Build the networks and ``log_alpha``; read the entropy settings."""
-        self.alpha_lr = config.alpha_lr
+        """Build the networks and ``log_alpha``; fix the target entropy."""
         super().__init__(
             observation_space, action_space, config, seed=seed, worker_index=worker_index
         )
         auto = config.target_entropy == "auto"
         self.target_entropy = -float(self.act_dim) if auto else float(config.target_entropy)
+        """The entropy the temperature's loss steers towards (``target_entropy``; "auto":
+        minus the action's dimensions)."""
         self._log_half = float(torch.log(self._half).sum())
 
-    def _initial_alpha(self, config: TwinQConfig) -> float | None:
-        return float(config.initial_alpha)  # type: ignore[attr-defined]
+    def initial_alpha(self) -> float | None:
+        """``initial_alpha``: SAC's model learns ``log_alpha``."""
+        return float(self.config.initial_alpha)
 
-    def _param_groups(self, config: TwinQConfig) -> list[dict[str, Any]]:
-        return [*super()._param_groups(config), {"params": [self.log_alpha], "lr": self.alpha_lr}]
+    def param_groups(self) -> list[dict[str, Any]]:
+        """Twin-Q's groups, and ``log_alpha`` at ``alpha_lr``."""
+        return [*super().param_groups(), {"params": [self.log_alpha], "lr": self.config.alpha_lr}]
 
     @property
     def log_alpha(self) -> torch.nn.Parameter:
@@ -139,7 +142,8 @@ class SACPolicy(TwinQPolicy):
 
     def postprocess_trajectory(self, batch: SampleBatch, *, last_value: float) -> SampleBatch:
         """n-step transitions of one episode fragment (`rlflow.replay.replay_transitions`)."""
-        return replay_transitions(batch, n=self.n_step, gamma=self.gamma, owner="SACPolicy")
+        config = self.config
+        return replay_transitions(batch, n=config.n_step, gamma=config.gamma, owner="SACPolicy")
 
     def next_value(self, next_obs: torch.Tensor) -> torch.Tensor:
         """``min_i Q_target_i(s', a') - alpha * log pi(a'|s')``, ``a'`` sampled."""

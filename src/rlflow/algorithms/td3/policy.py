@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 import torch
@@ -41,26 +40,9 @@ class TD3Policy(TwinQPolicy):
     """TD3's policy (module docstring): noisy deterministic acting, smoothed targets, delayed
     actor and target updates."""
 
+    config: TD3Config
     config_class: ClassVar[type[AlgorithmConfig]] = TD3Config
     algo_name: ClassVar[str] = "TD3"
-
-    def __init__(
-        self,
-        observation_space: gym.Space[Any],
-        action_space: gym.Space[Any],
-        config: TD3Config,
-        *,
-        seed: int | None = None,
-        worker_index: int = 0,
-    ) -> None:
-        """Build the networks; read the delay and noise settings."""
-        super().__init__(
-            observation_space, action_space, config, seed=seed, worker_index=worker_index
-        )
-        self.policy_delay = config.policy_delay
-        self.target_noise = config.target_noise
-        self.target_noise_clip = config.target_noise_clip
-        self.exploration_noise = config.exploration_noise
 
     def mu(self, actor: torch.nn.Module, obs: torch.Tensor) -> torch.Tensor:
         """The deterministic unit action ``tanh(actor(obs))`` ``[B, A]``."""
@@ -76,8 +58,9 @@ class TD3Policy(TwinQPolicy):
         with torch.no_grad():
             mu = self.mu(self.net.actor, self.flat_obs(self.obs_to_tensor(obs)))
             unit = mu
-            if explore and self.exploration_noise > 0:
-                noise = self.exploration_noise * self.randn(tuple(mu.shape))
+            noise_scale = self.config.exploration_noise
+            if explore and noise_scale > 0:
+                noise = noise_scale * self.randn(tuple(mu.shape))
                 unit = (mu + noise).clamp(-1.0, 1.0)
             actions = self.to_env(unit).cpu().numpy()
         zeros = np.zeros(len(actions), dtype=np.float32)
@@ -86,17 +69,19 @@ class TD3Policy(TwinQPolicy):
     def export_model(self) -> ActorExport:
         """The actor as a `TanhActor` (`rlflow.export`): greedy ``mu(s)`` in the Box;
         exploring adds ``exploration_noise``."""
-        return tanh_actor_export(self, noise=self.exploration_noise)
+        return tanh_actor_export(self, noise=self.config.exploration_noise)
 
     def postprocess_trajectory(self, batch: SampleBatch, *, last_value: float) -> SampleBatch:
         """n-step transitions of one episode fragment (`rlflow.replay.replay_transitions`)."""
-        return replay_transitions(batch, n=self.n_step, gamma=self.gamma, owner="TD3Policy")
+        config = self.config
+        return replay_transitions(batch, n=config.n_step, gamma=config.gamma, owner="TD3Policy")
 
     def next_value(self, next_obs: torch.Tensor) -> torch.Tensor:
         """``min_i Q_target_i(s', a')`` at the smoothed target action ``a'``."""
         mu = self.mu(self.target_model.actor, next_obs)
-        noise = (self.target_noise * self.randn(tuple(mu.shape))).clamp(
-            -self.target_noise_clip, self.target_noise_clip
+        config = self.config
+        noise = (config.target_noise * self.randn(tuple(mu.shape))).clamp(
+            -config.target_noise_clip, config.target_noise_clip
         )
         unit = (mu + noise).clamp(-1.0, 1.0)
         return self.q_values(self.target_model, next_obs, unit).min(dim=0).values
@@ -104,7 +89,7 @@ class TD3Policy(TwinQPolicy):
     def updates_actor(self) -> bool:
         """Whether the next update trains the actor (every ``policy_delay``-th, from the
         first)."""
-        return self.num_grad_updates % self.policy_delay == 0
+        return self.update.num_grad_updates % self.config.policy_delay == 0
 
     def actor_loss(self, obs: torch.Tensor) -> tuple[torch.Tensor | None, dict[str, Any]]:
         """``-mean(Q_1(s, mu(s)))`` on an actor update, else None (the actor is left alone)."""
@@ -115,5 +100,5 @@ class TD3Policy(TwinQPolicy):
 
     def update_target(self) -> None:
         """Polyak-average the targets, only after an update that trained the actor."""
-        if (self.num_grad_updates - 1) % self.policy_delay == 0:
+        if (self.update.num_grad_updates - 1) % self.config.policy_delay == 0:
             super().update_target()

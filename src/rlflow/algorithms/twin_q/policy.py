@@ -42,7 +42,6 @@ from rlflow.algorithms.twin_q.config import TwinQConfig
 from rlflow.config import AlgorithmConfig
 from rlflow.data.sample_batch import (
     ACTIONS,
-    BATCH_INDEXES,
     DISCOUNTS,
     NEXT_OBS,
     OBS,
@@ -52,9 +51,9 @@ from rlflow.data.sample_batch import (
     WEIGHTS,
 )
 from rlflow.errors import ConfigError
+from rlflow.learner import PolicyUpdate
 from rlflow.models import MLP
 from rlflow.models.memory import RecurrentInputs
-from rlflow.policy.adam import Adam
 from rlflow.policy.policy import TorchPolicy
 from rlflow.policy.spaces import check_policy_spaces
 
@@ -123,17 +122,16 @@ class TwinQPolicy(TorchPolicy):
 
     Reads `TwinQConfig`'s ``lr`` (critics), ``actor_lr``, ``tau``, ``twin_q``, ``n_step`` and
     ``model`` (``hidden`` default (256, 256), ``activation`` "relu"), besides the shared
-    settings. :meth:`learn_on_batch` returns the loss stats plus `TD_ERROR` (mean |td| over the
-    critics) and the batch's `BATCH_INDEXES`, for priority updates; :meth:`update_target`
-    Polyak-averages the targets with ``tau``.
+    settings. The loss's stats hold `TD_ERROR` (mean |td| over the critics; with a replayed
+    batch's `BATCH_INDEXES`, `PolicyUpdate.learn_on_batch`), for priority updates;
+    :meth:`update_target` Polyak-averages the targets with ``tau``.
     """
 
-    requires_next_obs = True
-    """Rollout workers store `NEXT_OBS` for this policy."""
-
+    config: TwinQConfig
     config_class: ClassVar[type[AlgorithmConfig]] = TwinQConfig
     observation_space_types: ClassVar[tuple[type, ...]] = (gym.spaces.Box,)
     action_space_types: ClassVar[tuple[type, ...]] = (gym.spaces.Box,)
+    requires_next_obs: ClassVar[bool] = True
 
     algo_name: ClassVar[str] = "SAC or TD3"
     """The algorithm, for error messages."""
@@ -158,20 +156,12 @@ class TwinQPolicy(TorchPolicy):
         super().__init__(
             observation_space, action_space, config, seed=seed, worker_index=worker_index
         )
-        self.tau = config.tau
-        self.twin_q = config.twin_q
-        self.n_step = config.n_step
-        self.actor_lr = config.actor_lr
         low = np.asarray(action_space.low, dtype=np.float32)  # type: ignore[attr-defined]
         high = np.asarray(action_space.high, dtype=np.float32)  # type: ignore[attr-defined]
-        self.act_dim = int(low.shape[0])
         self._mid = torch.as_tensor((high + low) / 2.0, device=self.device)
         self._half = torch.as_tensor((high - low) / 2.0, device=self.device)
-        self.model = self._build_twin_q(config, seed).to(self.device)
         self.target_model: TwinQModel = copy.deepcopy(self.net).requires_grad_(False)
         """Polyak-averaged copy of :attr:`net`, moved by :meth:`update_target`."""
-        self.optimizer = Adam(self._param_groups(config))
-        self._params = [p for p in self.model.parameters() if p.requires_grad]
 
     @property
     def net(self) -> TwinQModel:
@@ -179,32 +169,52 @@ class TwinQPolicy(TorchPolicy):
         model: TwinQModel = self.model  # type: ignore[assignment]
         return model
 
-    def _initial_alpha(self, config: TwinQConfig) -> float | None:
-        """SAC's initial entropy temperature, or None (no ``log_alpha``)."""
+    @property
+    def act_dim(self) -> int:
+        """The action's dimensions."""
+        return int(self.action_space.shape[0])  # type: ignore[index]
+
+    @property
+    def model_config(self) -> dict[str, Any]:
+        """The ``model`` options; the actor and each critic default to two ``relu`` layers of
+        256."""
+        defaults = {"hidden": (256, 256), "activation": "relu"}
+        return {**super().model_config, **defaults, **self.config.model}
+
+    def initial_alpha(self) -> float | None:
+        """SAC's initial entropy temperature (``log_alpha`` a parameter of the model), or None
+        (no ``log_alpha``)."""
         return None
 
-    def _build_twin_q(self, config: TwinQConfig, seed: int | None) -> TwinQModel:
-        model_cfg = {"hidden": (256, 256), "activation": "relu", **config.model}
+    def make_model(self) -> nn.Module:
+        """The `TwinQModel`: the actor, ``2 if twin_q else 1`` critics and, maybe, ``log_alpha``,
+        shaped by ``hidden`` and ``activation``."""
+        model_cfg = self.model_config
         obs_dim = int(np.prod(self.observation_space.shape or (1,)))
-        with torch.random.fork_rng(devices=[]):
-            if seed is not None:
-                torch.manual_seed(seed)
-            return TwinQModel(
-                obs_dim,
-                self.act_dim,
-                self.actor_out_factor * self.act_dim,
-                hidden=tuple(int(h) for h in model_cfg["hidden"]),
-                activation=str(model_cfg["activation"]),
-                twin_q=config.twin_q,
-                initial_alpha=self._initial_alpha(config),
-            )
+        return TwinQModel(
+            obs_dim,
+            self.act_dim,
+            self.actor_out_factor * self.act_dim,
+            hidden=tuple(int(h) for h in model_cfg["hidden"]),
+            activation=str(model_cfg["activation"]),
+            twin_q=self.config.twin_q,
+            initial_alpha=self.initial_alpha(),
+        )
 
-    def _param_groups(self, config: TwinQConfig) -> list[dict[str, Any]]:
-        """Adam's groups: the critics at ``lr``, the actor at ``actor_lr`` (SAC adds alpha)."""
+    def param_groups(self) -> list[dict[str, Any]]:
+        """The optimizer's groups: the critics at ``lr``, the actor at ``actor_lr`` (SAC adds
+        alpha)."""
         return [
-            {"params": list(self.net.critics.parameters()), "lr": self.lr},
-            {"params": list(self.net.actor.parameters()), "lr": self.actor_lr},
+            {"params": list(self.net.critics.parameters())},  # at the update's lr
+            {"params": list(self.net.actor.parameters()), "lr": self.config.actor_lr},
         ]
+
+    def make_update(self) -> PolicyUpdate:
+        """One step trains every part on the same batch, each part in its own parameter group
+        (:meth:`param_groups`); a part the loss does not reach in a step (TD3's actor between
+        delayed updates) is left alone."""
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        return PolicyUpdate(self, params, param_groups=self.param_groups(), skip_unreached=True)
 
     # -- actions ----------------------------------------------------------------------------
 
@@ -220,7 +230,7 @@ class TwinQPolicy(TorchPolicy):
         """Standard normal noise from the policy's generator (kept in checkpoints). In a
         data-parallel step (``shard_span``) the noise of every row of the step is drawn and this
         learner's rows are kept: the same noise, and the same generator state, as one learner."""
-        span = self.shard_span
+        span = self.update.shard_span
         if span is not None and shape and shape[0] == span[1] - span[0]:
             start, end, rows = span
             full = torch.randn((rows, *shape[1:]), generator=self.generator)
@@ -290,31 +300,9 @@ class TwinQPolicy(TorchPolicy):
         }
         return total, stats
 
-    def _backward(self, batch: Mapping[str, Array]) -> dict[str, Any]:
-        """Fill ``.grad`` of the parameters the loss reaches (the others stay None, so Adam
-        skips them), averaged with the other learners' under ``data_parallel`` and clipped by
-        ``grad_clip``; return the stats."""
-        for p in self._params:
-            p.grad = None
-        with self._sharded(batch) as (part, weight):
-            loss, stats = self._shard_loss(self.batch_to_tensors(part), weight)
-        params = [p for p in self._params if p.grad is not None]
-        loss = self._average_with_learners(params, loss, weight)  # with data-parallel learners
-        max_norm = float("inf") if self.grad_clip is None else self.grad_clip
-        norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-        return {**stats, "total_loss": loss, "grad_gnorm": norm}
-
-    def learn_on_batch(self, batch: Mapping[str, Array]) -> dict[str, Any]:
-        """One Adam step on the batch; stats plus `TD_ERROR` and `BATCH_INDEXES` (if any), for
-        :class:`~rlflow.ops.UpdateReplayPriorities`, which removes them."""
-        stats: dict[str, Any] = super().learn_on_batch(batch)
-        if BATCH_INDEXES in batch:
-            stats[BATCH_INDEXES] = np.asarray(batch[BATCH_INDEXES])
-        return stats
-
     def update_target(self) -> None:
         """Polyak-average the online networks into the targets with ``tau``."""
-        polyak_update(self.target_model, self.net, self.tau)
+        polyak_update(self.target_model, self.net, self.config.tau)
 
     # -- state ------------------------------------------------------------------------------
 
@@ -322,18 +310,6 @@ class TwinQPolicy(TorchPolicy):
     def weights_module(self) -> nn.Module:
         """The actor: its weights are all a rollout worker needs (`get_weights`)."""
         return self.net.actor
-
-    def set_weights(self, weights: Mapping[str, npt.ArrayLike]) -> None:
-        """Load actor weights from :meth:`get_weights`."""
-        expected = set(self.net.actor.state_dict())
-        if set(weights) != expected:
-            raise ConfigError(
-                f"{type(self).__name__}.set_weights: got keys {sorted(weights)}, the actor has "
-                f"{sorted(expected)}; were they made for another model config?"
-            )
-        self.net.actor.load_state_dict(
-            {k: torch.as_tensor(np.array(v)) for k, v in weights.items()}
-        )
 
     def get_state(self) -> dict[str, Any]:
         """The base snapshot plus every network (critics, ``log_alpha``) and the targets."""

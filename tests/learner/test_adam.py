@@ -1,4 +1,4 @@
-"""`rlflow.policy.adam.Adam` takes exactly torch.optim.Adam's steps and shares its state layout."""
+"""`rlflow.learner.adam.Adam` takes exactly torch.optim.Adam's steps and shares its state layout."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rlflow.errors import ConfigError
-from rlflow.policy.adam import Adam
+from rlflow.learner.adam import Adam
 
 
 def _net(seed: int = 0) -> torch.nn.Module:
@@ -115,7 +115,7 @@ def test_a_step_does_not_import_dynamo() -> None:
     """The point of the class: a learner's first update leaves torch._dynamo unimported."""
     code = (
         "import sys, torch\n"
-        "from rlflow.policy.adam import Adam\n"
+        "from rlflow.learner.adam import Adam\n"
         "w = torch.nn.Parameter(torch.ones(2)); opt = Adam([w])\n"
         "(w * w).sum().backward(); opt.step(); opt.state_dict()\n"
         "print('torch._dynamo' in sys.modules)\n"

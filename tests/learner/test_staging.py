@@ -1,4 +1,4 @@
-"""Tests for rlflow.policy.staging and the learner's prefetch: one packed copy per batch, the
+"""Tests for rlflow.learner.staging and the learner's prefetch: one packed copy per batch, the
 same numbers as column-by-column conversion, batches staged ahead by a loader thread. The CUDA
 paths run here with device = cpu (packing without pinning); `tests/policy/test_devices.py` runs
 them on a GPU."""
@@ -14,12 +14,12 @@ import torch
 
 from rlflow.algorithms import IMPALAConfig, PPOConfig, get_algorithm
 from rlflow.config import DEFAULT_POLICY_ID
-from rlflow.data.sample_batch import SampleBatch
+from rlflow.data.sample_batch import SEQ_START, SampleBatch
 from rlflow.errors import ConfigError
+from rlflow.learner.staging import HostStaging, StagedBatch
 from rlflow.ops import dequeue
 from rlflow.ops.learner_thread import LearnerThread
 from rlflow.policy.policy import weights_to_host
-from rlflow.policy.staging import HostStaging, StagedBatch
 from rlflow.testing.workers import COUNTING_DEFAULTS
 from rlflow.workers import RolloutWorker
 
@@ -90,7 +90,7 @@ def _policy_pair(algo: str, config: Any) -> tuple[Any, Any, SampleBatch]:
     batch = RolloutWorker(config, spec.policy_cls, worker_index=1).sample()
     plain = RolloutWorker(config, spec.policy_cls, worker_index=0).get_policy()
     staged = RolloutWorker(config, spec.policy_cls, worker_index=0).get_policy()
-    staged.staging = HostStaging(CPU)  # the accelerator path, on CPU
+    staged.update.staging = HostStaging(CPU)  # the accelerator path, on CPU
     return plain, staged, batch
 
 
@@ -104,7 +104,7 @@ def _policy_pair(algo: str, config: Any) -> tuple[Any, Any, SampleBatch]:
 def test_staged_conversion_learns_exactly_as_column_by_column(algo: str, config: Any) -> None:
     plain, staged, batch = _policy_pair(algo, config)
     for _ in range(2):
-        want, got = plain.learn_on_batch(batch), staged.learn_on_batch(batch)
+        want, got = plain.update.learn_on_batch(batch), staged.update.learn_on_batch(batch)
         assert got == want
     for name, value in plain.get_weights().items():
         np.testing.assert_array_equal(staged.get_weights()[name], value)
@@ -113,12 +113,12 @@ def test_staged_conversion_learns_exactly_as_column_by_column(algo: str, config:
 def test_a_staged_batch_serves_its_policy_only() -> None:
     config = IMPALAConfig(**COUNTING_DEFAULTS)
     plain, other, batch = _policy_pair("impala", config)
-    staged = plain.stage(batch)
+    staged = plain.update.stage(batch)
     assert isinstance(staged, StagedBatch) and staged.count == batch.count
-    assert plain.batch_to_tensors(staged) is staged.tensors
-    assert other.batch_to_tensors(staged) is not staged.tensors  # converts for itself
+    assert plain.update.batch_to_tensors(staged) is staged.tensors
+    assert other.update.batch_to_tensors(staged) is not staged.tensors  # converts for itself
     assert type(staged.slice(0, staged.count)) is SampleBatch
-    assert plain.learn_on_batch(staged) == other.learn_on_batch(batch)
+    assert plain.update.learn_on_batch(staged) == other.update.learn_on_batch(batch)
 
 
 def test_prefetching_learner_trains_every_batch_in_order_with_the_same_numbers() -> None:
@@ -153,9 +153,10 @@ def test_a_loader_crash_surfaces_in_the_plan() -> None:
     learner = LearnerThread(local, prefetch=True)
     learner.start()
     try:
-        learner.inqueue.put(SampleBatch({"x": [1.0]}))  # no sequences: staging it fails
+        # A sequence no bootstrap row closes: staging it for V-trace fails.
+        learner.inqueue.put(SampleBatch({"x": [1.0], SEQ_START: [True]}))
         deadline = time.monotonic() + 30
-        with pytest.raises(ConfigError, match="'bootstrap' column") as info:
+        with pytest.raises(ConfigError, match="closed by a bootstrap row") as info:
             while time.monotonic() < deadline:  # check() raises once the loader has failed
                 learner.check()
                 time.sleep(0.01)
@@ -211,21 +212,21 @@ def test_the_loader_stages_one_batch_ahead_of_the_learner() -> None:
 def test_minibatch_sgd_brings_its_stats_to_the_host_once(
     algo: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import rlflow.policy.policy as policy_module
+    import rlflow.learner.update as update_module
 
     spec = get_algorithm(algo)
     config = spec.config_cls(**{**COUNTING_DEFAULTS, "num_envs_per_worker": 4})
     batch = RolloutWorker(config, spec.policy_cls, worker_index=1).sample()
     policy = RolloutWorker(config, spec.policy_cls, worker_index=0).get_policy()
     calls: list[int] = []
-    real = policy_module.stats_to_host
+    real = update_module.stats_to_host
 
     def counting(stats: Any) -> Any:
         calls.append(len(stats))
         return real(stats)
 
-    monkeypatch.setattr(policy_module, "stats_to_host", counting)
-    stats = policy.learn_on_minibatches(
+    monkeypatch.setattr(update_module, "stats_to_host", counting)
+    stats = policy.update.learn_on_minibatches(
         batch, num_sgd_iter=3, sgd_minibatch_size=4, rng=np.random.default_rng(0)
     )
     assert stats["num_steps"] >= 6 and len(calls) == 1
