@@ -30,8 +30,8 @@ Its ``row_*`` view covers all of a sequence's rows (what a model with memory run
 ``step_*`` view the env steps, padded with the row the sequence bootstraps from (what V-trace
 reads, time-major as the transpose). :meth:`SequenceLayout.columns` sends the layout with a
 batch's tensors (`rlflow.learner.PolicyUpdate`); :class:`LayoutTensors` reads it back there.
-:func:`fold_sequences` stores the same layout one sequence per row (recurrent replay), and
-:func:`minibatch_groups` cuts whole sequences (or rows) into minibatches.
+:func:`minibatch_groups` cuts whole sequences (or rows) into minibatches, and recurrent replay
+stores the same layout one sequence per row (`rlflow.replay.buffers.fold_sequences`).
 """
 
 from __future__ import annotations
@@ -54,9 +54,6 @@ from rlflow.data.sample_batch import (
     PREV_REWARDS,
     REWARDS,
     SEQ_START,
-    SEQ_STEPS,
-    SEQ_TERMINATED,
-    TERMINATEDS,
     SampleBatch,
 )
 from rlflow.errors import ConfigError
@@ -66,7 +63,6 @@ __all__ = [
     "LayoutTensors",
     "SequenceLayout",
     "cut_sequences",
-    "fold_sequences",
     "minibatch_groups",
 ]
 
@@ -79,9 +75,6 @@ _IDENTITY = (EPS_ID, AGENT_INDEX, ENV_ID)
 _PREVIOUS = {PREV_ACTIONS: ACTIONS, PREV_REWARDS: REWARDS}
 """A model with memory reads the action and reward before each row: a bootstrap row's are its
 sequence's last step's."""
-
-_FOLDED_COLUMNS = (OBS, ACTIONS, REWARDS, PREV_ACTIONS, PREV_REWARDS)
-"""The per-step columns a folded sequence keeps (those present)."""
 
 # The layout's arrays as they travel with a batch's tensors (no column has these names).
 _ROW_INDEX = "_seq_row_index"
@@ -335,55 +328,3 @@ def minibatch_groups(steps: npt.ArrayLike, order: Index, size: int) -> list[Inde
     cuts = np.searchsorted(ends, thresholds, side="left") + 1  # one past each completing unit
     groups = np.split(order[: cuts[-1]], cuts[:-1])
     return [g for g in groups if len(g)]
-
-
-def fold_sequences(batch: SampleBatch, length: int) -> SampleBatch:
-    """One row per run of at most ``length`` steps of ``batch``'s closed sequences (recurrent
-    replay: `rlflow.replay.SequenceReplayBuffer`).
-
-    Every per-step column (`OBS`, `ACTIONS`, `REWARDS`, and ``prev_actions``/``prev_rewards``
-    when present) becomes ``[length + 1, ...]``: the run's steps, then the row it bootstraps
-    from (the next step, or the sequence's bootstrap row after its last run), zero-padded; next
-    to the run's stored state (``state_in_k`` of its first step), its steps (`SEQ_STEPS`) and
-    whether its last step ended the episode (`SEQ_TERMINATED`). `ConfigError` unless every
-    sequence is closed by a bootstrap row and the batch has the recurrent state
-    (``state_in_0``).
-    """
-    length = check_int(length, "fold_sequences: length", low=1)
-    layout = SequenceLayout.of(batch)
-    if layout is None or not layout.closed or "state_in_0" not in batch:
-        raise ConfigError(
-            f"fold_sequences: the batch needs sequences closed by {BOOTSTRAP!r} rows and the "
-            f"recurrent state (state_in_0) of its steps; columns are {sorted(batch)} (rollout "
-            "workers write them for a recurrent policy with requires_bootstrap_rows = True)"
-        )
-    first, steps, boot, last_run = [], [], [], []
-    for start, n_steps in zip(layout.starts.tolist(), layout.steps.tolist(), strict=True):
-        end = start + n_steps  # the sequence's bootstrap row
-        for a in range(start, end, length):
-            n = min(length, end - a)
-            first.append(a)
-            steps.append(n)
-            boot.append(a + n)  # the next step's row, or the sequence's bootstrap row
-            last_run.append(a + n == end)
-    first_a = np.asarray(first, dtype=np.int64)
-    steps_a = np.asarray(steps, dtype=np.int64)
-    offsets = np.arange(length + 1)
-    # [S, length + 1] row indexes: the steps, then the next row, then padding (pointing at the
-    # next row; zeroed below).
-    index = np.minimum(first_a[:, None] + offsets[None, :], np.asarray(boot)[:, None])
-    valid = offsets[None, :] <= steps_a[:, None]
-    columns: dict[str, Array] = {}
-    for name in _FOLDED_COLUMNS:
-        if name in batch:
-            gathered = np.asarray(batch[name])[index]
-            gathered[~valid] = 0
-            columns[name] = gathered
-    k = 0
-    while f"state_in_{k}" in batch:
-        columns[f"state_in_{k}"] = np.asarray(batch[f"state_in_{k}"])[first_a]
-        k += 1
-    columns[SEQ_STEPS] = steps_a
-    terminated = np.asarray(batch[TERMINATEDS]).astype(bool)[first_a + steps_a - 1]
-    columns[SEQ_TERMINATED] = terminated & np.asarray(last_run, dtype=bool)
-    return SampleBatch(columns)

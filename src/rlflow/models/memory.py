@@ -31,6 +31,7 @@ __all__ = [
     "no_previous_action",
     "state_in_key",
     "state_out_key",
+    "stored_state",
 ]
 
 Array = npt.NDArray[Any]
@@ -63,6 +64,15 @@ class MemoryRow(NamedTuple):
 def state_in_key(k: int) -> str:
     """The batch column of state tensor ``k`` at a row: ``"state_in_0"``, ``"state_in_1"``..."""
     return f"state_in_{k}"
+
+
+def stored_state(columns: Mapping[str, Any]) -> list[Any]:
+    """The state columns of a batch (arrays or tensors), ``state_in_0``, ``state_in_1``...
+    in order; ``[]`` for a batch of a policy without memory."""
+    out: list[Any] = []
+    while state_in_key(len(out)) in columns:
+        out.append(columns[state_in_key(len(out))])
+    return out
 
 
 def state_out_key(k: int) -> str:

@@ -73,8 +73,8 @@ from rlflow.models.memory import (
     NoMemory,
     RecurrentInputs,
     no_previous_action,
-    state_in_key,
     state_out_key,
+    stored_state,
 )
 from rlflow.models.recurrent import RECURRENT_DEFAULTS, is_recurrent
 from rlflow.policy.spaces import check_custom_model_support, check_policy_spaces
@@ -279,12 +279,8 @@ class TorchPolicy(abc.ABC):
         step: ``"state_out_0"``, ``"state_out_1"``... ``[B, ...]``. Policies without memory
         ignore ``memory``.
         """
-        state_out: list[torch.Tensor] = []
         with torch.inference_mode():
-            if self.recurrent:
-                dist_inputs, values, state_out = self._recurrent_step(obs, memory)
-            else:
-                dist_inputs, values = self.model(self.obs_to_tensor(obs))
+            dist_inputs, values, state_out = self.model_step(obs, memory)
             dist_inputs, values = dist_inputs.cpu(), values.cpu()
             try:
                 dist = self.dist_class(dist_inputs, generator=self.generator)
@@ -332,13 +328,17 @@ class TorchPolicy(abc.ABC):
         initial = MemoryRow(state, no_previous_action(self.action_space), 0.0)
         return Memory(initial, rows, max_seq_len=self.max_seq_len)
 
-    def _recurrent_step(
+    def model_step(
         self, obs: npt.ArrayLike, memory: RecurrentInputs | None
     ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
-        """One step of the recurrent model for a batch: ``(dist_inputs [B, D], value [B],
-        state)``."""
-        state, prev_actions, prev_rewards = memory or RecurrentInputs()
+        """One step of the model for a batch of observations, as acting runs it (no gradients
+        asked): ``(dist_inputs [B, D], value [B], state after the step)``; a model with memory
+        steps from ``memory`` (None: its initial state), one without returns no state."""
         obs_t = self.obs_to_tensor(obs)
+        if not self.recurrent:
+            dist_inputs, values = self.model(obs_t)
+            return dist_inputs, values, []
+        state, prev_actions, prev_rewards = memory or RecurrentInputs()
         rows = int(obs_t.shape[0])
         arrays = self.initial_state(rows) if state is None else state
         state_t = [self._to_device(torch.as_tensor(np.asarray(a, np.float32))) for a in arrays]
@@ -369,8 +369,7 @@ class TorchPolicy(abc.ABC):
                 "'seq_start', written by the rollout workers; rlflow.data.sequences)"
             )
         index = layout.row_index
-        num_states = sum(1 for key in tensors if key.startswith("state_in_"))
-        state = [tensors[state_in_key(k)][layout.starts] for k in range(num_states)]
+        state = [s[layout.starts] for s in stored_state(tensors)]
         prev_actions = tensors[PREV_ACTIONS][index] if PREV_ACTIONS in tensors else None
         prev_rewards = tensors[PREV_REWARDS][index] if PREV_REWARDS in tensors else None
         dist_inputs, values, _ = model(tensors[OBS][index], state, prev_actions, prev_rewards)
@@ -397,10 +396,7 @@ class TorchPolicy(abc.ABC):
         """Return the value estimates ``[B]`` for a batch of observations, without gradients
         (a recurrent policy: from ``memory``, as in `compute_actions`)."""
         with torch.inference_mode():
-            if self.recurrent:
-                _, values, _ = self._recurrent_step(obs, memory)
-            else:
-                values = self.model.value(self.obs_to_tensor(obs))  # type: ignore[operator]
+            _, values, _ = self.model_step(obs, memory)
         return values.cpu().numpy()
 
     def postprocess_trajectory(self, batch: SampleBatch, *, last_value: float) -> SampleBatch:

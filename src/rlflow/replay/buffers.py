@@ -28,9 +28,21 @@ import numpy as np
 import numpy.typing as npt
 
 from rlflow.checks import check_int, check_number
-from rlflow.data.sample_batch import SampleBatch
-from rlflow.data.sequences import fold_sequences
+from rlflow.data.sample_batch import (
+    ACTIONS,
+    BOOTSTRAP,
+    OBS,
+    PREV_ACTIONS,
+    PREV_REWARDS,
+    REWARDS,
+    SEQ_STEPS,
+    SEQ_TERMINATED,
+    TERMINATEDS,
+    SampleBatch,
+)
+from rlflow.data.sequences import SequenceLayout
 from rlflow.errors import ConfigError
+from rlflow.models.memory import state_in_key, stored_state
 from rlflow.replay.n_step import DISCOUNTS, n_step_transitions
 from rlflow.replay.ring import BATCH_INDEXES, WEIGHTS, ColumnarRing
 from rlflow.replay.segment_tree import MinSegmentTree, SumSegmentTree, next_power_of_two
@@ -44,11 +56,13 @@ __all__ = [
     "PrioritizedReplayBuffer",
     "ReplayBuffer",
     "SequenceReplayBuffer",
+    "fold_sequences",
     "n_step_transitions",
     "replay_forever",
 ]
 
 IntArray = npt.NDArray[np.int64]
+Array = npt.NDArray[Any]
 
 
 class ReplayBuffer:
@@ -295,6 +309,61 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self._sum_tree.update_many(slots, state["priorities"])
         self._min_tree.update_many(slots, state["priorities"])
         self._max_priority = float(state["max_priority"])
+
+
+_FOLDED_COLUMNS = (OBS, ACTIONS, REWARDS, PREV_ACTIONS, PREV_REWARDS)
+"""The per-step columns a folded sequence keeps (those present)."""
+
+
+def fold_sequences(batch: SampleBatch, length: int) -> SampleBatch:
+    """One row per run of at most ``length`` steps of ``batch``'s closed sequences (recurrent
+    replay, `SequenceReplayBuffer`: the start-aligned layout of `rlflow.data.sequences`, stored
+    one sequence per row).
+
+    Every per-step column (`OBS`, `ACTIONS`, `REWARDS`, and ``prev_actions``/``prev_rewards``
+    when present) becomes ``[length + 1, ...]``: the run's steps, then the row it bootstraps
+    from (the next step, or the sequence's bootstrap row after its last run), zero-padded; next
+    to the run's stored state (``state_in_k`` of its first step), its steps (`SEQ_STEPS`) and
+    whether its last step ended the episode (`SEQ_TERMINATED`). `ConfigError` unless every
+    sequence is closed by a bootstrap row and the batch has the recurrent state
+    (``state_in_0``).
+    """
+    length = check_int(length, "fold_sequences: length", low=1)
+    layout = SequenceLayout.of(batch)
+    if layout is None or not layout.closed or "state_in_0" not in batch:
+        raise ConfigError(
+            f"fold_sequences: the batch needs sequences closed by {BOOTSTRAP!r} rows and the "
+            f"recurrent state (state_in_0) of its steps; columns are {sorted(batch)} (rollout "
+            "workers write them for a recurrent policy with requires_bootstrap_rows = True)"
+        )
+    first, steps, boot, last_run = [], [], [], []
+    for start, n_steps in zip(layout.starts.tolist(), layout.steps.tolist(), strict=True):
+        end = start + n_steps  # the sequence's bootstrap row
+        for a in range(start, end, length):
+            n = min(length, end - a)
+            first.append(a)
+            steps.append(n)
+            boot.append(a + n)  # the next step's row, or the sequence's bootstrap row
+            last_run.append(a + n == end)
+    first_a = np.asarray(first, dtype=np.int64)
+    steps_a = np.asarray(steps, dtype=np.int64)
+    offsets = np.arange(length + 1)
+    # [S, length + 1] row indexes: the steps, then the next row, then padding (pointing at the
+    # next row; zeroed below).
+    index = np.minimum(first_a[:, None] + offsets[None, :], np.asarray(boot)[:, None])
+    valid = offsets[None, :] <= steps_a[:, None]
+    columns: dict[str, Array] = {}
+    for name in _FOLDED_COLUMNS:
+        if name in batch:
+            gathered = np.asarray(batch[name])[index]
+            gathered[~valid] = 0
+            columns[name] = gathered
+    for k, state in enumerate(stored_state(batch)):
+        columns[state_in_key(k)] = np.asarray(state)[first_a]
+    columns[SEQ_STEPS] = steps_a
+    terminated = np.asarray(batch[TERMINATEDS]).astype(bool)[first_a + steps_a - 1]
+    columns[SEQ_TERMINATED] = terminated & np.asarray(last_run, dtype=bool)
+    return SampleBatch(columns)
 
 
 class SequenceReplayBuffer(PrioritizedReplayBuffer):

@@ -25,10 +25,10 @@ from rlflow.data.sample_batch import (
     SEQ_TERMINATED,
     TERMINATEDS,
 )
-from rlflow.data.sequences import fold_sequences
 from rlflow.errors import ConfigError
 from rlflow.ops import replay
 from rlflow.replay import SequenceReplayBuffer
+from rlflow.replay.buffers import fold_sequences
 
 ENV = "rlflow/StatelessCartPole-v1"
 

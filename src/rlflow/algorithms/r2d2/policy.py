@@ -48,7 +48,7 @@ from rlflow.errors import ConfigError
 from rlflow.models.actors import ActorExport
 from rlflow.models.custom import build_policy_model
 from rlflow.models.masking import MASKED_LOGIT, ActionMaskedModel, legal_actions
-from rlflow.models.memory import RecurrentInputs, state_in_key
+from rlflow.models.memory import RecurrentInputs, stored_state
 from rlflow.models.recurrent import RecurrentActor, RecurrentActorCritic
 
 __all__ = ["R2D2Policy", "h_function", "h_inverse"]
@@ -118,7 +118,7 @@ class R2D2Policy(DQNPolicy):
     def _q_values(
         self, obs: npt.ArrayLike, memory: RecurrentInputs | None
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        advantages, values, state = self._recurrent_step(obs, memory)
+        advantages, values, state = self.model_step(obs, memory)
         return self._q(advantages, values).cpu(), state
 
     def postprocess_trajectory(self, batch: SampleBatch, *, last_value: float) -> SampleBatch:
@@ -147,8 +147,7 @@ class R2D2Policy(DQNPolicy):
         """``(td [S, L + 1 - burn_in], mask)``: each trained step's ``Q(s_t, a_t) - target``
         (gradient through Q only) and which steps are trained (module docstring)."""
         burn_in, width = self.config.burn_in, int(t[OBS].shape[1])
-        num_states = sum(1 for key in t if key.startswith("state_in_"))
-        state = [t[state_in_key(k)] for k in range(num_states)]
+        state = stored_state(t)
         online_state, target_state = state, state
         if burn_in:
             with torch.no_grad():
