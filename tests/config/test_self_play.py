@@ -31,7 +31,7 @@ def test_self_play_adds_a_frozen_pool_per_learner_and_trains_only_the_learner() 
     # Off: nothing added, the mapping is the user's.
     off = PPOConfig()
     assert off.policy_ids() == [DEFAULT_POLICY_ID] and off.policies_to_train is None
-    assert off.agent_mapping() is None and off.self_play_settings() is None
+    assert off.agent_mapping() is None and off.self_play is None
 
 
 def test_snapshot_specs_copy_the_learners_class_and_config() -> None:
@@ -51,7 +51,10 @@ def test_snapshot_specs_copy_the_learners_class_and_config() -> None:
         ({"snapshot_every": 0}, "snapshot_every"),
         ({"snapshot_every": 2, "pool_size": 0}, "pool_size"),
         ({"snapshot_every": 2, "opponent_sampling": "best"}, "opponent_sampling"),
-        ({"snapshot_every": 2, "snapshots": 4}, "unknown keys ['snapshots']"),
+        (
+            {"snapshot_every": 2, "snapshots": 4},
+            "PPOConfig.self_play has no field 'snapshots'; did you mean 'snapshot_every'?",
+        ),
         ({"snapshot_every": 2, "policies": ["nobody"]}, "names policies ['nobody']"),
         ({"snapshot_every": 2, "evaluation_games": 0}, "evaluation_games"),
         ([("snapshot_every", 2)], "must be a dict"),
@@ -74,7 +77,7 @@ def test_snapshots_may_not_be_trained() -> None:
 def test_cli_sets_one_self_play_key() -> None:
     values = parse_sets(PPOConfig, ["self_play.snapshot_every=10", "self_play.pool_size=3"])
     assert values == {"self_play": {"snapshot_every": 10, "pool_size": 3}}
-    assert PPOConfig(**values).self_play_settings() == SelfPlay(snapshot_every=10, pool_size=3)
+    assert PPOConfig(**values).self_play == SelfPlay(snapshot_every=10, pool_size=3)
 
 
 def _mapping(**settings: Any) -> SelfPlayMapping:

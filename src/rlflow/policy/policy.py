@@ -26,9 +26,8 @@ trained on a batch are ahead of the weights that sampled it.
 
 A policy takes its algorithm's typed config (an instance of its ``config_class``) and reads
 attributes: every default and every rule is in the config class, none here. The base reads
-`AlgorithmConfig`'s ``lr``, ``gamma``, ``grad_clip``, ``model`` (defaults of the model
-options: ``{"hidden": (64, 64), "activation": "tanh", "shared": False}``, or
-``custom_model`` and ``custom_model_config``) and
+`AlgorithmConfig`'s ``lr``, ``gamma``, ``grad_clip``, ``model`` (a
+`rlflow.config.model.ModelConfig`: the built-in network's options, or a custom model) and
 ``num_torch_threads`` (applied with ``torch.set_num_threads``, process-wide);
 :class:`ActorCriticPolicy` also reads `ActorCriticConfig`'s ``use_critic``, ``use_gae`` and
 ``lambda_``. Runtime facts (the spaces, the seed, the worker's index) are constructor
@@ -70,7 +69,7 @@ from rlflow.models import ActionDistribution, dist_class_for
 from rlflow.models.actors import ActorExport
 from rlflow.models.custom import build_policy_model, export_policy_model
 from rlflow.models.memory import RecurrentInputs, state_out_key
-from rlflow.models.recurrent import RECURRENT_DEFAULTS, is_recurrent
+from rlflow.models.recurrent import is_recurrent
 from rlflow.policy.adam import Adam
 from rlflow.policy.data_parallel import DataParallel
 from rlflow.policy.sequences import sequence_bounds, sequence_outputs
@@ -95,13 +94,6 @@ POLICY_LAG = "diff_num_grad_updates_vs_sampler_policy"
 """Learner stat: updates between the weights that sampled a batch and those training on it."""
 
 Array = npt.NDArray[Any]
-
-_MODEL_DEFAULTS: dict[str, Any] = {
-    "hidden": (64, 64),
-    "activation": "tanh",
-    "shared": False,
-    **RECURRENT_DEFAULTS,
-}
 
 
 class TorchPolicy(abc.ABC):
@@ -203,8 +195,8 @@ class TorchPolicy(abc.ABC):
         host buffer and one copy (`rlflow.policy.staging`); None on CPU, where columns become
         tensors without a copy."""
         self._copy_stream: Any = None  # the CUDA stream of stage(), made on first use
-        model_config = self.model_config
-        if (model_config["use_lstm"] or model_config["use_gru"]) and not self.supports_recurrent:
+        model_config = config.model
+        if (model_config.use_lstm or model_config.use_gru) and not self.supports_recurrent:
             raise ConfigError(self._no_memory_message("model.use_lstm/use_gru"))
         self.model: nn.Module = self._build_model(config, seed).to(self.device)
         """The network: ``forward(obs) -> (dist_inputs, value)`` and ``value(obs)`` (an
@@ -215,7 +207,7 @@ class TorchPolicy(abc.ABC):
         with ``state=``), learning runs whole sequences (`model_outputs`)."""
         if self.recurrent and not self.supports_recurrent:
             raise ConfigError(self._no_memory_message("a recurrent model.custom_model"))
-        self.max_seq_len = int(model_config["max_seq_len"])
+        self.max_seq_len = model_config.max_seq_len
         """The longest sequence a recurrent model learns on (``model.max_seq_len``)."""
         self._optimizer: Adam | None = None
         self._params = [p for p in self.model.parameters() if p.requires_grad]
@@ -264,19 +256,13 @@ class TorchPolicy(abc.ABC):
             else:
                 torch.manual_seed(seed)
                 self.generator.manual_seed(seed)
-            return build_policy_model(self.observation_space, self.action_space, self.model_config)
-
-    @property
-    def model_config(self) -> dict[str, Any]:
-        """The ``model`` options with their defaults (``hidden`` (64, 64), ``activation``
-        "tanh", ``shared`` False)."""
-        return {**_MODEL_DEFAULTS, **self.config.model}
+            return build_policy_model(self.observation_space, self.action_space, config.model)
 
     def export_model(self) -> ActorExport:
         """The policy's actor for `rlflow.export`: its `ActorCritic` as `ActorCriticActor`, a
         custom model as `rlflow.models.custom.CustomModelActor`."""
         return export_policy_model(
-            self.model, self.observation_space, self.action_space, self.model_config
+            self.model, self.observation_space, self.action_space, self.config.model
         )
 
     # -- acting -----------------------------------------------------------------------------

@@ -138,14 +138,14 @@ class DQNPolicy(TorchPolicy):
     def _build_q_network(self, config: DQNConfig, seed: int | None) -> nn.Module:
         """The `QNetwork` (masked when the observations carry an action mask:
         `rlflow.models.masking`), built under ``seed``."""
-        model_cfg = {"hidden": (64, 64), "activation": "relu", **config.model}
+        model_cfg = config.model
 
         def build(space: gym.Space[Any]) -> QNetwork:
             return QNetwork(
                 space,
                 self.num_actions,
-                hidden=tuple(int(h) for h in model_cfg["hidden"]),
-                activation=str(model_cfg["activation"]),
+                hidden=model_cfg.hidden,
+                activation=model_cfg.activation,
                 dueling=config.dueling,
             )
 
@@ -310,15 +310,15 @@ class DQNPolicy(TorchPolicy):
     def export_model(self) -> ActorExport:
         """The Q network as a `QActor` (`rlflow.export` writes it): its model options,
         ``dueling``, ``final_epsilon`` for exploring, and :meth:`get_weights`."""
-        model_cfg = {"hidden": (64, 64), "activation": "relu", **self.config.model}
+        model_cfg = self.config.model
         network = self.q_model
         weights = self.get_weights()
         if isinstance(network, ActionMaskedModel):  # the Q network's actor, masked
             network = network.model
             weights = {k.removeprefix("model."): v for k, v in weights.items()}
         options = {
-            "hidden": [int(h) for h in model_cfg["hidden"]],
-            "activation": str(model_cfg["activation"]),
+            "hidden": list(model_cfg.hidden),
+            "activation": model_cfg.activation,
             "dueling": network.dueling,
             "epsilon": self.final_epsilon,
         }

@@ -94,14 +94,6 @@ class R2D2Policy(DQNPolicy):
         self.priority_eta = config.priority_eta
         """Weight of a sequence's largest |TD error| in its priority."""
 
-    @property
-    def model_config(self) -> dict[str, Any]:
-        """The ``model`` options, recurrent: ``use_lstm`` unless ``use_gru`` is set."""
-        config = super().model_config
-        if not (config["use_lstm"] or config["use_gru"]):
-            config = {**config, "use_lstm": True}
-        return config
-
     def _build_q_network(self, config: Any, seed: int | None) -> Any:
         """The recurrent model the base built from ``model`` (under the policy's seed)."""
         self.dueling = bool(config.dueling)

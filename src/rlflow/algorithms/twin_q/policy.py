@@ -184,7 +184,7 @@ class TwinQPolicy(TorchPolicy):
         return None
 
     def _build_twin_q(self, config: TwinQConfig, seed: int | None) -> TwinQModel:
-        model_cfg = {"hidden": (256, 256), "activation": "relu", **config.model}
+        model_cfg = config.model
         obs_dim = int(np.prod(self.observation_space.shape or (1,)))
         with torch.random.fork_rng(devices=[]):
             if seed is not None:
@@ -193,8 +193,8 @@ class TwinQPolicy(TorchPolicy):
                 obs_dim,
                 self.act_dim,
                 self.actor_out_factor * self.act_dim,
-                hidden=tuple(int(h) for h in model_cfg["hidden"]),
-                activation=str(model_cfg["activation"]),
+                hidden=model_cfg.hidden,
+                activation=model_cfg.activation,
                 twin_q=config.twin_q,
                 initial_alpha=self._initial_alpha(config),
             )
