@@ -345,9 +345,10 @@ class AlgorithmConfig(
         return out
 
     def model_overrides(self) -> dict[str, Any]:
-        """The ``model`` fields that differ from this class's default model, as a dict: how
-        another algorithm's config takes this one's model (on top of its own default, as it
-        takes a user's dict; `PolicySpec.policy_config`)."""
+        """The ``model`` fields that differ from this class's default model, as a dict: how a
+        config of another class takes this one's model, on top of its own default as it takes a
+        user's dict (`PolicySpec.policy_config`, `rlflow.setup`; a DQN policy in a PPO run
+        keeps DQN's relu network), and how ``ppo_dqn`` writes its learners' (as overrides)."""
         default = type(self).field_default("model").to_dict()
         return {k: v for k, v in self.model.to_dict().items() if v != default[k]}
 

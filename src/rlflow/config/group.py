@@ -164,8 +164,8 @@ class NestedGroup(FieldGroup):
     the holder builds it with :meth:`from_dict`: the dict's keys on top of the holder's
     default, checked by the group's ``__post_init__`` with errors naming the holder's field
     (``where``). :meth:`to_dict` writes it back as such a dict. A subclass's
-    ``__post_init__(self, where=None)`` takes ``where`` and names its fields
-    ``f"{where}.{name}"``.
+    ``__post_init__(self, where)`` is given ``where`` and names its fields
+    ``f"{where}.{name}"`` (the class's name when ``where`` is None).
     """
 
     where: InitVar[str | None] = None

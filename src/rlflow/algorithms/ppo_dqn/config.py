@@ -147,8 +147,8 @@ class PPODQNConfig(
 
 def _overrides(config: AlgorithmConfig) -> dict[str, Any]:
     """The fields of ``config`` that differ from its class's defaults, but the collection
-    fields, as `AlgorithmConfig.to_dict` writes them."""
-    values = config.to_dict()
+    fields, as `AlgorithmConfig.to_dict` writes them (the model as its fields that differ)."""
+    values = {**config.to_dict(), "model": config.model_overrides()}
     return {
         name: values[name]
         for name in config.field_names()
