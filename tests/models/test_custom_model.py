@@ -132,6 +132,22 @@ def test_the_policy_builds_the_custom_model_under_its_seed() -> None:
     assert actions.shape == (5, 2) and extra["action_dist_inputs"].shape == (5, 5)
 
 
+def test_the_custom_model_gets_the_run_model_as_a_plain_dict() -> None:
+    seen: list[Any] = []
+
+    class Recording(TinyModel):
+        def __init__(self, *args: Any) -> None:
+            seen.append(args[-1])
+            super().__init__(*args)
+
+    model = {"custom_model": Recording, "custom_model_config": {"width": 8}, "max_seq_len": 7}
+    PPOPolicy(OBS, gym.spaces.Discrete(2), PPOConfig(model=model), seed=0)
+    (model_config,) = seen
+    assert type(model_config) is dict  # RLlib's model_config: every field, defaults included
+    assert model_config == {**PPOConfig().model.to_dict(), **model}
+    assert model_config["hidden"] == [64, 64] and model_config["max_seq_len"] == 7
+
+
 def _worker_view(worker: Any) -> tuple[str, int, dict[str, Any]]:
     policy = worker.policy_map["default_policy"]
     return type(policy.model).__name__, policy.model.calls, policy.get_weights()
