@@ -1,14 +1,16 @@
 """A custom model: your own torch network in PPO (or PG, A2C, A3C, IMPALA, APPO).
 
-The config's ``model`` dict names the class (or ``"package.module:Class"``) and its options::
+The config's ``model`` (given as a dict) names the class (or ``"package.module:Class"``) and
+its options::
 
     Trainer("ppo", model={"custom_model": ResidualActorCritic,
                           "custom_model_config": {"width": 64}})
 
 The class is a ``torch.nn.Module`` built as ``cls(obs_space, action_space, num_outputs,
-model_config)`` with ``forward(obs) -> (dist_inputs [B, num_outputs], value [B])`` and
-``value(obs) -> [B]`` (`rlflow.models.custom` documents the interface). Its ``state_dict`` is
-what rollout workers receive and checkpoints hold. Run::
+model_config)`` (``model_config``: the run's ``model`` as a plain dict) with ``forward(obs) ->
+(dist_inputs [B, num_outputs], value [B])`` and ``value(obs) -> [B]`` (`rlflow.models.custom`
+documents the interface). Its ``state_dict`` is what rollout workers receive and checkpoints
+hold. Run::
 
     python examples/custom_model.py [--backend local] [--iterations 8]
 """

@@ -23,6 +23,7 @@ from rlflow.checkpoint import (
     load_checkpoint,
     write_checkpoint,
 )
+from rlflow.config.model import ModelConfig
 from rlflow.errors import ConfigError
 from rlflow.replay import replay_buffers
 from rlflow.trainer import Trainer
@@ -253,6 +254,24 @@ def test_dqn_replay_buffer_in_the_checkpoint(keep: bool, tmp_path: Path) -> None
         for key in sample:
             assert np.array_equal(sample[key], again[key]), key
         assert restored.train()["iteration"] == 3
+
+
+def test_a_checkpoint_saved_before_the_model_was_typed_restores_the_same_config(
+    tmp_path: Path,
+) -> None:
+    with Trainer("dqn", backend="local", **DQN) as trainer:
+        trainer.train()
+        path = trainer.save(tmp_path / "ckpt")
+        config = trainer.config
+    state = load_checkpoint(path)
+    assert state["config"]["model"] == config.model.to_dict()  # saved whole, a plain dict
+    # Before, the saved model was the dict the run was given (DQN's relu left to the
+    # policy) and self_play {} when off.
+    state["config"] = {**state["config"], "model": {"hidden": [16]}, "self_play": {}}
+    with Trainer.restore(state, backend="local") as restored:
+        assert restored.config == config
+        assert restored.config.model == ModelConfig(hidden=(16,), activation="relu")
+        assert restored.train()["iteration"] == 2
 
 
 def test_impala_mix_in_replay_in_the_checkpoint(tmp_path: Path) -> None:

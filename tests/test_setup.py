@@ -99,7 +99,7 @@ def test_the_built_in_networks_keys_are_checked_with_the_config(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         PPOConfig(model=model)
-    assert PPOConfig(model={"hidden": [], "activation": "elu", "shared": True}).model["shared"]
+    assert PPOConfig(model={"hidden": [], "activation": "elu", "shared": True}).model.shared
 
 
 def test_the_activation_names_are_the_networks() -> None:

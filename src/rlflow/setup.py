@@ -62,8 +62,8 @@ def _typed_config(
     if isinstance(config, AlgorithmConfig) and type(config) is config_cls:
         return config.replace(**fields) if fields else config
     base: dict[str, Any] = {}
-    if isinstance(config, AlgorithmConfig):
-        base = config.to_dict()
+    if isinstance(config, AlgorithmConfig):  # another class's: its model on top of ours
+        base = {**config.to_dict(), "model": config.model_overrides()}
     elif isinstance(config, Mapping):
         base = dict(config)
     elif config is not None:

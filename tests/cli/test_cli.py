@@ -12,6 +12,7 @@ import yaml
 from rlflow import flow
 from rlflow.cli import main
 from rlflow.config.files import load_config_file, tuned_config_path
+from rlflow.config.model import ModelConfig
 from rlflow.errors import ConfigError
 from rlflow.trainer import Trainer
 
@@ -97,7 +98,7 @@ def test_set_parses_yaml_values(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     )  # fmt: skip
     assert code == 0, err
     config = yaml.safe_load((tmp_path / "r" / "config.yaml").read_text())["config"]
-    assert config["lr"] == 0.001 and config["model"] == {"hidden": [8]}
+    assert config["lr"] == 0.001 and config["model"] == {**ModelConfig().to_dict(), "hidden": [8]}
 
 
 def test_ctrl_c_saves_a_checkpoint(

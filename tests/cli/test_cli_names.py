@@ -17,6 +17,7 @@ from rlflow.algorithms.ppo_dqn import PPODQNConfig
 from rlflow.cli import main
 from rlflow.cli.parser import build_parser
 from rlflow.cli.resolve import parse_sets, resolve_run
+from rlflow.config.model import ModelConfig
 from rlflow.envs import config_env_creator, make_env_creator
 from rlflow.errors import ConfigError
 
@@ -143,9 +144,9 @@ def resolved(*argv: str) -> Any:
 def test_a_dotted_set_changes_one_key_and_keeps_the_rest(tmp_path: Path) -> None:
     (tmp_path / "c.yaml").write_text("model: {hidden: [8], activation: relu}\n")
     spec = resolved("--config", "c.yaml", "--set", "model.hidden=[32,32]")
-    assert spec.config.model == {"hidden": [32, 32], "activation": "relu"}
+    assert spec.config.model == ModelConfig(hidden=(32, 32), activation="relu")
     spec = resolved("--set", "model.shared=true", "--set", "model.hidden=[4]")
-    assert spec.config.model == {"shared": True, "hidden": [4]}  # from the default {}
+    assert spec.config.model == ModelConfig(shared=True, hidden=(4,))  # on PPO's default
     # a later whole value replaces the dict; a dotted one after it merges into it
     sets = ["model={activation: tanh}", "model.hidden=[2]"]
     assert parse_sets(PGConfig, sets) == {"model": {"activation": "tanh", "hidden": [2]}}
@@ -157,7 +158,7 @@ def test_a_dotted_set_sets_one_field_of_a_learner_config() -> None:
     argv = ["train", "ppo_dqn", "--env", "multi_cartpole", "--set", "ppo.lr=1e-3"]
     argv += ["--set", "dqn.buffer_size=20000", "--set", "ppo.model.hidden=[16]"]
     config = resolve_run(build_parser().parse_args(argv)).config
-    assert config.ppo.lr == 0.001 and config.ppo.model == {"hidden": [16]}
+    assert config.ppo.lr == 0.001 and config.ppo.model == ModelConfig(hidden=(16,))
     assert config.dqn.buffer_size == 20000
     # The rest of each learner's settings (from the tuned file) is kept.
     assert config.ppo.num_sgd_iter == 20 and config.dqn.n_step == 3
@@ -194,4 +195,4 @@ def test_a_dotted_set_is_saved_whole_in_config_yaml(
     )  # fmt: skip
     assert code == 0, err
     config = yaml.safe_load((tmp_path / "r" / "config.yaml").read_text())["config"]
-    assert config["model"] == {"activation": "relu", "hidden": [8]}
+    assert config["model"] == {**ModelConfig().to_dict(), "activation": "relu", "hidden": [8]}

@@ -4,6 +4,10 @@
 (each class -> field -> the ``repr`` of its default, a callable as ``<callable module:name>``); a
 default changes only with this table, on purpose. ``PPODQNConfig.ppo`` / ``.dqn`` were ``{}``
 (no overrides of `PPOConfig` / `DQNConfig`) and are now a default `PPOConfig` / `DQNConfig`.
+``model`` was ``{}`` everywhere (its defaults lived in the policies: DQN's and Ape-X's relu, SAC's,
+TD3's and CQL's two layers of 256 with relu, everyone else's two of 64 with tanh) and is now each
+class's `ModelConfig` (R2D2's gets its LSTM from a rule of `R2D2Config`, not from its default);
+``self_play`` was ``{}`` (off) and is now None (off).
 """
 
 from __future__ import annotations

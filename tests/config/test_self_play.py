@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import collections
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from rlflow.algorithms import PPOConfig
 from rlflow.algorithms.ppo_dqn.config import DQN_POLICY, PPO_POLICY, PPODQNConfig
 from rlflow.cli.resolve import parse_sets
 from rlflow.config import DEFAULT_POLICY_ID, PolicySpec
+from rlflow.config.files import build_config, load_config_file
 from rlflow.config.self_play import EpisodeInfo, SelfPlay, SelfPlayMapping, snapshot_id
 from rlflow.errors import ConfigError
 
@@ -31,7 +34,7 @@ def test_self_play_adds_a_frozen_pool_per_learner_and_trains_only_the_learner() 
     # Off: nothing added, the mapping is the user's.
     off = PPOConfig()
     assert off.policy_ids() == [DEFAULT_POLICY_ID] and off.policies_to_train is None
-    assert off.agent_mapping() is None and off.self_play_settings() is None
+    assert off.agent_mapping() is None and off.self_play is None
 
 
 def test_snapshot_specs_copy_the_learners_class_and_config() -> None:
@@ -47,11 +50,14 @@ def test_snapshot_specs_copy_the_learners_class_and_config() -> None:
 @pytest.mark.parametrize(
     ("self_play", "message"),
     [
-        ({"pool_size": 3}, "needs snapshot_every"),
-        ({"snapshot_every": 0}, "snapshot_every"),
-        ({"snapshot_every": 2, "pool_size": 0}, "pool_size"),
+        ({"pool_size": 3}, "PPOConfig.self_play={'pool_size': 3} needs snapshot_every"),
+        ({"snapshot_every": 0}, "PPOConfig.self_play.snapshot_every=0 must be an integer >= 1"),
+        ({"snapshot_every": 2, "pool_size": 0}, "PPOConfig.self_play.pool_size=0"),
         ({"snapshot_every": 2, "opponent_sampling": "best"}, "opponent_sampling"),
-        ({"snapshot_every": 2, "snapshots": 4}, "unknown keys ['snapshots']"),
+        (
+            {"snapshot_every": 2, "snapshots": 4},
+            "PPOConfig.self_play has no field 'snapshots'; did you mean 'snapshot_every'?",
+        ),
         ({"snapshot_every": 2, "policies": ["nobody"]}, "names policies ['nobody']"),
         ({"snapshot_every": 2, "evaluation_games": 0}, "evaluation_games"),
         ([("snapshot_every", 2)], "must be a dict"),
@@ -74,7 +80,48 @@ def test_snapshots_may_not_be_trained() -> None:
 def test_cli_sets_one_self_play_key() -> None:
     values = parse_sets(PPOConfig, ["self_play.snapshot_every=10", "self_play.pool_size=3"])
     assert values == {"self_play": {"snapshot_every": 10, "pool_size": 3}}
-    assert PPOConfig(**values).self_play_settings() == SelfPlay(snapshot_every=10, pool_size=3)
+    assert PPOConfig(**values).self_play == SelfPlay(snapshot_every=10, pool_size=3)
+
+
+def test_dict_yaml_set_and_typed_forms_give_equal_configs(tmp_path: Path) -> None:
+    typed = PPOConfig(
+        self_play=SelfPlay(snapshot_every=10, pool_size=3, policies=("default_policy",))
+    )
+    as_dict = PPOConfig(
+        self_play={"snapshot_every": 10, "pool_size": 3, "policies": ["default_policy"]}
+    )
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "self_play:\n  snapshot_every: 10\n  pool_size: 3\n  policies: [default_policy]\n"
+    )
+    from_yaml = build_config(PPOConfig, load_config_file(path).fields)
+    sets = ["self_play.snapshot_every=10", "self_play.pool_size=3"]
+    sets.append("self_play.policies=[default_policy]")
+    from_sets = build_config(PPOConfig, parse_sets(PPOConfig, sets))
+    assert typed == as_dict == from_yaml == from_sets
+    assert typed.self_play == SelfPlay(snapshot_every=10, pool_size=3, policies=("default_policy",))
+    # Off: None, or {} as configs wrote it before self_play was typed.
+    assert PPOConfig().self_play is None and PPOConfig(self_play={}).self_play is None
+
+
+def test_to_dict_writes_a_plain_self_play_that_from_dict_reads_back() -> None:
+    config = PPOConfig(self_play={"snapshot_every": 4, "policies": ["default_policy"]})
+    values = config.to_dict()
+    assert values["self_play"] == {
+        "snapshot_every": 4,
+        "pool_size": 5,
+        "opponent_sampling": "uniform",
+        "policies": ["default_policy"],
+        "evaluation_interval": None,
+        "evaluation_games": 100,
+    }
+    assert yaml.safe_load(yaml.safe_dump(values["self_play"])) == values["self_play"]
+    assert PPOConfig.from_dict(values) == config
+    assert PPOConfig().to_dict()["self_play"] is None
+    assert PPOConfig.from_dict(PPOConfig().to_dict()) == PPOConfig()
+    # A config written before: self_play a partial dict, or {} when off.
+    old = {**PPOConfig().to_dict(), "self_play": {"snapshot_every": 4}}
+    assert PPOConfig.from_dict(old).self_play == SelfPlay(snapshot_every=4)
 
 
 def _mapping(**settings: Any) -> SelfPlayMapping:

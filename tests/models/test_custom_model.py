@@ -81,7 +81,7 @@ TINY_KEYS = {"body.weight", "body.bias", "logits.weight", "logits.bias"}
         ({"custom_model": 3}, "custom_model=3 must be 'package.module:Class' or a class"),
         ({"custom_model_config": {"a": 1}}, "custom_model_config is given without"),
         ({"custom_model": TinyModel, "custom_model_config": [1]}, "must be a dict"),
-        ({"custom_modle": TinyModel}, "unknown keys ['custom_modle']"),
+        ({"custom_modle": TinyModel}, "no field 'custom_modle'; did you mean 'custom_model'?"),
     ],
 )
 def test_bad_custom_model_config_names_the_key(model: dict[str, Any], needle: str) -> None:
@@ -92,7 +92,7 @@ def test_bad_custom_model_config_names_the_key(model: dict[str, Any], needle: st
 
 def test_a_string_path_imports_the_class() -> None:
     config = PPOConfig(model={"custom_model": "rlflow.models:ActorCritic"})
-    assert config.model["custom_model"] == "rlflow.models:ActorCritic"
+    assert config.model.custom_model == "rlflow.models:ActorCritic"  # kept as written
 
 
 @pytest.mark.parametrize(
@@ -130,6 +130,22 @@ def test_the_policy_builds_the_custom_model_under_its_seed() -> None:
     md = PPOPolicy(OBS, gym.spaces.MultiDiscrete([3, 2]), PPOConfig(model=CUSTOM), seed=0)
     actions, extra = md.compute_actions(np.zeros((5, 4), np.float32))
     assert actions.shape == (5, 2) and extra["action_dist_inputs"].shape == (5, 5)
+
+
+def test_the_custom_model_gets_the_run_model_as_a_plain_dict() -> None:
+    seen: list[Any] = []
+
+    class Recording(TinyModel):
+        def __init__(self, *args: Any) -> None:
+            seen.append(args[-1])
+            super().__init__(*args)
+
+    model = {"custom_model": Recording, "custom_model_config": {"width": 8}, "max_seq_len": 7}
+    PPOPolicy(OBS, gym.spaces.Discrete(2), PPOConfig(model=model), seed=0)
+    (model_config,) = seen
+    assert type(model_config) is dict  # RLlib's model_config: every field, defaults included
+    assert model_config == {**PPOConfig().model.to_dict(), **model}
+    assert model_config["hidden"] == [64, 64] and model_config["max_seq_len"] == 7
 
 
 def _worker_view(worker: Any) -> tuple[str, int, dict[str, Any]]:

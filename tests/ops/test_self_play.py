@@ -128,7 +128,7 @@ def test_stage_needs_self_play_and_shows_in_the_plan(
 ) -> None:
     pytest.importorskip("pettingzoo")
     with Trainer("ppo", env=TICTACTOE, num_workers=0) as trainer:
-        with pytest.raises(ConfigError, match="self_play is empty"):
+        with pytest.raises(ConfigError, match="self_play is None"):
             SnapshotPolicies(trainer.workers, trainer.config)
         assert "SnapshotPolicies" not in trainer.plan_graph().to_mermaid()
         # Measuring needs Discrete actions (the random legal player's): refused at plan build.

@@ -336,7 +336,7 @@ def test_ppo_update_kl_rules_and_state() -> None:
         ({"gamma": 1.5}, "gamma=1.5"),
         ({"grad_clip": 0.0}, "grad_clip=0.0"),
         ({"num_torch_threads": 0}, "num_torch_threads=0"),
-        ({"model": {"hiden": (8,)}}, "unknown keys ['hiden']"),
+        ({"model": {"hiden": (8,)}}, "PPOConfig.model has no field 'hiden'"),
         ({"model": {"activation": "swish"}}, "activation='swish'"),
         ({"clip_param": 0.0}, "clip_param=0.0"),
     ],

@@ -3,15 +3,15 @@
 Layers, later wins: the algorithm's defaults, the tuned config shipped for ALGO+ENV
 (``--tuned``; ``--tuned-for gpu`` picks the one sized for a GPU learner), ``--config
 FILE.yaml``, the flags (``--env``, ``--num-workers``, ``--seed``), then ``--set key=value``
-(``--set model.hidden=[32,32]``: one key of a dict field). Files and ``--set`` values go through
-`rlflow.config.files`'s one loader and coercion rule, so ``rlflow train ALGO --env ENV`` builds
-the config that ``rlflow.algorithms.tuned_config(ALGO, ENV)`` returns.
+(``--set model.hidden=[32,32]``: one field of the model, or one key of a dict field). Files
+and ``--set`` values go through `rlflow.config.files`'s one loader and coercion rule, so
+``rlflow train ALGO --env ENV`` builds the config that ``rlflow.algorithms.tuned_config(ALGO,
+ENV)`` returns.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -62,25 +62,13 @@ def is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _default(config_cls: Any, name: str) -> Any:
-    """The default of field ``name`` of a config dataclass (None if it has none), as a file
-    would write it: for a field that holds a config (``ppo_dqn``'s ``ppo``), ``{}``, no
-    overrides of that config's defaults."""
-    for f in dataclasses.fields(config_cls):
-        if f.name == name:
-            if _sub_config(config_cls, name) is not None:
-                return {}
-            if f.default is not dataclasses.MISSING:
-                return f.default
-            if f.default_factory is not dataclasses.MISSING:
-                return f.default_factory()
-    return None
-
-
-def _sub_config(config_cls: Any, name: str) -> type[AlgorithmConfig] | None:
-    """The config class field ``name`` holds (``PPODQNConfig.ppo``: `PPOConfig`), else None."""
-    hint = config_cls.field_type(name)
-    return hint if isinstance(hint, type) and issubclass(hint, AlgorithmConfig) else None
+def _default(config_cls: type[AlgorithmConfig], name: str) -> Any:
+    """The default of field ``name`` of a config class, as a file would write it: for a field
+    that holds a config or a group whole (``ppo_dqn``'s ``ppo``, ``model``, ``self_play``),
+    ``{}``, no overrides of its default."""
+    if config_cls.held_group(name) is not None:
+        return {}
+    return config_cls.field_default(name)
 
 
 def resolve_run(args: argparse.Namespace) -> RunSpec:
@@ -129,13 +117,14 @@ def parse_sets(
 ) -> dict[str, Any]:
     """``--set KEY=VALUE`` items as config fields (values parsed for ``config_cls``).
 
-    A dotted key sets one key inside a dict field (``model.hidden=[32,32]``; more dots reach
+    A dotted key sets one key inside a dict field (``env_config.size=4``; more dots reach
     nested dicts): the field's value in ``base`` (the config built so far), else its default,
-    with that one key replaced, so the rest is kept. A field that holds a config (``ppo_dqn``'s
-    ``ppo.lr=0.001``, ``dqn.buffer_size=10000``) is a dict of overrides of that config's
-    defaults here, as in a file: the dotted key sets one of its fields (checked against that
-    config class, the value fitted to its type by `rlflow.config.files.coerce_field`). ConfigError
-    naming the key for an unknown field (with the closest name) or one that is not a dict.
+    with that one key replaced, so the rest is kept. A field that holds a config or a group
+    whole (``model.use_lstm=true``, ``self_play.snapshot_every=10``, ``ppo_dqn``'s
+    ``ppo.lr=0.001``, ``ppo.model.hidden=[16]``) is a dict of overrides of its default here, as
+    in a file: the dotted key sets one of its fields (checked against that class, the value
+    fitted to its type by `rlflow.config.files.coerce_field`). ConfigError naming the key for
+    an unknown field (with the closest name) or one that is not a dict.
     """
     values: dict[str, Any] = {}
     for item in items:
@@ -149,10 +138,10 @@ def parse_sets(
             values[name] = value
             continue
         parts, label = rest.split("."), f"--set {key}"
-        sub_config = _sub_config(config_cls, name)
-        if sub_config is not None and parts[0]:
+        group = config_cls.held_group(name)
+        if group is not None and parts[0]:
             try:
-                sub_config.check_keys(parts[:1])
+                group.check_keys(parts[:1])
             except ConfigError as err:
                 raise ConfigError(f"{label}: {err}") from None
         current = values.get(name, (base or {}).get(name, _default(config_cls, name)))

@@ -9,12 +9,16 @@ own, and sets its defaults in one place, its class statement: ``class PPOConfig(
 defaults={"lr": 5e-5, ...})``. A multi-agent run names its policies with :class:`PolicySpec`.
 The modules of this package:
 
-- `rlflow.config.group`: `FieldGroup`, the base of groups and configs (``defaults=``);
+- `rlflow.config.group`: `FieldGroup`, the base of groups and configs (``defaults=``), and
+  `NestedGroup`, a group a config holds whole in one field;
 - `rlflow.config.algorithm`: `AlgorithmConfig`, `PolicySpec`, `resolve_policies`;
 - `rlflow.config.rollouts` (`RolloutConfig`): the env, its wrappers, observation filter and
   vector engine, the workers, fragments and seed;
 - `rlflow.config.training` (`TrainingConfig`): train batch, gamma, lr, gradient clipping;
-- `rlflow.config.model` (`ModelConfig`): the ``model`` dict (custom models included);
+- `rlflow.config.model` (`ModelConfig`): the policy's network, a config's ``model`` (custom
+  models included);
+- `rlflow.config.self_play` (`SelfPlay`): a config's ``self_play``, and the per-episode
+  mapping of a self-play run;
 - `rlflow.config.reporting` (`ReportingConfig`), `rlflow.config.resources`
   (`ResourceConfig`), `rlflow.config.failures` (`FailureConfig`): where results go and
   evaluation, resources and placement, what a run does when parts fail;

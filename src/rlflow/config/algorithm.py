@@ -2,12 +2,14 @@
 the multi-agent fields.
 
 :class:`AlgorithmConfig` is one level of bases, the field groups (`RolloutConfig`, `TrainingConfig`,
-`ModelConfig`, `ReportingConfig`, `ResourceConfig`, `FailureConfig`, `OfflineConfig`), plus its own
-multi-agent fields (``policies``, ``policy_mapping_fn``, ``policies_to_train``: they name policies,
-each with an `AlgorithmConfig` of its own, so they live with it) and the methods that build configs
-(`from_dict`, `replace`, `to_dict`). Each algorithm's config composes it with the groups it has
-(`rlflow.config.learning`) and its own fields, and sets its defaults in its class statement
-(``defaults=``, see `rlflow.config.group`). Validation runs in ``__post_init__`` and raises
+`ReportingConfig`, `ResourceConfig`, `FailureConfig`, `OfflineConfig`), plus its own fields: the
+two groups it holds whole (``model``, a `ModelConfig`; ``self_play``, a `SelfPlay` or None, each
+given as a dict too), the multi-agent fields (``policies``, ``policy_mapping_fn``,
+``policies_to_train``: they name policies, each with an `AlgorithmConfig` of its own, so they live
+with it) and the methods that build configs (`from_dict`, `replace`, `to_dict`). Each
+algorithm's config composes it with the groups it has (`rlflow.config.learning`) and its own
+fields, and sets its defaults in its class statement (``defaults=``, see
+`rlflow.config.group`). Validation runs in ``__post_init__`` and raises
 :class:`~rlflow.errors.ConfigError` naming class, field, value and rule, before any actor starts.
 :meth:`AlgorithmConfig.from_dict` rejects unknown keys with the closest valid name.
 """
@@ -15,9 +17,7 @@ each with an `AlgorithmConfig` of its own, so they live with it) and the methods
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -106,7 +106,8 @@ class PolicySpec:
         is applied through the config class, so an unknown key raises `ConfigError` naming
         the closest valid field. A base of another class than ``policy_config_class`` (a PG
         policy in a PPO run, ``ppo_dqn``'s run config) gives a ``policy_config_class`` built
-        from the fields both classes have, then the overrides.
+        from the fields both classes have (the model as the base's `model_overrides`, applied
+        on top of the policy's own default model), then the overrides.
         """
         base = self.config if isinstance(self.config, AlgorithmConfig) else run_config
         overrides = dict(self.config) if isinstance(self.config, dict) else {}
@@ -115,7 +116,8 @@ class PolicySpec:
         if isinstance(base, cls):
             return base.replace(**overrides) if overrides else base
         names = set(cls.field_names())
-        shared = {k: v for k, v in base.to_dict().items() if k in names}
+        fields = {**base.to_dict(), "model": base.model_overrides()}
+        shared = {k: v for k, v in fields.items() if k in names}
         return cls.from_dict({**shared, **overrides})
 
 
@@ -123,7 +125,6 @@ class PolicySpec:
 class AlgorithmConfig(
     RolloutConfig,
     TrainingConfig,
-    ModelConfig,
     ReportingConfig,
     ResourceConfig,
     FailureConfig,
@@ -132,12 +133,22 @@ class AlgorithmConfig(
     """The fields every algorithm has: its field groups' and the multi-agent ones.
 
     Groups: `RolloutConfig` (env, workers, fragments, seed), `TrainingConfig` (batch, gamma,
-    lr, grad_clip), `ModelConfig` (``model``), `ReportingConfig` (loggers, iteration length,
-    evaluation), `ResourceConfig` (CPUs, GPUs, placement, torch threads), `FailureConfig`
-    (worker and env restarts, stragglers, what a checkpoint holds), `OfflineConfig` (recorded
-    experience written and read). An algorithm's config extends it (or a family's config) and
-    changes defaults with ``defaults=``.
+    lr, grad_clip), `ReportingConfig` (loggers, iteration length, evaluation), `ResourceConfig`
+    (CPUs, GPUs, placement, torch threads), `FailureConfig` (worker and env restarts,
+    stragglers, what a checkpoint holds), `OfflineConfig` (recorded experience written and
+    read); held whole: ``model`` (`ModelConfig`) and ``self_play`` (`SelfPlay`). An algorithm's
+    config extends it (or a family's config) and changes defaults with ``defaults=``
+    (``defaults={"model": ModelConfig(activation="relu")}`` for its network).
     """
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """The policy's network (`rlflow.config.model.ModelConfig`): the built-in one's
+    ``hidden``, ``activation``, ``shared`` and memory (``use_lstm``, ...), or a
+    ``custom_model``. Default: the algorithm's (two hidden layers of 64, tanh; DQN and Ape-X
+    relu; SAC, TD3, CQL two of 256, relu; R2D2 with an LSTM). Given as a dict (a YAML
+    ``model:`` block, ``PPOConfig(model={"hidden": [32]})``, ``--set model.use_lstm=true``),
+    its keys are applied on top of the algorithm's default model and checked as
+    ``ModelConfig``'s fields; `to_dict` writes all of them."""
 
     policies: dict[str, PolicySpec] = field(default_factory=dict)
     """Multi-agent: policy id -> `PolicySpec` (a plain dict with its fields works too).
@@ -151,18 +162,38 @@ class AlgorithmConfig(
     policies_to_train: list[str] | None = None
     """Ids of the policies that learn (the others only act); None: all of them (with
     ``self_play``: all but the snapshots, which never train)."""
-    self_play: dict[str, Any] = field(default_factory=dict)
+    self_play: SelfPlay | None = None
     """Self-play for games (`rlflow.config.self_play.SelfPlay`): ``snapshot_every`` (iterations
     between snapshots, required), ``pool_size`` (5), ``opponent_sampling`` (``"uniform"`` or
     ``"latest"``), ``policies`` (the learning ones; default the trained ones),
     ``evaluation_interval`` (default: at each snapshot) and ``evaluation_games`` (100). Each
     learning policy plays one seat per episode against frozen snapshots of itself; results get
     ``self_play/<policy>/...`` win rates against a uniformly random legal player and the newest
-    snapshot. Empty: off. CLI: ``--set self_play.snapshot_every=10``."""
+    snapshot. None: off. Given as a dict (a YAML ``self_play:`` block, ``--set
+    self_play.snapshot_every=10``), checked into a `SelfPlay`; ``{}``: off."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        object.__setattr__(self, "model", self._model_checked())
+        object.__setattr__(self, "self_play", self._self_play_checked())
         self._check_multi_agent()
+
+    def _model_checked(self) -> ModelConfig:
+        """``model`` as a `ModelConfig`: kept when it is one; a dict's keys applied on top of
+        this class's default model, errors naming ``<Class>.model.<field>``."""
+        if isinstance(self.model, ModelConfig):
+            return self.model
+        default = type(self).field_default("model")
+        return ModelConfig.from_dict(self.model, self._label("model"), base=default)
+
+    def _self_play_checked(self) -> SelfPlay | None:
+        """``self_play`` as a `SelfPlay` or None: a dict checked into one (``{}``: off)."""
+        value = self.self_play
+        if value is None or isinstance(value, SelfPlay):
+            return value
+        if isinstance(value, Mapping) and not value:
+            return None
+        return SelfPlay.from_dict(value, self._label("self_play"))
 
     # ----------------------------------------------------------------------- validation
     def _check_multi_agent(self) -> None:
@@ -177,8 +208,8 @@ class AlgorithmConfig(
         self._check_self_play()
 
     def _check_self_play(self) -> None:
-        """Check ``self_play``; with it on, the trained policies are named (no snapshot)."""
-        settings = self.self_play_settings()
+        """With ``self_play`` on, the trained policies are named (no snapshot)."""
+        settings = self.self_play
         if settings is None:
             return
         base = self.base_policy_ids()
@@ -256,7 +287,7 @@ class AlgorithmConfig(
     def policy_ids(self) -> list[str]:
         """The ids of every policy of the run: `base_policy_ids`, then each self-play
         learner's snapshot pool."""
-        settings = self.self_play_settings()
+        settings = self.self_play
         if settings is None:
             return self.base_policy_ids()
         pools = [s for p in self._learners(settings) for s in settings.snapshot_ids(p)]
@@ -266,22 +297,16 @@ class AlgorithmConfig(
         """Every policy's `PolicySpec`: `base_policy_specs`, then the self-play snapshots, each
         its learner's spec with ``snapshot_of`` set."""
         specs = self.base_policy_specs()
-        settings = self.self_play_settings()
+        settings = self.self_play
         if settings is not None:
             for learner in self._learners(settings):
                 copy = dataclasses.replace(specs[learner], snapshot_of=learner)
                 specs.update({s: copy for s in settings.snapshot_ids(learner)})
         return specs
 
-    def self_play_settings(self) -> SelfPlay | None:
-        """``self_play`` checked (`SelfPlay`), or None when it is off (empty)."""
-        if isinstance(self.self_play, Mapping) and not self.self_play:
-            return None
-        return SelfPlay.from_dict(self.self_play, self._label("self_play"))
-
     def self_play_learners(self) -> tuple[str, ...]:
         """The policies that learn by self-play (none when ``self_play`` is off)."""
-        settings = self.self_play_settings()
+        settings = self.self_play
         return () if settings is None else self._learners(settings)
 
     def _learners(self, settings: SelfPlay) -> tuple[str, ...]:
@@ -292,29 +317,13 @@ class AlgorithmConfig(
         """The mapping the workers use: ``policy_mapping_fn``, or with ``self_play`` the
         per-episode `SelfPlayMapping` (which answers ``policy_mapping_fn`` when asked about
         an agent outside an episode)."""
-        settings = self.self_play_settings()
+        settings = self.self_play
         if settings is None:
             return self.policy_mapping_fn
         seed = 0 if self.seed is None else self.seed
         return SelfPlayMapping(self._learners(settings), settings, seed, self.policy_mapping_fn)
 
     # ------------------------------------------------------------------------ building
-    @classmethod
-    def field_names(cls) -> list[str]:
-        """Names of all fields, in declaration order."""
-        return [f.name for f in dataclasses.fields(cls)]
-
-    @classmethod
-    def check_keys(cls, keys: Iterable[str]) -> None:
-        """Raise :class:`ConfigError` for the first key that is not a field, naming the
-        closest valid one."""
-        names = cls.field_names()
-        for key in keys:
-            if key not in names:
-                close = difflib.get_close_matches(key, names, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise ConfigError(f"{cls.__name__} has no field {key!r}{hint}")
-
     @classmethod
     def from_dict(cls: type[C], values: Mapping[str, Any]) -> C:
         """Build from a mapping; unknown keys raise :class:`ConfigError` naming the closest
@@ -328,14 +337,20 @@ class AlgorithmConfig(
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """All fields as a plain dict (the mapping policies read their keys from)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        """All fields as a plain dict, which `from_dict` builds this config from again: ``model``
+        as a dict of all its fields, ``self_play`` as one (or None: off)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["model"] = self.model.to_dict()
+        out["self_play"] = None if self.self_play is None else self.self_play.to_dict()
+        return out
 
-    @classmethod
-    def field_type(cls, name: str) -> Any:
-        """The resolved type annotation of field ``name``."""
-        hints = typing.get_type_hints(cls)
-        return hints[name]
+    def model_overrides(self) -> dict[str, Any]:
+        """The ``model`` fields that differ from this class's default model, as a dict: how a
+        config of another class takes this one's model, on top of its own default as it takes a
+        user's dict (`PolicySpec.policy_config`, `rlflow.setup`; a DQN policy in a PPO run
+        keeps DQN's relu network), and how ``ppo_dqn`` writes its learners' (as overrides)."""
+        default = type(self).field_default("model").to_dict()
+        return {k: v for k, v in self.model.to_dict().items() if v != default[k]}
 
 
 def policy_config_class(policy_class: type) -> type[AlgorithmConfig]:

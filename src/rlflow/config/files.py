@@ -14,9 +14,9 @@ The command line (``rlflow train``) and `rlflow.algorithms.tuned_config` both re
 whichever way it is loaded. The one coercion rule (`coerce_field`, also applied to ``--set``
 values by `parse_value`) fits YAML's values to the field types: a field that admits a float
 takes ints as floats and numeric strings such as ``1e-3`` (a string in YAML 1.1, which PyYAML
-reads) as floats; a field that holds a config (``ppo_dqn``'s ``ppo`` and ``dqn``) takes a
-mapping of that config's fields, each fitted by the same rule; every other value is left as it
-is and checked by the config class.
+reads) as floats; a field that holds a config or a field group whole (``ppo_dqn``'s ``ppo``
+and ``dqn``, every config's ``model`` and ``self_play``) takes a mapping of its fields, each
+fitted by the same rule; every other value is left as it is and checked by the config class.
 
 >>> from rlflow.algorithms import DQNConfig, PPODQNConfig
 >>> coerce_field(DQNConfig, "training_intensity", 16), coerce_field(DQNConfig, "lr", "1e-3")
@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 from rlflow.config.algorithm import AlgorithmConfig
+from rlflow.config.group import FieldGroup
 from rlflow.errors import ConfigError
 
 __all__ = [
@@ -146,7 +147,7 @@ def tuned_config_path(algo: str, env: str, hardware: str = "cpu") -> Path | None
     return Path(str(path)) if path.is_file() else None
 
 
-def coerce_field(config_cls: type[AlgorithmConfig], key: str, value: Any) -> Any:
+def coerce_field(config_cls: type[FieldGroup], key: str, value: Any) -> Any:
     """``value`` fitted to the type of field ``key`` of ``config_cls`` (the one rule, above).
 
     Unknown keys pass through unchanged: `AlgorithmConfig.from_dict` rejects them with the
@@ -154,9 +155,10 @@ def coerce_field(config_cls: type[AlgorithmConfig], key: str, value: Any) -> Any
     """
     if key not in config_cls.field_names() or isinstance(value, bool):
         return value
+    group = config_cls.held_group(key)
+    if group is not None and isinstance(value, Mapping):
+        return {k: coerce_field(group, k, v) for k, v in value.items()}
     hint = config_cls.field_type(key)
-    if isinstance(hint, type) and issubclass(hint, AlgorithmConfig) and isinstance(value, Mapping):
-        return {k: coerce_field(hint, k, v) for k, v in value.items()}
     allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
     if float not in allowed:
         return value

@@ -13,6 +13,11 @@ field again::
 
 so every field is declared (and documented) once, and each algorithm's defaults read in one
 place, its class statement.
+
+A group a config holds whole in one field (``model``: `rlflow.config.model.ModelConfig`,
+``self_play``: `rlflow.config.self_play.SelfPlay`) is a `NestedGroup`: built from a dict of its
+fields (a YAML block, ``--set model.use_lstm=true``) on top of the holder's default, its errors
+name the holder's field (``PPOConfig.model.hidden=...``).
 """
 
 from __future__ import annotations
@@ -22,15 +27,16 @@ import dataclasses
 import difflib
 import functools
 import inspect
+import types
 import typing
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable, Mapping
+from dataclasses import InitVar, dataclass
+from typing import Any, Self
 
 from rlflow.checks import check_int, check_number
 from rlflow.errors import ConfigError
 
-__all__ = ["FieldGroup"]
+__all__ = ["FieldGroup", "NestedGroup"]
 
 
 @functools.cache
@@ -57,8 +63,9 @@ class FieldGroup:
 
     ``defaults`` (``{field: value}``) sets the default of fields a base declares, for this class
     and its subclasses; the field keeps its base's type, docstring and place. A mutable value
-    (a list or dict) becomes a ``default_factory`` that copies it. Naming a field this class
-    declares itself, or one no base has, is a ``TypeError`` when the class is defined.
+    (a list, a dict, a field group, which may hold one) becomes a ``default_factory`` that
+    copies it. Naming a field this class declares itself, or one no base has, is a
+    ``TypeError`` when the class is defined.
     """
 
     def __init_subclass__(cls, *, defaults: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
@@ -76,13 +83,54 @@ class FieldGroup:
                     "there, not in defaults"
                 )
             own[name] = _inherited_field_type(cls, name)
-            if value.__class__.__hash__ is None:  # what dataclass refuses as a shared default
+            # A list or dict dataclass refuses as a shared default; a group may hold one.
+            if value.__class__.__hash__ is None or isinstance(value, FieldGroup):
                 value = dataclasses.field(default_factory=functools.partial(copy.deepcopy, value))
             setattr(cls, name, value)
         cls.__annotations__ = own
 
     def __post_init__(self) -> None:
         """The end of the chain of checks: each group checks its fields after its bases'."""
+
+    # ------------------------------------------------------------------------- its fields
+    @classmethod
+    def field_names(cls) -> list[str]:
+        """Names of all fields, in declaration order."""
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def check_keys(cls, keys: Iterable[str], where: str | None = None) -> None:
+        """Raise :class:`ConfigError` for the first key that is not a field, naming the
+        closest valid one; the message names ``where`` (default: the class's name)."""
+        names = cls.field_names()
+        for key in keys:
+            if key not in names:
+                close = difflib.get_close_matches(key, names, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ConfigError(f"{where or cls.__name__} has no field {key!r}{hint}")
+
+    @classmethod
+    def field_type(cls, name: str) -> Any:
+        """The resolved type annotation of field ``name``."""
+        return typing.get_type_hints(cls)[name]
+
+    @classmethod
+    def field_default(cls, name: str) -> Any:
+        """The default of field ``name`` (a fresh copy of a mutable one), or
+        ``dataclasses.MISSING`` for a field without one."""
+        f = {f.name: f for f in dataclasses.fields(cls)}[name]
+        if f.default_factory is not dataclasses.MISSING:
+            return f.default_factory()
+        return f.default
+
+    @classmethod
+    def held_group(cls, name: str) -> type[FieldGroup] | None:
+        """The field group that field ``name`` holds whole (``model``: `ModelConfig`;
+        ``self_play``: `SelfPlay`, or None; ``ppo_dqn``'s ``ppo``: `PPOConfig`), else None."""
+        hint = cls.field_type(name)
+        options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        groups = [t for t in options if isinstance(t, type) and issubclass(t, FieldGroup)]
+        return groups[0] if groups else None
 
     # ------------------------------------------------------------------- check helpers
     def _label(self, name: str) -> str:
@@ -106,3 +154,45 @@ class FieldGroup:
         """Raise unless field ``name`` <= field ``other`` (e.g. minibatch <= train batch)."""
         if getattr(self, name) > getattr(self, other):
             raise self._bad(name, f"must be <= {other}={getattr(self, other)!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NestedGroup(FieldGroup):
+    """A field group that a config holds whole in one of its fields (``model``, ``self_play``).
+
+    Given as a dict (a YAML block, ``--set model.use_lstm=true``, ``PPOConfig(model={...})``),
+    the holder builds it with :meth:`from_dict`: the dict's keys on top of the holder's
+    default, checked by the group's ``__post_init__`` with errors naming the holder's field
+    (``where``). :meth:`to_dict` writes it back as such a dict. A subclass's
+    ``__post_init__(self, where)`` is given ``where`` and names its fields
+    ``f"{where}.{name}"`` (the class's name when ``where`` is None).
+    """
+
+    where: InitVar[str | None] = None
+    """How errors name this group: the config field that holds it (``"PPOConfig.model"``);
+    None: the group's class name. Not a field: not compared, copied or written."""
+
+    @classmethod
+    def from_dict(cls, values: Any, where: str, base: Self | None = None) -> Self:
+        """``values`` (a dict of fields) as a ``cls``: its keys applied on top of ``base``'s
+        fields (None: the fields' own defaults), checked, every error naming ``where``; a key
+        that is no field names the closest one."""
+        if not isinstance(values, Mapping):
+            raise ConfigError(
+                f"{where}={values!r} must be a dict of {cls.__name__}'s fields "
+                f"{cls.field_names()}, or a {cls.__name__}"
+            )
+        cls.check_keys(values, where)
+        start = {} if base is None else {n: getattr(base, n) for n in cls.field_names()}
+        fields = {**start, **values}
+        for f in dataclasses.fields(cls):
+            required = f.default is f.default_factory is dataclasses.MISSING
+            if required and f.name not in fields:
+                raise ConfigError(f"{where}={dict(values)!r} needs {f.name} (it has no default)")
+        return cls(**fields, where=where)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict, tuples as lists (what YAML writes and `from_dict`
+        reads back)."""
+        values = {name: getattr(self, name) for name in self.field_names()}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}

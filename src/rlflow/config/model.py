@@ -1,11 +1,15 @@
-"""`ModelConfig`: the field group of the ``model`` dict, its keys and their rules (custom models
-included).
+"""`ModelConfig`: the options of a policy's network (a config's ``model``), their defaults and
+rules, custom models included.
 
-One of the groups `rlflow.config.AlgorithmConfig` is built from; it checks ``model`` with
-:func:`check_model`, before any actor starts. The built-in network reads ``hidden``,
-``activation`` and ``shared`` (`rlflow.models.build_model`); a user's network is
+Every `rlflow.config.AlgorithmConfig` holds one in its ``model`` field; an algorithm whose
+network differs sets its default model in its class statement (``defaults={"model":
+ModelConfig(activation="relu")}``: DQN's). Given as a dict (a YAML ``model:`` block, ``--set
+model.use_lstm=true``, ``PPOConfig(model={"hidden": [32]})``), the dict's keys are applied on
+top of the algorithm's default model and checked here, before any actor starts. The built-in
+network reads ``hidden``, ``activation`` and ``shared`` (`rlflow.models.build_model`), a
+recurrent one also the memory fields (`rlflow.models.recurrent`); a user's network is
 ``custom_model`` with its options ``custom_model_config`` (`rlflow.models.custom` documents the
-interface).
+interface). The field names are RLlib's.
 """
 
 from __future__ import annotations
@@ -14,47 +18,15 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlflow.config.group import FieldGroup
+from rlflow.config.group import NestedGroup
 from rlflow.errors import ConfigError
 
 __all__ = [
     "ACTIVATION_NAMES",
-    "MODEL_KEYS",
-    "RECURRENT_KEYS",
     "ModelConfig",
-    "check_model",
     "custom_model_class",
     "import_object",
 ]
-
-RECURRENT_KEYS = (
-    "use_lstm",
-    "use_gru",
-    "lstm_cell_size",
-    "max_seq_len",
-    "lstm_use_prev_action",
-    "lstm_use_prev_reward",
-)
-"""The keys of policies with memory (RLlib's; `rlflow.models.recurrent`): ``use_lstm`` /
-``use_gru`` wrap the built-in network with a cell of ``lstm_cell_size`` units (256), fed the
-previous action / reward with ``lstm_use_prev_action`` / ``lstm_use_prev_reward``; learning
-cuts episodes into sequences of at most ``max_seq_len`` steps (20), also for a recurrent
-custom model."""
-
-MODEL_KEYS = (
-    "hidden",
-    "activation",
-    "shared",
-    "custom_model",
-    "custom_model_config",
-    "use_action_mask_as_input",
-    *RECURRENT_KEYS,
-)
-"""The keys a config's ``model`` dict may set: the built-in network's ``hidden``, ``activation``
-and ``shared`` (`rlflow.models.build_model`), or a user's network: ``custom_model``
-(``"package.module:Class"`` or the class) with its options ``custom_model_config`` (a dict;
-see `rlflow.models.custom`); ``use_action_mask_as_input``: feed an observation's action mask
-to the network too (`rlflow.models.masking`; default false); and :data:`RECURRENT_KEYS`."""
 
 
 ACTIVATION_NAMES = ("tanh", "relu", "elu")
@@ -65,8 +37,8 @@ torch modules)."""
 def import_object(path: str, what: str) -> Any:
     """Import ``"package.module:attribute"`` (e.g. a mapping function named in a YAML file).
 
-    >>> import_object("rlflow.config.model:MODEL_KEYS", "x")[0]
-    'hidden'
+    >>> import_object("rlflow.config.model:ACTIVATION_NAMES", "x")[0]
+    'tanh'
     >>> import_object("rlflow.config.model", "model.custom_model")
     Traceback (most recent call last):
     ...
@@ -110,54 +82,76 @@ def custom_model_class(spec: Any, label: str = "model.custom_model") -> type:
     return cls
 
 
-def check_model(model: Any, label: str) -> None:
-    """Raise `ConfigError` naming ``label`` (``"PPOConfig.model"``) and the key unless
-    ``model`` is a dict of :data:`MODEL_KEYS` whose ``custom_model``, if any, imports and is a
-    ``torch.nn.Module`` with a ``value`` method, and whose ``custom_model_config``, if any, is
-    a dict given with ``custom_model``.
-
-    >>> check_model({"custom_model_config": {"width": 8}}, "PPOConfig.model")
-    Traceback (most recent call last):
-    ...
-    rlflow.errors.ConfigError: PPOConfig.model.custom_model_config is given without \
-model.custom_model; name the model class it configures
-    """
-    if not isinstance(model, dict):
-        raise ConfigError(f"{label}={model!r} must be a dict with keys from {MODEL_KEYS}")
-    unknown = sorted(set(model) - set(MODEL_KEYS))
-    if unknown:
-        raise ConfigError(
-            f"{label}={model!r} has unknown keys {unknown}; model keys are {MODEL_KEYS}"
-        )
-    _check_builtin_keys(model, label)
-    custom, options = model.get("custom_model"), model.get("custom_model_config")
-    if options is not None and not isinstance(options, dict):
-        raise ConfigError(
-            f"{label}.custom_model_config={options!r} must be a dict of the custom model's options"
-        )
-    if options is not None and custom is None:
-        raise ConfigError(
-            f"{label}.custom_model_config is given without model.custom_model; name the model "
-            "class it configures"
-        )
-    if custom is not None:
-        custom_model_class(custom, f"{label}.custom_model")
+_FLAGS = (
+    "shared",
+    "use_action_mask_as_input",
+    "use_lstm",
+    "use_gru",
+    "lstm_use_prev_action",
+    "lstm_use_prev_reward",
+)
 
 
-def _check_builtin_keys(model: dict[str, Any], label: str) -> None:
-    """The built-in network's keys, checked where the config is built (not first when a worker
-    builds the network): ``hidden`` a list of layer sizes >= 1, ``activation`` one of
-    :data:`ACTIVATION_NAMES`, ``shared`` a bool, and :data:`RECURRENT_KEYS` (flags bools, sizes
-    ints >= 1, one cell, and the built-in network only).
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig(NestedGroup):
+    """The policy's network: the built-in one's shape and memory, or a user's model.
 
-    >>> _check_builtin_keys({"hidden": [64, -1]}, "PPOConfig.model")
+    >>> ModelConfig(hidden=[32]).hidden
+    (32,)
+    >>> ModelConfig.from_dict({"hidden": [64, -1]}, "PPOConfig.model")
     Traceback (most recent call last):
     ...
     rlflow.errors.ConfigError: PPOConfig.model.hidden=[64, -1] must be a list of layer sizes, \
 each an int >= 1 (e.g. [64, 64]; [] for none)
     """
-    if "hidden" in model:
-        hidden = model["hidden"]
+
+    hidden: tuple[int, ...] = (64, 64)
+    """The built-in network's hidden layer sizes, each an int >= 1 (a list is taken; ``()``:
+    none). The actor-critic's policy and value MLPs (or their shared trunk), DQN's Q network,
+    SAC's and TD3's actor and each critic alike; a recurrent network's trunk before its cell.
+    Images go through the Nature CNN instead."""
+    activation: str = "tanh"
+    """The built-in network's activation, one of `ACTIVATION_NAMES` (``"tanh"``, ``"relu"``,
+    ``"elu"``)."""
+    shared: bool = False
+    """One MLP trunk for the actor-critic's policy and value heads; False: two MLPs."""
+    custom_model: str | type | None = None
+    """A user's network in place of the built-in one: ``"package.module:Class"`` or the class,
+    a ``torch.nn.Module`` with ``value(obs)`` (or, with memory, ``initial_state``): see
+    `rlflow.models.custom`. The actor-critic algorithms take one; None: the built-in one."""
+    custom_model_config: dict[str, Any] = field(default_factory=dict)
+    """The custom model's own options, which its constructor reads from
+    ``model_config["custom_model_config"]`` (only with ``custom_model``)."""
+    use_action_mask_as_input: bool = False
+    """Feed an observation's action mask to the network too (`rlflow.models.masking`); False:
+    the network sees the observation without it."""
+    use_lstm: bool = False
+    """Wrap the built-in network with an LSTM cell of ``lstm_cell_size`` units
+    (`rlflow.models.recurrent`; PG, A2C, A3C, PPO, IMPALA, APPO; R2D2's Q network has one
+    unless ``use_gru``)."""
+    use_gru: bool = False
+    """Wrap the built-in network with a GRU cell instead (not with ``use_lstm``)."""
+    lstm_cell_size: int = 256
+    """Units of the LSTM or GRU cell, >= 1."""
+    max_seq_len: int = 20
+    """Steps per sequence a policy with memory learns on, >= 1: learning cuts episodes into
+    sequences of at most this many steps (a recurrent custom model's too)."""
+    lstm_use_prev_action: bool = False
+    """Feed the previous action (one-hot for discrete actions) to the cell."""
+    lstm_use_prev_reward: bool = False
+    """Feed the previous reward to the cell."""
+
+    def __post_init__(self, where: str | None) -> None:
+        super().__post_init__()
+        label = where or type(self).__name__
+        self._check_builtin(label)
+        self._check_custom(label)
+
+    def _check_builtin(self, label: str) -> None:
+        """The built-in network's fields: ``hidden`` layer sizes >= 1 (kept as a tuple),
+        ``activation`` one of `ACTIVATION_NAMES`, the flags bools, the cell's sizes ints >= 1,
+        at most one cell."""
+        hidden = self.hidden
         if not isinstance(hidden, list | tuple) or not all(
             isinstance(h, int) and not isinstance(h, bool) and h >= 1 for h in hidden
         ):
@@ -165,42 +159,45 @@ each an int >= 1 (e.g. [64, 64]; [] for none)
                 f"{label}.hidden={hidden!r} must be a list of layer sizes, each an int >= 1 "
                 "(e.g. [64, 64]; [] for none)"
             )
-    if "activation" in model and model["activation"] not in ACTIVATION_NAMES:
-        raise ConfigError(
-            f"{label}.activation={model['activation']!r} is not supported; use one of "
-            f"{sorted(ACTIVATION_NAMES)}"
-        )
-    flags = ("shared", "use_lstm", "use_gru", "lstm_use_prev_action", "lstm_use_prev_reward")
-    for key in (*flags, "use_action_mask_as_input"):
-        if key in model and not isinstance(model[key], bool):
-            raise ConfigError(f"{label}.{key}={model[key]!r} must be true or false")
-    for key in ("lstm_cell_size", "max_seq_len"):
-        value = model.get(key, 1)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(f"{label}.{key}={value!r} must be an int >= 1")
-    if model.get("use_lstm") and model.get("use_gru"):
-        raise ConfigError(f"{label}: use_lstm and use_gru are both true; pick one cell")
-    if (model.get("use_lstm") or model.get("use_gru")) and model.get("custom_model") is not None:
-        raise ConfigError(
-            f"{label}: use_lstm/use_gru wrap the built-in network, not model.custom_model; a "
-            "custom model with memory gives initial_state(batch_size) and forward(obs, state, "
-            "prev_actions, prev_rewards) itself (rlflow.models.recurrent)"
-        )
+        object.__setattr__(self, "hidden", tuple(hidden))
+        if self.activation not in ACTIVATION_NAMES:
+            raise ConfigError(
+                f"{label}.activation={self.activation!r} is not supported; use one of "
+                f"{sorted(ACTIVATION_NAMES)}"
+            )
+        for name in _FLAGS:
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{label}.{name}={getattr(self, name)!r} must be true or false")
+        for name in ("lstm_cell_size", "max_seq_len"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{label}.{name}={value!r} must be an int >= 1")
+        if self.use_lstm and self.use_gru:
+            raise ConfigError(f"{label}: use_lstm and use_gru are both true; pick one cell")
 
-
-@dataclass(frozen=True, kw_only=True)
-class ModelConfig(FieldGroup):
-    """The policy's network: the built-in one's shape, or a custom model."""
-
-    model: dict[str, Any] = field(default_factory=dict)
-    """Model options: ``hidden`` (tuple of layer sizes), ``activation``, ``shared``; or a
-    user's network, ``custom_model`` (``"package.module:Class"`` or the class; see
-    `rlflow.models.custom`) with ``custom_model_config`` (a dict of its options); memory:
-    ``use_lstm`` / ``use_gru``, ``lstm_cell_size``, ``max_seq_len``, ``lstm_use_prev_action``,
-    ``lstm_use_prev_reward`` (:data:`RECURRENT_KEYS`). SAC and TD3
-    shape the actor and each critic alike with ``hidden`` and ``activation``. A key left out
-    takes the policy's default (two hidden layers of 64)."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_model(self.model, self._label("model"))
+    def _check_custom(self, label: str) -> None:
+        """``custom_model``, if set, imports and is a ``torch.nn.Module`` with a ``value`` (or
+        ``initial_state``) method, without a built-in cell; ``custom_model_config`` is a dict,
+        not empty only with ``custom_model`` (None, as a YAML file may write it: empty)."""
+        if self.custom_model_config is None:
+            object.__setattr__(self, "custom_model_config", {})
+        options = self.custom_model_config
+        if not isinstance(options, dict):
+            raise ConfigError(
+                f"{label}.custom_model_config={options!r} must be a dict of the custom model's "
+                "options"
+            )
+        if options and self.custom_model is None:
+            raise ConfigError(
+                f"{label}.custom_model_config is given without model.custom_model; name the "
+                "model class it configures"
+            )
+        if self.custom_model is None:
+            return
+        if self.use_lstm or self.use_gru:
+            raise ConfigError(
+                f"{label}: use_lstm/use_gru wrap the built-in network, not model.custom_model; a "
+                "custom model with memory gives initial_state(batch_size) and forward(obs, state, "
+                "prev_actions, prev_rewards) itself (rlflow.models.recurrent)"
+            )
+        custom_model_class(self.custom_model, f"{label}.custom_model")

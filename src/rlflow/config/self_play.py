@@ -1,12 +1,16 @@
-"""Self-play settings (`SelfPlay`, from a config's ``self_play`` dict) and the per-episode
-policy mapping they give (`SelfPlayMapping`).
+"""Self-play settings (`SelfPlay`, a config's ``self_play``) and the per-episode policy mapping
+they give (`SelfPlayMapping`).
+
+A config's ``self_play`` is None (off) or a `SelfPlay`; given as a dict (a YAML ``self_play:``
+block, ``--set self_play.snapshot_every=10``, ``PPOConfig(self_play={...})``) it is checked
+into one (``{}``: off).
 
 With ``self_play`` set, each learning policy ``p`` gets a pool of ``pool_size`` frozen copies,
 ``p_snapshot_0`` (the newest) to ``p_snapshot_<pool_size - 1>`` (`snapshot_id`): policies of
 the run like any other (built from ``p``'s spec, sent to the workers with the weights), that
 never train. Every agent of the env is a seat of the game: each episode picks one learning
 policy and one seat for it, and fills every other seat with a snapshot of that policy drawn
-by ``opponent_sampling``. The plan stage `rlflow.ops.self_play.SelfPlayStage` copies the
+by ``opponent_sampling``. The plan stage `rlflow.ops.self_play.SnapshotPolicies` copies the
 learner into the pool every ``snapshot_every`` iterations and measures win rates.
 
 This module is torch-free: the mapping travels to every worker inside the config.
@@ -15,15 +19,16 @@ This module is torch-free: the mapping travels to every worker inside the config
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from rlflow.checks import check_choice, check_int
+from rlflow.config.group import NestedGroup
 from rlflow.errors import ConfigError
 
 __all__ = [
     "OPPONENT_SAMPLING",
-    "SELF_PLAY_KEYS",
     "EpisodeInfo",
     "SelfPlay",
     "SelfPlayMapping",
@@ -33,16 +38,6 @@ __all__ = [
 OPPONENT_SAMPLING = ("uniform", "latest")
 """How an opponent seat draws from its pool: ``"uniform"`` over all ``pool_size`` snapshots,
 ``"latest"`` always the newest one."""
-
-SELF_PLAY_KEYS = (
-    "snapshot_every",
-    "pool_size",
-    "opponent_sampling",
-    "policies",
-    "evaluation_interval",
-    "evaluation_games",
-)
-"""The keys of a config's ``self_play`` dict (`SelfPlay`'s fields)."""
 
 
 class EpisodeInfo(NamedTuple):
@@ -63,11 +58,13 @@ def snapshot_id(policy_id: str, slot: int) -> str:
     return f"{policy_id}_snapshot_{slot}"
 
 
-class SelfPlay(NamedTuple):
-    """A run's self-play settings (its ``self_play`` dict, checked; `SelfPlay.from_dict`)."""
+@dataclass(frozen=True, kw_only=True)
+class SelfPlay(NestedGroup):
+    """A run's self-play settings (a config's ``self_play``; the module docstring)."""
 
     snapshot_every: int
-    """Copy each learning policy into its pool every this many training iterations (>= 1)."""
+    """Copy each learning policy into its pool every this many training iterations (>= 1;
+    required)."""
     pool_size: int = 5
     """Snapshots kept per learning policy (>= 1). At the start every slot holds the initial
     policy; each snapshot shifts the pool by one, the oldest falls out."""
@@ -75,45 +72,37 @@ class SelfPlay(NamedTuple):
     """Which snapshot takes an opponent seat, drawn per episode and seat: one of
     `OPPONENT_SAMPLING`."""
     policies: tuple[str, ...] = ()
-    """The learning policies (each with its own pool). Empty: the run's trained policies."""
+    """The learning policies (each with its own pool; a list is taken). Empty: the run's
+    trained policies."""
     evaluation_interval: int | None = None
     """Measure the win rates every this many iterations (>= 0; 0: never; None: at each
     snapshot, just before it)."""
     evaluation_games: int = 100
     """Games per measurement and per opponent (>= 1), the learner's seat taking turns."""
 
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any], label: str) -> SelfPlay:
-        """Check a ``self_play`` dict; `ConfigError` naming ``label`` and the key. ``{}`` is not
-        a `SelfPlay` (self-play off): the caller checks for it first."""
-        if not isinstance(values, Mapping):
-            raise ConfigError(f"{label}={values!r} must be a dict with keys {SELF_PLAY_KEYS}")
-        unknown = sorted(set(values) - set(SELF_PLAY_KEYS))
-        if unknown:
-            raise ConfigError(f"{label} has unknown keys {unknown}; the keys are {SELF_PLAY_KEYS}")
-        if "snapshot_every" not in values:
-            raise ConfigError(
-                f"{label}={dict(values)!r} needs snapshot_every (iterations between snapshots), "
-                "e.g. --set self_play.snapshot_every=10"
+    def __post_init__(self, where: str | None) -> None:
+        super().__post_init__()
+        label = where or type(self).__name__
+        checked = {
+            "snapshot_every": check_int(self.snapshot_every, f"{label}.snapshot_every", low=1),
+            "pool_size": check_int(self.pool_size, f"{label}.pool_size", low=1),
+            "opponent_sampling": check_choice(
+                self.opponent_sampling, f"{label}.opponent_sampling", OPPONENT_SAMPLING
+            ),
+            "evaluation_games": check_int(
+                self.evaluation_games, f"{label}.evaluation_games", low=1
+            ),
+        }
+        if self.evaluation_interval is not None:
+            checked["evaluation_interval"] = check_int(
+                self.evaluation_interval, f"{label}.evaluation_interval", low=0
             )
-        out = {**cls._field_defaults, **values}  # the defaults are the fields' own
-        out["snapshot_every"] = check_int(out["snapshot_every"], f"{label}.snapshot_every", low=1)
-        out["pool_size"] = check_int(out["pool_size"], f"{label}.pool_size", low=1)
-        out["opponent_sampling"] = check_choice(
-            out["opponent_sampling"], f"{label}.opponent_sampling", OPPONENT_SAMPLING
-        )
-        policies = out["policies"] or ()
+        policies = self.policies or ()
         if isinstance(policies, str) or not all(isinstance(p, str) for p in policies):
             raise ConfigError(f"{label}.policies={policies!r} must be a list of policy ids")
-        out["policies"] = tuple(policies)
-        if out["evaluation_interval"] is not None:
-            out["evaluation_interval"] = check_int(
-                out["evaluation_interval"], f"{label}.evaluation_interval", low=0
-            )
-        out["evaluation_games"] = check_int(
-            out["evaluation_games"], f"{label}.evaluation_games", low=1
-        )
-        return cls(**out)
+        checked["policies"] = tuple(policies)
+        for name, value in checked.items():  # the checks' conversions (numpy ints, lists)
+            object.__setattr__(self, name, value)
 
     def learners(self, trained: Sequence[str]) -> tuple[str, ...]:
         """The learning policies: `policies`, or ``trained`` (the run's trained policies)."""

@@ -1,6 +1,7 @@
 """Custom models: a user's ``torch.nn.Module`` in place of the built-in `ActorCritic`.
 
-A config's ``model`` dict names the class and its options (RLlib's keys)::
+A config's ``model`` (`rlflow.config.model.ModelConfig`) names the class and its options
+(RLlib's keys)::
 
     PPOConfig(model={"custom_model": "my_package.models:MyModel",   # or the class itself
                      "custom_model_config": {"width": 128}})
@@ -19,13 +20,14 @@ the actor-critic policies (PG, A2C, A3C, PPO, IMPALA, APPO) call::
 - ``num_outputs``: the width of the action distribution's inputs
   (`rlflow.models.distributions`): ``n`` logits for ``Discrete(n)``, ``sum(nvec)`` for
   ``MultiDiscrete``, ``2 * dim`` for a 1-D ``Box`` (the means, then the log-stds).
-- ``model_config``: the run's ``model`` dict; the options are
+- ``model_config``: the run's ``model`` as a plain dict of all its fields
+  (`ModelConfig.to_dict`, RLlib's ``model_config``); the class's own options are
   ``model_config["custom_model_config"]`` (``{}`` when not given).
 
 A custom model with memory (PG, A2C, A3C, PPO, IMPALA, APPO) has ``initial_state(batch_size)`` and
 ``forward(obs [B, T, ...], state, prev_actions, prev_rewards) -> (dist_inputs [B, T,
 num_outputs], value [B, T], state)`` instead of ``value`` (`rlflow.models.recurrent`); learning
-cuts episodes into sequences of at most ``model_config["max_seq_len"]`` steps.
+cuts episodes into sequences of at most ``model.max_seq_len`` steps.
 
 The model is built under the policy's seed; its ``state_dict`` is its weights (synced to the
 rollout workers, saved in checkpoints). A policy exports it as :class:`CustomModelActor` (one
@@ -47,7 +49,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlflow.config.model import custom_model_class
+from rlflow.config.model import ModelConfig, custom_model_class
 from rlflow.errors import ConfigError
 from rlflow.models.actors import ActorCriticActor, ActorExport, ExportableActor
 from rlflow.models.distributions import ActionDistribution, dist_class_for
@@ -169,16 +171,15 @@ def _check_outputs(model: nn.Module, obs_space: gym.Space[Any], num_outputs: int
 
 
 def build_custom_model(
-    obs_space: gym.Space[Any], action_space: gym.Space[Any], model_config: dict[str, Any]
+    obs_space: gym.Space[Any], action_space: gym.Space[Any], model_config: ModelConfig
 ) -> nn.Module:
-    """Build ``model_config["custom_model"]`` for the spaces (see the module docstring) and
-    check its outputs' shapes once; `ConfigError` naming ``model.custom_model`` when the class
-    cannot be built or gives wrong shapes."""
-    cls = resolve_custom_model(model_config["custom_model"])
+    """Build ``model_config.custom_model`` for the spaces (see the module docstring; it gets
+    ``model_config`` as a plain dict) and check its outputs' shapes once; `ConfigError` naming
+    ``model.custom_model`` when the class cannot be built or gives wrong shapes."""
+    cls = resolve_custom_model(model_config.custom_model)
     num_outputs = dist_class_for(action_space).required_input_dim(action_space)
-    config = {**model_config, "custom_model_config": model_config.get("custom_model_config") or {}}
     try:
-        model = cls(obs_space, action_space, num_outputs, config)
+        model = cls(obs_space, action_space, num_outputs, model_config.to_dict())
     except ConfigError:
         raise
     except Exception as err:  # the user's constructor: reported with its key
@@ -225,7 +226,8 @@ def _imported_class(path: str) -> type[nn.Module]:
 class CustomModelActor(ExportableActor):
     """A policy's custom model, acting on its own: the mode of its action distribution, or a
     sample. Options: ``custom_model`` (``"module:QualName"``, whose module the loader must have
-    imported) and ``model_config`` (the run's ``model`` dict, JSON). The user's module is
+    imported) and ``model_config`` (the run's ``model`` as a plain dict, JSON; what the class
+    was built with). The user's module is
     ``self.model``, so its weights are the policy's with the prefix ``model.``.
     """
 
@@ -258,15 +260,11 @@ class CustomModelActor(ExportableActor):
         return dist.sample() if explore else dist.deterministic()
 
     @classmethod
-    def export_of(cls, model: nn.Module, model_config: dict[str, Any]) -> ActorExport:
+    def export_of(cls, model: nn.Module, model_config: ModelConfig) -> ActorExport:
         """The export of a policy's custom ``model`` built from ``model_config`` (acting as
         this class)."""
-        path = custom_model_path(model_config["custom_model"])
-        config = {
-            **model_config,
-            "custom_model": path,
-            "custom_model_config": model_config.get("custom_model_config") or {},
-        }
+        path = custom_model_path(model_config.custom_model)
+        config = {**model_config.to_dict(), "custom_model": path}
         weights = {
             f"model.{k}": v.detach().cpu().numpy().copy() for k, v in model.state_dict().items()
         }
@@ -289,9 +287,9 @@ class RecurrentCustomModelActor(StatefulActor, CustomModelActor):
 
 
 def build_policy_model(
-    obs_space: gym.Space[Any], action_space: gym.Space[Any], model_config: dict[str, Any]
+    obs_space: gym.Space[Any], action_space: gym.Space[Any], model_config: ModelConfig
 ) -> nn.Module:
-    """The network of an actor-critic policy: ``model_config["custom_model"]`` when set
+    """The network of an actor-critic policy: ``model_config.custom_model`` when set
     (:func:`build_custom_model`), the built-in `RecurrentActorCritic` with ``use_lstm`` /
     ``use_gru``, else the built-in `ActorCritic` from ``hidden``, ``activation`` and
     ``shared`` (`rlflow.models.build_model`); for observations that carry an action mask,
@@ -304,28 +302,28 @@ def build_policy_model(
 
 
 def _build_network(
-    obs_space: gym.Space[Any], action_space: gym.Space[Any], model_config: dict[str, Any]
+    obs_space: gym.Space[Any], action_space: gym.Space[Any], model_config: ModelConfig
 ) -> nn.Module:
     """The network `build_policy_model` builds for observations of ``obs_space``."""
-    if model_config.get("custom_model") is not None:
+    if model_config.custom_model is not None:
         return build_custom_model(obs_space, action_space, model_config)
-    if model_config.get("use_lstm") or model_config.get("use_gru"):
+    if model_config.use_lstm or model_config.use_gru:
         return RecurrentActorCritic(
             obs_space,
             action_space,
-            hidden=tuple(model_config["hidden"]),
-            activation=str(model_config["activation"]),
-            cell="lstm" if model_config.get("use_lstm") else "gru",
-            cell_size=int(model_config.get("lstm_cell_size", 256)),
-            use_prev_action=bool(model_config.get("lstm_use_prev_action", False)),
-            use_prev_reward=bool(model_config.get("lstm_use_prev_reward", False)),
+            hidden=model_config.hidden,
+            activation=model_config.activation,
+            cell="lstm" if model_config.use_lstm else "gru",
+            cell_size=model_config.lstm_cell_size,
+            use_prev_action=model_config.lstm_use_prev_action,
+            use_prev_reward=model_config.lstm_use_prev_reward,
         )
     return build_model(
         obs_space,
         action_space,
-        hidden=tuple(model_config["hidden"]),
-        activation=str(model_config["activation"]),
-        shared=bool(model_config["shared"]),
+        hidden=model_config.hidden,
+        activation=model_config.activation,
+        shared=model_config.shared,
     )
 
 
@@ -333,7 +331,7 @@ def export_policy_model(
     model: nn.Module,
     obs_space: gym.Space[Any],
     action_space: gym.Space[Any],
-    model_config: dict[str, Any],
+    model_config: ModelConfig,
 ) -> ActorExport:
     """The export of a network :func:`build_policy_model` made: `ActorCriticActor` for the
     built-in one, :class:`CustomModelActor` for a custom one (`ConfigError` when its class is
@@ -344,7 +342,7 @@ def export_policy_model(
         return MaskedActor.export_of(inner, model)
     if type(model) is RecurrentActorCritic:
         return RecurrentActor.export_of(model)
-    if model_config.get("custom_model") is not None:
+    if model_config.custom_model is not None:
         actor = RecurrentCustomModelActor if is_recurrent(model) else CustomModelActor
         return actor.export_of(model, model_config)
     if type(model) is ActorCritic:

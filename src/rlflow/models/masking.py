@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlflow.config.model import ModelConfig
 from rlflow.errors import ConfigError
 from rlflow.models.actors import ActorExport, ExportableActor, class_path
 from rlflow.models.actors import actor_class as find_actor_class
@@ -96,7 +97,7 @@ def masked_network(
     build: Callable[[gym.Space[Any]], nn.Module],
     observation_space: gym.Space[Any],
     action_space: gym.Space[Any],
-    model_config: dict[str, Any],
+    model_config: ModelConfig,
     where: str,
 ) -> nn.Module:
     """``build(observation_space)``, or for observations that carry an action mask
@@ -109,7 +110,7 @@ def masked_network(
     if not size:
         return build(observation_space)
     _check_mask(size, action_space, where)
-    feed = bool(model_config.get("use_action_mask_as_input", False))
+    feed = model_config.use_action_mask_as_input
     space = observation_space if feed else unmasked_space(observation_space, size)
     return ActionMaskedModel(build(space), size, feed_mask=feed)
 

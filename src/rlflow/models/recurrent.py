@@ -35,23 +35,11 @@ from rlflow.models.memory import RecurrentInputs
 from rlflow.models.nets import MLP, NatureCNN, layer_init
 
 __all__ = [
-    "RECURRENT_DEFAULTS",
     "RecurrentActor",
     "RecurrentActorCritic",
     "StatefulActor",
     "is_recurrent",
 ]
-
-RECURRENT_DEFAULTS: dict[str, Any] = {
-    "use_lstm": False,
-    "use_gru": False,
-    "lstm_cell_size": 256,
-    "max_seq_len": 20,
-    "lstm_use_prev_action": False,
-    "lstm_use_prev_reward": False,
-}
-"""The recurrent ``model`` keys and their defaults (RLlib's)."""
-
 
 _POLICY_GAIN = 0.01
 _VALUE_GAIN = 1.0

@@ -385,6 +385,6 @@ def standard_metrics_reporting(
         sync = SyncObservationFilters(workers, timeout_s=config.sample_timeout_s)
         iterations = iterations.for_each(sync)
     results = iterations.for_each(collect)
-    if config.self_play_settings() is not None:
+    if config.self_play is not None:
         results = results.for_each(SnapshotPolicies(workers, config))
     return results

@@ -198,9 +198,9 @@ class SnapshotPolicies:
     def __init__(self, workers: WorkerSet, config: AlgorithmConfig) -> None:
         """`ConfigError` unless ``config.self_play`` is set, or when measuring is on and a
         learner's actions are not Discrete (the random legal player's)."""
-        settings = config.self_play_settings()
+        settings = config.self_play
         if settings is None:
-            raise ConfigError("SnapshotPolicies: the config's self_play is empty (self-play off)")
+            raise ConfigError("SnapshotPolicies: the config's self_play is None (self-play off)")
         self.workers = workers
         self.settings: SelfPlay = settings
         self.seed = 0 if config.seed is None else config.seed

@@ -26,13 +26,12 @@ A policy takes its algorithm's typed config (an instance of its ``config_class``
 attributes where it needs them (``self.config.gamma``): every default and every rule is in the
 config class, none here; what changes while training (an adaptive KL coefficient, a scheduled
 entropy weight) is the policy's state. The base reads `AlgorithmConfig`'s ``gamma``, ``model``
-(defaults of the model options: ``{"hidden": (64, 64), "activation": "tanh", "shared":
-False}``, or ``custom_model`` and ``custom_model_config``) and ``num_torch_threads`` (applied
-with ``torch.set_num_threads``, process-wide); its update reads ``lr``, ``lr_schedule``,
-``grad_clip`` and ``max_nonfinite_updates``. Runtime facts (the spaces, the seed, the worker's
-index) are constructor arguments. Each algorithm's policy lives in its package
-(``rlflow.algorithms.<name>.policy``); this package keeps the base and the pieces several
-algorithms share.
+(a `rlflow.config.model.ModelConfig`: the built-in network's options, or a custom model) and
+``num_torch_threads`` (applied with ``torch.set_num_threads``, process-wide); its update reads
+``lr``, ``lr_schedule``, ``grad_clip`` and ``max_nonfinite_updates``. Runtime facts (the spaces,
+the seed, the worker's index) are constructor arguments. Each algorithm's policy lives in its
+package (``rlflow.algorithms.<name>.policy``); this package keeps the base and the pieces
+several algorithms share.
 """
 
 from __future__ import annotations
@@ -76,7 +75,7 @@ from rlflow.models.memory import (
     state_out_key,
     stored_state,
 )
-from rlflow.models.recurrent import RECURRENT_DEFAULTS, is_recurrent
+from rlflow.models.recurrent import is_recurrent
 from rlflow.policy.spaces import check_custom_model_support, check_policy_spaces
 from rlflow.returns import compute_advantages
 
@@ -88,13 +87,6 @@ __all__ = [
 ]
 
 Array = npt.NDArray[Any]
-
-_MODEL_DEFAULTS: dict[str, Any] = {
-    "hidden": (64, 64),
-    "activation": "tanh",
-    "shared": False,
-    **RECURRENT_DEFAULTS,
-}
 
 
 class TorchPolicy(abc.ABC):
@@ -169,8 +161,8 @@ class TorchPolicy(abc.ABC):
         self.device: torch.device = resolve_device(config, self.worker_index)
         """Where the model runs and learns: ``cuda`` for the learner with ``num_gpus > 0`` (a
         worker with ``num_gpus_per_worker > 0``), else ``cpu``."""
-        model_config = self.model_config
-        if (model_config["use_lstm"] or model_config["use_gru"]) and not self.supports_recurrent:
+        model_config = config.model
+        if (model_config.use_lstm or model_config.use_gru) and not self.supports_recurrent:
             raise ConfigError(self._no_memory_message("model.use_lstm/use_gru"))
         with torch.random.fork_rng(devices=[]):  # seeded, torch's own RNG left as it was
             if seed is None:
@@ -203,7 +195,7 @@ class TorchPolicy(abc.ABC):
         """The policy's network, built once under the policy's seed (a hook: DQN builds its Q
         network, SAC and TD3 their actor and critics). Here: `rlflow.models.custom.
         build_policy_model` (the custom model, a recurrent actor-critic, or an `ActorCritic`)."""
-        return build_policy_model(self.observation_space, self.action_space, self.model_config)
+        return build_policy_model(self.observation_space, self.action_space, self.config.model)
 
     def make_update(self) -> PolicyUpdate:
         """The policy's update, built once after the model (a hook: twin-Q gives parameter
@@ -212,16 +204,10 @@ class TorchPolicy(abc.ABC):
         return PolicyUpdate(self, [p for p in self.model.parameters() if p.requires_grad])
 
     @property
-    def model_config(self) -> dict[str, Any]:
-        """The ``model`` options with their defaults (``hidden`` (64, 64), ``activation``
-        "tanh", ``shared`` False)."""
-        return {**_MODEL_DEFAULTS, **self.config.model}
-
-    @property
     def max_seq_len(self) -> int:
         """The longest sequence a policy with memory learns on (``model.max_seq_len``): the
         rollout workers cut episodes into sequences of at most this many steps."""
-        return int(self.model_config["max_seq_len"])
+        return self.config.model.max_seq_len
 
     @property
     def use_critic(self) -> bool:
@@ -238,7 +224,7 @@ class TorchPolicy(abc.ABC):
         """The policy's actor for `rlflow.export`: its `ActorCritic` as `ActorCriticActor`, a
         custom model as `rlflow.models.custom.CustomModelActor`."""
         return export_policy_model(
-            self.model, self.observation_space, self.action_space, self.model_config
+            self.model, self.observation_space, self.action_space, self.config.model
         )
 
     # -- acting -----------------------------------------------------------------------------

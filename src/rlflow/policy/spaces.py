@@ -20,6 +20,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from rlflow.config.model import ModelConfig
 from rlflow.envs.flatten import unflattenable_part
 from rlflow.errors import ConfigError
 
@@ -93,10 +94,10 @@ not MultiBinary(2)
         )
 
 
-def check_custom_model_support(policy_cls: type, model: dict[str, Any]) -> None:
+def check_custom_model_support(policy_cls: type, model: ModelConfig) -> None:
     """Raise `ConfigError` naming ``model.custom_model`` when ``model`` sets one and
     ``policy_cls`` does not take custom models (``supports_custom_model``)."""
-    custom = model.get("custom_model")
+    custom = model.custom_model
     if custom is None or getattr(policy_cls, "supports_custom_model", False):
         return
     raise ConfigError(

@@ -41,8 +41,7 @@ def test_tuned_config_holds_the_published_settings() -> None:
         1,
         1,
     )
-    assert tuple(config.model["hidden"]) == (256, 256)
-    assert config.model["activation"] == "relu"
+    assert (config.model.hidden, config.model.activation) == ((256, 256), "relu")
     assert (config.lr, config.actor_lr, config.alpha_lr) == (3e-4, 3e-4, 3e-4)
     assert (config.buffer_size, config.learning_starts) == (1_000_000, 10_000)
     assert (config.tau, config.gamma, config.target_entropy) == (0.005, 0.99, "auto")

@@ -4,7 +4,7 @@
 groups, the target network's, the replay ones) plus DQN's own: the Q network's options and
 exploration. Defaults: the replay family's (DQN's), with DQN's own in the class statement below
 (sampling on the learner, short fragments, small replayed batches, iterations of at least
-1000 env steps, RLlib's, and 1 s).
+1000 env steps, RLlib's, and 1 s; a Q network of two hidden layers of 64 with relu).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlflow.algorithms.q_learning.config import ReplayAlgorithmConfig
+from rlflow.config.model import ModelConfig
 
 __all__ = ["DQNConfig"]
 
@@ -26,6 +27,7 @@ class DQNConfig(
         "grad_clip": 40.0,
         "min_steps_per_iteration": 1000,
         "min_time_s_per_iteration": 1.0,
+        "model": ModelConfig(hidden=(64, 64), activation="relu"),
     },
 ):
     """DQN: replay buffer, target network, double Q, dueling heads, n-step, prioritized replay.

@@ -122,23 +122,17 @@ class DQNPolicy(TorchPolicy):
         """The number of discrete actions (the Q network's outputs)."""
         return int(self.action_space.n)  # type: ignore[attr-defined]
 
-    @property
-    def q_model_config(self) -> dict[str, Any]:
-        """The ``model`` options of the Q network: ``hidden`` (64, 64), ``activation`` "relu"
-        unless set."""
-        return {**self.model_config, "activation": "relu", **self.config.model}
-
     def make_model(self) -> nn.Module:
         """The `QNetwork` from ``hidden``, ``activation`` and ``dueling`` (masked when the
         observations carry an action mask: `rlflow.models.masking`)."""
-        model_cfg = self.q_model_config
+        model_cfg = self.config.model
 
         def build(space: gym.Space[Any]) -> QNetwork:
             return QNetwork(
                 space,
                 self.num_actions,
-                hidden=tuple(int(h) for h in model_cfg["hidden"]),
-                activation=str(model_cfg["activation"]),
+                hidden=model_cfg.hidden,
+                activation=model_cfg.activation,
                 dueling=self.config.dueling,
             )
 
@@ -290,15 +284,15 @@ class DQNPolicy(TorchPolicy):
     def export_model(self) -> ActorExport:
         """The Q network as a `QActor` (`rlflow.export` writes it): its model options,
         ``dueling``, ``final_epsilon`` for exploring, and :meth:`get_weights`."""
-        model_cfg = self.q_model_config
+        model_cfg = self.config.model
         network = self.model
         weights = self.get_weights()
         if isinstance(network, ActionMaskedModel):  # the Q network's actor, masked
             network = network.model
             weights = {k.removeprefix("model."): v for k, v in weights.items()}
         options = {
-            "hidden": [int(h) for h in model_cfg["hidden"]],
-            "activation": str(model_cfg["activation"]),
+            "hidden": list(model_cfg.hidden),
+            "activation": model_cfg.activation,
             "dueling": network.dueling,
             "epsilon": self.config.final_epsilon,
         }

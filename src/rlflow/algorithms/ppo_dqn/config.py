@@ -10,7 +10,6 @@ The run's collection fields (`COLLECTION_FIELDS`) are the learners' too.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -148,13 +147,10 @@ class PPODQNConfig(
 
 def _overrides(config: AlgorithmConfig) -> dict[str, Any]:
     """The fields of ``config`` that differ from its class's defaults, but the collection
-    fields."""
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(config):
-        if f.name in COLLECTION_FIELDS:
-            continue
-        default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
-        value = getattr(config, f.name)
-        if value != default:
-            out[f.name] = value
-    return out
+    fields, as `AlgorithmConfig.to_dict` writes them (the model as its fields that differ)."""
+    values = {**config.to_dict(), "model": config.model_overrides()}
+    return {
+        name: values[name]
+        for name in config.field_names()
+        if name not in COLLECTION_FIELDS and getattr(config, name) != config.field_default(name)
+    }

@@ -1,21 +1,23 @@
 """`R2D2Config`: DQN's settings plus recurrent replay (RLlib's names where they exist).
 
-The Q network is the built-in recurrent one (``model.use_lstm``, the default, or ``use_gru``;
-``lstm_cell_size``, ``hidden``): `rlflow.models.recurrent`. Experience is replayed as sequences
-of ``replay_sequence_length`` steps, each started from the recurrent state the worker had at its
-first step; the first ``burn_in`` steps only warm the state up (no loss, no gradient). Targets
-are n-step double-Q within a sequence, through R2D2's value rescaling ``h`` when
-``use_h_function``; a sequence's priority is ``priority_eta * max |TD| + (1 - priority_eta) *
-mean |TD|`` of its trained steps. ``train_batch_size``, ``buffer_size`` and ``learning_starts``
-count env steps, as DQN's do (a replayed batch is ``train_batch_size // replay_sequence_length``
-sequences).
+The Q network is the built-in recurrent one (`rlflow.models.recurrent`: ``hidden``, tanh, then
+an LSTM cell of ``lstm_cell_size`` units, or a GRU one with ``model.use_gru``; the rule in
+`R2D2Config`). Experience is replayed as sequences of ``replay_sequence_length`` steps, each
+started from the recurrent state the worker had at its first step; the first ``burn_in`` steps
+only warm the state up (no loss, no gradient). Targets are n-step double-Q within a sequence,
+through R2D2's value rescaling ``h`` when ``use_h_function``; a sequence's priority is
+``priority_eta * max |TD| + (1 - priority_eta) * mean |TD|`` of its trained steps.
+``train_batch_size``, ``buffer_size`` and ``learning_starts`` count env steps, as DQN's do (a
+replayed batch is ``train_batch_size // replay_sequence_length`` sequences).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from rlflow.algorithms.dqn.config import DQNConfig
+from rlflow.config.model import ModelConfig
 
 __all__ = ["R2D2Config"]
 
@@ -27,9 +29,15 @@ class R2D2Config(
         "train_batch_size": 640,
         "rollout_fragment_length": 20,
         "target_network_update_freq": 2500,
+        "model": ModelConfig(activation="tanh"),
     },
 ):
-    """R2D2: DQN with a recurrent Q network learning on replayed sequences."""
+    """R2D2: DQN with a recurrent Q network learning on replayed sequences.
+
+    The Q network has memory: a ``model`` with neither ``use_lstm`` nor ``use_gru`` gets
+    ``use_lstm`` (so ``model: {use_gru: true}`` picks a GRU); a ``custom_model`` is left as it
+    is, for the policy to refuse.
+    """
 
     replay_sequence_length: int = 20
     """Steps per stored and replayed sequence, >= 1 (RLlib's name)."""
@@ -46,6 +54,10 @@ class R2D2Config(
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        model = self.model
+        if not (model.use_lstm or model.use_gru or model.custom_model is not None):
+            recurrent = dataclasses.replace(model, use_lstm=True, where=self._label("model"))
+            object.__setattr__(self, "model", recurrent)
         self._check_int("replay_sequence_length", 1)
         self._check_int("burn_in", 0)
         if self.burn_in >= self.replay_sequence_length:

@@ -77,14 +77,6 @@ class R2D2Policy(DQNPolicy):
     supports_recurrent: ClassVar[bool] = True
 
     @property
-    def model_config(self) -> dict[str, Any]:
-        """The ``model`` options, recurrent: ``use_lstm`` unless ``use_gru`` is set."""
-        config = super().model_config
-        if not (config["use_lstm"] or config["use_gru"]):
-            config = {**config, "use_lstm": True}
-        return config
-
-    @property
     def max_seq_len(self) -> int:
         """Steps per replayed sequence (``replay_sequence_length``): the rollout workers cut
         episodes into sequences of that many steps, each closed by a bootstrap row, and the
@@ -94,7 +86,7 @@ class R2D2Policy(DQNPolicy):
     def make_model(self) -> nn.Module:
         """The recurrent Q network: the built-in recurrent model (`rlflow.models.recurrent`)
         of the ``model`` options; its heads give Q (:meth:`_q`)."""
-        return build_policy_model(self.observation_space, self.action_space, self.model_config)
+        return build_policy_model(self.observation_space, self.action_space, self.config.model)
 
     @property
     def h_epsilon(self) -> float | None:

@@ -82,6 +82,6 @@ class TanhActor(MLP, ExportableActor):
 def tanh_actor_export(policy: Any, **options: Any) -> ActorExport:
     """The export of a SAC or TD3 ``policy``: a `TanhActor` with the policy's model options and
     ``options`` (``gaussian``, ``log_std_bounds``, ``noise``), and its actor's weights."""
-    model_cfg = {"hidden": (256, 256), "activation": "relu", **policy.config.model}
-    base = {"hidden": [int(h) for h in model_cfg["hidden"]], "activation": model_cfg["activation"]}
+    model_cfg = policy.config.model
+    base = {"hidden": list(model_cfg.hidden), "activation": model_cfg.activation}
     return ActorExport(TanhActor, {**base, **options}, policy.get_weights())

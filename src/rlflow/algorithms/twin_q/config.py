@@ -4,7 +4,8 @@
 twin-Q ones declared here (``actor_lr``, ``tau``, ``twin_q``). Defaults: the replay family's,
 with SAC's and TD3's shared ones in the class statement below (sampling on the learner, one
 step per fragment, uniform replay, Polyak targets after every train step; RLlib SAC's
-iterations of at least 100 env steps and 1 s, so reporting never paces a one-step round).
+iterations of at least 100 env steps and 1 s, so reporting never paces a one-step round; an
+actor and critics of two hidden layers of 256 with relu).
 `rlflow.algorithms.twin_q.TwinQPolicy` reads them.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlflow.algorithms.q_learning.config import ReplayAlgorithmConfig
+from rlflow.config.model import ModelConfig
 
 __all__ = ["TwinQConfig"]
 
@@ -31,6 +33,7 @@ class TwinQConfig(
         "target_network_update_freq": 0,
         "min_steps_per_iteration": 100,
         "min_time_s_per_iteration": 1.0,
+        "model": ModelConfig(hidden=(256, 256), activation="relu"),
     },
 ):
     """An actor and (twin) Q critics with Polyak-averaged targets, for Box actions (SAC, TD3).

@@ -174,13 +174,6 @@ class TwinQPolicy(TorchPolicy):
         """The action's dimensions."""
         return int(self.action_space.shape[0])  # type: ignore[index]
 
-    @property
-    def model_config(self) -> dict[str, Any]:
-        """The ``model`` options; the actor and each critic default to two ``relu`` layers of
-        256."""
-        defaults = {"hidden": (256, 256), "activation": "relu"}
-        return {**super().model_config, **defaults, **self.config.model}
-
     def initial_alpha(self) -> float | None:
         """SAC's initial entropy temperature (``log_alpha`` a parameter of the model), or None
         (no ``log_alpha``)."""
@@ -189,14 +182,14 @@ class TwinQPolicy(TorchPolicy):
     def make_model(self) -> nn.Module:
         """The `TwinQModel`: the actor, ``2 if twin_q else 1`` critics and, maybe, ``log_alpha``,
         shaped by ``hidden`` and ``activation``."""
-        model_cfg = self.model_config
+        model_cfg = self.config.model
         obs_dim = int(np.prod(self.observation_space.shape or (1,)))
         return TwinQModel(
             obs_dim,
             self.act_dim,
             self.actor_out_factor * self.act_dim,
-            hidden=tuple(int(h) for h in model_cfg["hidden"]),
-            activation=str(model_cfg["activation"]),
+            hidden=model_cfg.hidden,
+            activation=model_cfg.activation,
             twin_q=self.config.twin_q,
             initial_alpha=self.initial_alpha(),
         )
