@@ -10,7 +10,7 @@ Three phases, one after the other, every measurement time-boxed to ``--seconds``
    and its learner thread take the other two cores), the learner on the GPU (``num_gpus: 1``)
    when torch sees one, else on the CPU; plus, with a GPU, one IMPALA row with a CPU learner at
    the most workers. Frames/s sampled and trained, and sampled / raw at the same count.
-3. **learners**: rows/s of one ``learn_on_batch`` step (`TorchPolicy.learn_on_batch`: forward,
+3. **learners**: rows/s of one ``learn_on_batch`` step (`PolicyUpdate.learn_on_batch`: forward,
    backward, optimizer step) of the V-trace policy (`VTracePolicy`) at train batches of 128,
    512 and 2048 rows (``--quick``: 128, 512) and of the DQN policy at 512, on the CPU and
    (with a GPU) on the GPU, and GPU / CPU. Batches are real samples of a `RolloutWorker`,

@@ -2,8 +2,8 @@
 
 With ``num_learners = N`` (`rlflow.workers.learner_group.LearnerGroup`) every learner holds the
 same policies and receives the same batch. Each optimizer step (a whole batch, or one
-minibatch of an SGD epoch) is split into N contiguous shards, one per learner (a policy may
-split differently: V-trace cuts at sequence ends, `TorchPolicy.shard`); each learner computes
+minibatch of an SGD epoch) is split into N contiguous shards, one per learner (a sequence
+batch is cut at sequence ends: `PolicyUpdate.shard`); each learner computes
 the gradient of its shard's mean loss, and one all-reduce over a ``torch.distributed`` process
 group (gloo on CPU, NCCL on CUDA) makes every learner hold the weighted mean
 
@@ -12,7 +12,7 @@ group (gloo on CPU, NCCL on CUDA) makes every learner hold the weighted mean
 which is the gradient of the mean loss over the whole step: the same number a single learner
 computes on the whole batch (to float32 rounding), so every learner takes the same clipped
 step and their weights stay equal. The loss travels in the same all-reduce, so a NaN on one
-learner makes every learner skip the update together (`TorchPolicy.apply_update`).
+learner makes every learner skip the update together (`PolicyUpdate.apply_update`).
 
 The process group is built from a ``torch.distributed`` store the group gives (a ``TCPStore``
 on the driver for Ray actors, a ``HashStore`` for learners that are threads of one process),

@@ -17,7 +17,7 @@ Filling the buffer is a host memcpy (about 65 MB for 2048 Pong rows): with ``cop
 a large column is cut into that many pieces, copied by a small thread pool at once (torch's copy
 lets go of the GIL), which on an H200 machine's host went faster than one thread.
 
-A `StagedBatch` is a batch a policy sent ahead of time (`rlflow.policy.TorchPolicy.stage`, on a
+A `StagedBatch` is a batch a policy sent ahead of time (`rlflow.learner.PolicyUpdate.stage`, on a
 side CUDA stream), which the learner thread uses to copy the next batch while the current one
 trains.
 """
@@ -164,7 +164,7 @@ class HostStaging:
 
 
 class StagedBatch(SampleBatch):
-    """A `SampleBatch` whose tensors a policy already sent to its device (`TorchPolicy.stage`):
+    """A `SampleBatch` whose tensors a policy already sent to its device (`PolicyUpdate.stage`):
     the learner thread's prefetch of the next batch while the current one trains.
 
     The columns stay as they were (it is a `SampleBatch` everywhere); ``policy.batch_to_tensors``

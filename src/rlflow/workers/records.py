@@ -31,7 +31,7 @@ class Gradients(NamedTuple):
     """Gradients of one batch: ``(grads, env_steps)`` plus the learner stats of the loss."""
 
     grads: dict[PolicyID, list[Array]]
-    """Per policy, one array per trainable parameter (as ``TorchPolicy.compute_gradients``)."""
+    """Per policy, one array per trainable parameter (as ``PolicyUpdate.compute_gradients``)."""
     env_steps: int
     """Env steps in the batch the gradients were computed on (the "count")."""
     stats: dict[PolicyID, dict[str, float]]

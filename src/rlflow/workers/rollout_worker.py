@@ -468,7 +468,7 @@ class RolloutWorker(ParallelIteratorWorker):
         self, batch: SampleBatch | MultiAgentBatch, policies: Sequence[PolicyID] | None = None
     ) -> SampleBatch | MultiAgentBatch:
         """``batch`` with each trained policy's part (all, or ``policies``) sent ahead to that
-        policy's device (`TorchPolicy.stage`); :meth:`learn_on_batch` then uses those tensors.
+        policy's device (`PolicyUpdate.stage`); :meth:`learn_on_batch` then uses those tensors.
         The learner thread's prefetch."""
         staged = {
             pid: self.get_policy(pid).update.stage(b)
