@@ -48,7 +48,7 @@ from rlflow.export.loaded import batch_actions, memory_of_one, obs_batch, single
 from rlflow.flow import LocalIterator, MetricsContext, PlanGraph
 from rlflow.flow.metrics import STAGE_FN_TIME, STAGE_ITEMS, STAGE_WAIT_TIME
 from rlflow.loggers import LoggerSet
-from rlflow.models.memory import RecurrentInputs, state_out_key
+from rlflow.models.memory import RecurrentInputs, state_out_key, stored_state
 from rlflow.ops.keys import NUM_ENV_STEPS_SAMPLED, NUM_ENV_STEPS_TRAINED
 from rlflow.ops.learner_thread import learners_paused
 from rlflow.ops.metrics import episode_stats
@@ -402,15 +402,11 @@ class Trainer:
             obs_filter = local.filters.get(policy_id)
             if obs_filter is not None:
                 obs = obs_filter(obs, update=False)
-            if memory is None:
-                actions, extra = policy.compute_actions(obs, explore=explore)
-            else:
-                actions, extra = policy.compute_actions(obs, explore=explore, memory=memory)
+            actions, extra = policy.compute_actions(obs, explore=explore, memory=memory)
         actions = batch_actions(policy.action_space, np.asarray(actions))
         if not policy.recurrent:
             return actions
-        states = sum(1 for key in extra if key.startswith("state_out_"))
-        return actions, [extra[state_out_key(k)] for k in range(states)]
+        return actions, stored_state(extra, state_out_key)
 
     def get_initial_state(self, policy_id: str = DEFAULT_POLICY_ID) -> list[npt.NDArray[Any]]:
         """The initial state of policy ``policy_id`` for one observation (``[]`` without

@@ -13,6 +13,7 @@ import pytest
 from gymnasium import spaces
 
 from rlflow.envs import EpisodeStat, VectorEnv, make_env_creator
+from rlflow.envs.records import LOGGED_ACTION
 from rlflow.errors import ConfigError, RLFlowError
 from rlflow.testing.envs import CountingEnv
 
@@ -44,6 +45,32 @@ def lengths_creator(*lengths: int) -> Any:
     return lambda: CountingEnv(next(it))
 
 
+class LoggingEnv(CountingEnv):
+    """CountingEnv whose 'client' took action 1 itself on every even observation."""
+
+    def _logged(self, ob: Any, info: dict[str, Any]) -> dict[str, Any]:
+        return {**info, LOGGED_ACTION: 1} if int(np.asarray(ob)[0]) % 2 == 0 else info
+
+    def reset(self, **kwargs: Any) -> Any:
+        ob, info = super().reset(**kwargs)
+        return ob, self._logged(ob, info)
+
+    def step(self, action: Any) -> Any:
+        ob, reward, terminated, truncated, info = super().step(action)
+        return ob, reward, terminated, truncated, self._logged(ob, info)
+
+
+def test_logged_actions_travel_with_the_observations_they_were_taken_for() -> None:
+    venv = VectorEnv(lambda: LoggingEnv(episode_len=3), num_envs=2, seed=0)
+    venv.reset()
+    assert venv.logged_actions == {0: 1, 1: 1}  # observation 0 of both episodes
+    step = venv.step(np.zeros(2, np.int64))  # observation 1: none
+    assert step.logged_actions == {} and venv.logged_actions == {}
+    assert venv.step(np.zeros(2, np.int64)).logged_actions == {0: 1, 1: 1}
+    step = venv.step(np.zeros(2, np.int64))  # the episodes end: the new first observations'
+    assert step.terminateds.all() and step.logged_actions == {0: 1, 1: 1}
+
+
 def test_counting_env_autoreset_and_final_obs() -> None:
     venv = VectorEnv(lambda: CountingEnv(episode_len=3), num_envs=2, seed=0)
     assert venv.reset().tolist() == [[0.0], [0.0]]
@@ -54,13 +81,14 @@ def test_counting_env_autoreset_and_final_obs() -> None:
         assert step.final_obs.tolist() == [[k], [k]]
         assert step.terminateds.tolist() == [False, False]
     assert venv.pop_episode_stats() == []
-    next_obs, rewards, terminateds, truncateds, final_obs = venv.step(zeros)
+    next_obs, rewards, terminateds, truncateds, final_obs, logged = venv.step(zeros)
     assert next_obs.tolist() == [[0.0], [0.0]]  # the new episodes' first observations
     assert final_obs.tolist() == [[3.0], [3.0]]  # the true last observations
     assert rewards.tolist() == [1.0, 1.0]
     assert terminateds.tolist() == [True, True]
     assert truncateds.tolist() == [False, False]
     assert venv.pop_episode_stats() == [EpisodeStat(3.0, 3), EpisodeStat(3.0, 3)]
+    assert logged == {}  # no client takes its own actions here
     assert venv.pop_episode_stats() == []
     assert venv.step(zeros).next_obs.tolist() == [[1.0], [1.0]]
 

@@ -15,7 +15,7 @@ without it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -66,19 +66,20 @@ def state_in_key(k: int) -> str:
     return f"state_in_{k}"
 
 
-def stored_state(columns: Mapping[str, Any]) -> list[Any]:
-    """The state columns of a batch (arrays or tensors), ``state_in_0``, ``state_in_1``...
-    in order; ``[]`` for a batch of a policy without memory."""
-    out: list[Any] = []
-    while state_in_key(len(out)) in columns:
-        out.append(columns[state_in_key(len(out))])
-    return out
-
-
 def state_out_key(k: int) -> str:
     """The key of state tensor ``k`` after a step in what `TorchPolicy.compute_actions`
     returns: ``"state_out_0"``, ``"state_out_1"``..."""
     return f"state_out_{k}"
+
+
+def stored_state(columns: Mapping[str, Any], key: Callable[[int], str] = state_in_key) -> list[Any]:
+    """The state columns of a batch (arrays or tensors), ``state_in_0``, ``state_in_1``...
+    in order (with ``key=state_out_key``: the state after a step, in a policy's outputs);
+    ``[]`` for a policy without memory."""
+    out: list[Any] = []
+    while key(len(out)) in columns:
+        out.append(columns[key(len(out))])
+    return out
 
 
 def no_previous_action(space: gym.Space[Any], *batch: int) -> Array:
