@@ -96,9 +96,10 @@ class Learnable(Protocol):
 class _Units:
     """What a batch's minibatches and shards are cut from: its rows, or its whole sequences."""
 
-    def __init__(self, batch: Mapping[str, Any], count: int) -> None:
+    def __init__(self, batch: Mapping[str, Any]) -> None:
         self.layout = SequenceLayout.of(batch)
-        self.count = count if self.layout is None else self.layout.num_sequences
+        rows = len(next(iter(batch.values()))) if batch else 0
+        self.count = rows if self.layout is None else self.layout.num_sequences
 
     @property
     def steps(self) -> npt.NDArray[np.int64]:
@@ -282,7 +283,8 @@ class PolicyUpdate:
         """Run ``num_sgd_iter`` epochs over shuffled minibatches, one optimizer step each.
 
         Each epoch shuffles the batch's units with ``rng`` (rows; a sequence batch's whole
-        sequences) and cuts them into minibatches of at least ``sgd_minibatch_size`` env steps
+        sequences) and cuts them into ``env steps // sgd_minibatch_size`` minibatches, the k-th
+        ending with the unit that brings the epoch's steps to ``k * sgd_minibatch_size``
         (`rlflow.data.sequences.minibatch_groups`: for rows, full minibatches of exactly that
         many; a batch smaller than that is one minibatch). The batch is converted to tensors
         once and each minibatch indexed from them. Under `data_parallel` each learner takes a
@@ -310,7 +312,7 @@ class PolicyUpdate:
     ) -> Iterator[Stats]:
         """One optimizer step per minibatch, epoch after epoch; each one's stats (on the
         device where they can stay there)."""
-        units = _Units(batch, batch.count)
+        units = _Units(batch)
         tensors = self.batch_to_tensors(batch)
         columns = {k: t for k, t in tensors.items() if k not in LAYOUT_KEYS}
         device = self.policy.device
@@ -386,8 +388,7 @@ class PolicyUpdate:
         their env steps (a loss is a mean over steps: V-trace leaves bootstrap rows out)."""
         if self.data_parallel is None:
             raise ConfigError(f"{type(self.policy).__name__}.update.shard: no data_parallel")
-        count = len(next(iter(batch.values()))) if batch else 0
-        units = _Units(batch, count)
+        units = _Units(batch)
         first, end, weight = self.data_parallel.share_runs(units.steps)
         rows, _ = units.take(np.arange(first, end, dtype=np.int64))
         return (int(rows[0]), int(rows[-1]) + 1, weight) if len(rows) else (0, 0, weight)

@@ -54,8 +54,8 @@ def impala_train_op(workers: WorkerSet, config: IMPALAConfig) -> LocalIterator[T
     """Steps (1)-(7) of the module docstring: one ``TrainResult`` per batch the learner trained.
 
     Starts a :class:`~rlflow.ops.LearnerThread` on the learner now (``learner_queue_size``
-    batches wait for it; ``num_sgd_iter`` passes over each, in contiguous minibatches of
-    ``sgd_minibatch_size`` rows) and registers the mix-in replay ring as ``"mix_in_replay"``
+    batches wait for it; ``num_sgd_iter`` passes over each, in minibatches of whole sequences,
+    about ``sgd_minibatch_size`` env steps each) and registers the mix-in replay ring as ``"mix_in_replay"``
     for checkpoints. Never ends by itself.
     """
     learner = LearnerThread(
