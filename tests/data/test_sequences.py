@@ -125,7 +125,7 @@ def test_a_minibatch_of_sequences_is_its_rows_with_its_own_layout() -> None:
     assert part.starts.tolist() == [0, 3] and part.next_rows.tolist() == [2, 6]
     columns = part.columns()
     view = LayoutTensors.of(columns)
-    assert view is not None and view.step_index.tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert view is not None and view.step_index.tolist() == [[0, 3], [1, 4], [2, 5]]  # [T, B]
     assert LayoutTensors.of({OBS: batch[OBS]}) is None
 
 

@@ -244,7 +244,8 @@ class SequenceLayout:
         width = int(sizes.max()) if sizes.size else 0
         offsets = np.arange(width, dtype=np.int64)[None, :]
         mask = offsets < sizes[:, None]
-        return np.where(mask, self.starts[:, None] + offsets, pad[:, None]), mask
+        index = np.where(mask, self.starts[:, None] + offsets, pad[:, None])
+        return index, mask
 
     def row_index(self) -> tuple[Index, npt.NDArray[np.bool_]]:
         """``([B, R] row indexes, mask)`` of every row of each sequence (its bootstrap row
@@ -265,45 +266,49 @@ class SequenceLayout:
         index = index + np.arange(int(rows.sum()), dtype=np.int64)
         return index, SequenceLayout(rows, self.steps[which])
 
-    def columns(self) -> dict[str, Array]:
+    def columns(self, *, rows: bool = True) -> dict[str, Array]:
         """The layout as arrays to send with a batch's tensors (keys `LAYOUT_KEYS`; read back
-        with `LayoutTensors.of`)."""
-        row_index, row_mask = self.row_index()
+        with `LayoutTensors.of`); without ``rows`` the row view is left out (only a model with
+        memory reads it)."""
         step_index, step_mask = self.step_index()
-        return {
-            _ROW_INDEX: row_index,
-            _ROW_MASK: row_mask,
+        out: dict[str, Array] = {
             _STARTS: self.starts,
-            _STEP_INDEX: step_index,
-            _STEP_MASK: step_mask.astype(np.float32),
+            _STEP_INDEX: np.ascontiguousarray(step_index.T),  # time-major, as V-trace reads it
+            _STEP_MASK: np.ascontiguousarray(step_mask.T, dtype=np.float32),
             _NEXT_ROWS: self.next_rows,
         }
+        if rows:
+            out[_ROW_INDEX], out[_ROW_MASK] = self.row_index()
+        return out
 
 
 class LayoutTensors(NamedTuple):
     """A `SequenceLayout` as it arrived with a batch's tensors (on the learner's device)."""
 
     row_index: Any
-    """``[B, R]`` rows of each sequence (bootstrap row included), padded with its first."""
+    """``[B, R]`` rows of each sequence (bootstrap row included), padded with its first (None
+    when sent without the row view)."""
     row_mask: Any
-    """``[B, R]`` bool: True on a sequence's rows."""
+    """``[B, R]`` bool: True on a sequence's rows (None likewise)."""
     starts: Any
     """``[B]`` each sequence's first row (whose ``state_in_k`` starts a model with memory)."""
     step_index: Any
-    """``[B, T]`` each sequence's steps, padded with the row it bootstraps from."""
+    """``[T, B]`` (time-major) each sequence's steps, padded with the row it bootstraps
+    from."""
     step_mask: Any
-    """``[B, T]`` float: 1 on steps, 0 on padding."""
+    """``[T, B]`` float: 1 on steps, 0 on padding."""
     next_rows: Any
     """``[B]`` the row each sequence bootstraps from."""
 
     @classmethod
     def of(cls, tensors: Mapping[str, Any]) -> LayoutTensors | None:
         """The layout sent with ``tensors`` (`SequenceLayout.columns`), or None without one."""
-        if _ROW_INDEX not in tensors:
+        if _STARTS not in tensors:
             return None
         return cls(
-            *(tensors[k] for k in (_ROW_INDEX, _ROW_MASK, _STARTS)),
-            *(tensors[k] for k in (_STEP_INDEX, _STEP_MASK, _NEXT_ROWS)),
+            tensors.get(_ROW_INDEX),
+            tensors.get(_ROW_MASK),
+            *(tensors[k] for k in (_STARTS, _STEP_INDEX, _STEP_MASK, _NEXT_ROWS)),
         )
 
 

@@ -88,6 +88,11 @@ class Learnable(Protocol):
         """Whether its sequences must be closed by bootstrap rows (V-trace)."""
         ...
 
+    @property
+    def recurrent(self) -> bool:
+        """Whether its model has memory (it reads a sequence batch's row view)."""
+        ...
+
     def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, Stats]:
         """The scalar loss on a batch's tensors and its stats."""
         ...
@@ -96,10 +101,11 @@ class Learnable(Protocol):
 class _Units:
     """What a batch's minibatches and shards are cut from: its rows, or its whole sequences."""
 
-    def __init__(self, batch: Mapping[str, Any]) -> None:
+    def __init__(self, batch: Mapping[str, Any], *, rows: bool) -> None:
         self.layout = SequenceLayout.of(batch)
-        rows = len(next(iter(batch.values()))) if batch else 0
-        self.count = rows if self.layout is None else self.layout.num_sequences
+        self.rows = rows  # send the layout's row view (a model with memory reads it)
+        count = len(next(iter(batch.values()))) if batch else 0
+        self.count = count if self.layout is None else self.layout.num_sequences
 
     @property
     def steps(self) -> npt.NDArray[np.int64]:
@@ -114,7 +120,7 @@ class _Units:
         if self.layout is None:
             return which, {}
         rows, layout = self.layout.take(which)
-        return rows, layout.columns()
+        return rows, layout.columns(rows=self.rows)
 
 
 class PolicyUpdate:
@@ -225,7 +231,7 @@ class PolicyUpdate:
         if layout is not None:
             if self.policy.requires_bootstrap_rows:
                 layout.check_closed(f"{type(self.policy).__name__}")
-            columns.update(layout.columns())
+            columns.update(layout.columns(rows=self.policy.recurrent))
         return columns
 
     def batch_to_tensors(self, batch: Mapping[str, Any]) -> dict[str, torch.Tensor]:
@@ -312,7 +318,7 @@ class PolicyUpdate:
     ) -> Iterator[Stats]:
         """One optimizer step per minibatch, epoch after epoch; each one's stats (on the
         device where they can stay there)."""
-        units = _Units(batch)
+        units = _Units(batch, rows=self.policy.recurrent)
         tensors = self.batch_to_tensors(batch)
         columns = {k: t for k, t in tensors.items() if k not in LAYOUT_KEYS}
         device = self.policy.device
@@ -388,7 +394,7 @@ class PolicyUpdate:
         their env steps (a loss is a mean over steps: V-trace leaves bootstrap rows out)."""
         if self.data_parallel is None:
             raise ConfigError(f"{type(self.policy).__name__}.update.shard: no data_parallel")
-        units = _Units(batch)
+        units = _Units(batch, rows=False)
         first, end, weight = self.data_parallel.share_runs(units.steps)
         rows, _ = units.take(np.arange(first, end, dtype=np.int64))
         return (int(rows[0]), int(rows[-1]) + 1, weight) if len(rows) else (0, 0, weight)

@@ -105,16 +105,15 @@ class VTracePolicyBase(TorchPolicy):
                 "close every sequence with a bootstrap row for policies with "
                 "requires_bootstrap_rows = True; rlflow.data.sequences)"
             )
-        steps, mask = layout.step_index.T, layout.step_mask.T
-        dtype = values.dtype
-        discounts = self.config.gamma * (1.0 - batch_tensors[TERMINATEDS][steps].to(dtype))
+        steps, mask = layout.step_index, layout.step_mask  # [T, B]
+        not_terminated = 1.0 - batch_tensors[TERMINATEDS][steps].to(values.dtype)
         vs, pg_advantages, rhos = vtrace_torch(
             batch_tensors[LOGP][steps] * mask,
             target_logp[steps] * mask,
-            batch_tensors[REWARDS][steps] * mask,
+            batch_tensors[REWARDS][steps],  # a bootstrap row's reward is 0
             values[steps],
             values[layout.next_rows],
-            torch.where(mask > 0, discounts, torch.ones_like(discounts)),
+            self.config.gamma * not_terminated * mask + (1.0 - mask),
             clip_rho_threshold=self.config.vtrace_clip_rho_threshold,
             clip_pg_rho_threshold=self.config.vtrace_clip_pg_rho_threshold,
         )

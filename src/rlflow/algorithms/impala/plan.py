@@ -55,8 +55,8 @@ def impala_train_op(workers: WorkerSet, config: IMPALAConfig) -> LocalIterator[T
 
     Starts a :class:`~rlflow.ops.LearnerThread` on the learner now (``learner_queue_size``
     batches wait for it; ``num_sgd_iter`` passes over each, in minibatches of whole sequences,
-    about ``sgd_minibatch_size`` env steps each) and registers the mix-in replay ring as ``"mix_in_replay"``
-    for checkpoints. Never ends by itself.
+    about ``sgd_minibatch_size`` env steps each) and registers the mix-in replay ring as
+    ``"mix_in_replay"`` for checkpoints. Never ends by itself.
     """
     learner = LearnerThread(
         workers.learner(),  # the local worker, or the learner actors (num_learners)
