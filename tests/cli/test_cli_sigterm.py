@@ -35,9 +35,13 @@ STOP_BUDGET_S = 60.0
 
 
 @pytest.fixture
-def saved_handlers() -> Iterator[None]:
-    """Put back this process's SIGTERM and SIGINT handlers after the test."""
+def default_handlers() -> Iterator[None]:
+    """SIGTERM and SIGINT handled as a fresh ``python`` handles them (whatever an earlier test
+    left: Ray Tune's SIGINT handler, ray.init's SIGTERM one); this process's handlers are put
+    back after the test."""
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     for sig, handler in saved.items():
         signal.signal(sig, handler)
@@ -228,8 +232,9 @@ def test_the_trainer_import_beside_ray_start_registers_no_paired_fork_hooks() ->
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
 
 
-def test_stop_signals_raise_once_then_exit_and_restore_the_handlers(saved_handlers: None) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+def test_stop_signals_raise_once_then_exit_and_restore_the_handlers(
+    default_handlers: None,
+) -> None:
     stop = StopSignals()
     stop.install()
     with pytest.raises(Terminated):
@@ -243,7 +248,7 @@ def test_stop_signals_raise_once_then_exit_and_restore_the_handlers(saved_handle
 
 
 def test_stop_signals_stop_on_ctrl_c_and_leave_an_ignored_one_ignored(
-    saved_handlers: None,
+    default_handlers: None,
 ) -> None:
     stop = StopSignals()
     stop.install()

@@ -23,6 +23,7 @@ from rlflow.ops import (
     dequeue,
     keys,
 )
+from rlflow.ops.learner_thread import stop_all_learner_threads
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -250,6 +251,13 @@ def test_stopped_learner_makes_dequeue_fail_instead_of_hang(learner_factory: Any
     learner.stop()
     with pytest.raises(WorkerError, match="check\\(\\) returned False"):
         next(dequeue(learner.outqueue, check=learner.check))
+
+
+def test_stop_all_learner_threads_stops_every_running_one(learner_factory: Any) -> None:
+    learners = [learner_factory(FakeLearner()) for _ in range(2)]  # two local workers
+    assert stop_all_learner_threads() == 2
+    assert not any(learner.is_alive() for learner in learners)
+    assert stop_all_learner_threads() == 0
 
 
 # ------------------------------------------------------------------------------ weights

@@ -10,6 +10,7 @@ back on a node added later (Ray re-places the lost bundle of the placement group
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -27,7 +28,8 @@ pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
 
 @pytest.fixture(scope="module")
 def two_nodes() -> Iterator[Any]:
-    """A cluster of two nodes with 2 CPUs each, this process connected to it; the cluster."""
+    """A cluster of two nodes with 2 CPUs each, this process connected to it; the cluster. The
+    ``PYTHONPATH`` and the SIGTERM handler it found (Ray's nodes set one) are back after it."""
     import ray
     import ray.cloudpickle
     from ray.cluster_utils import Cluster
@@ -36,19 +38,20 @@ def two_nodes() -> Iterator[Any]:
         pytest.skip("another Ray session is running in this process")
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "src")
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (src, os.environ.get("PYTHONPATH", "")) if p
-    )
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
-    cluster.add_node(num_cpus=2)
-    try:
-        ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
-        flow.init(backend="ray")
-        yield cluster
-    finally:
-        flow.shutdown()
-        ray.shutdown()
-        cluster.shutdown()
+    sigterm = signal.getsignal(signal.SIGTERM)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("PYTHONPATH", src, prepend=os.pathsep)
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+        cluster.add_node(num_cpus=2)
+        try:
+            ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
+            flow.init(backend="ray")
+            yield cluster
+        finally:
+            flow.shutdown()
+            ray.shutdown()
+            cluster.shutdown()
+            signal.signal(signal.SIGTERM, sigterm)
 
 
 def node_of(worker: Any) -> str:

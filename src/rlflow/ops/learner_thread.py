@@ -8,7 +8,9 @@
 - :class:`RecordStepsTrained` counts what the learner thread trained (it trains outside the
   plan, so the plan's counters learn of it here).
 - :func:`stop_learner_threads` stops the threads of a local worker (`rlflow.Trainer.stop`);
-  :func:`learners_paused` holds their locks (the trainer acts and exports under it).
+  :func:`stop_all_learner_threads` stops every one in the process (at interpreter exit, and
+  after each test); :func:`learners_paused` holds their locks (the trainer acts and exports
+  under it).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ __all__ = [
     "LearnerWeights",
     "RecordStepsTrained",
     "learners_paused",
+    "stop_all_learner_threads",
     "stop_learner_threads",
 ]
 
@@ -55,10 +58,21 @@ _QUEUE_POLL_S = 0.1
 _LIVE_LEARNERS: weakref.WeakSet[LearnerThread] = weakref.WeakSet()
 
 
-@atexit.register
-def _stop_live_learners() -> None:
-    for learner in list(_LIVE_LEARNERS):
-        learner.stop(timeout_s=2.0)
+def stop_all_learner_threads(timeout_s: float = 2.0) -> int:
+    """Stop every running `LearnerThread` of this process, whatever it trains; return how many.
+
+    Runs at interpreter exit (a daemon thread killed inside torch would abort the process); the
+    test suite calls it after each test, so no learner thread a test left running trains on into
+    the next one.
+    """
+    running = 0
+    for learner in list(_LIVE_LEARNERS):  # a crashed one's loader thread may still run
+        running += learner.is_alive() or learner._loader.is_alive()
+        learner.stop(timeout_s=timeout_s)
+    return running
+
+
+atexit.register(stop_all_learner_threads)
 
 
 def stop_learner_threads(local_worker: Any, timeout_s: float = 5.0) -> int:
