@@ -14,7 +14,8 @@ A recurrent model, built in or custom (`rlflow.models.custom`), has this interfa
         # prev_rewards [B, T] -> (dist_inputs [B, T, D], value [B, T], state after step T)
 
 Acting is the case ``T = 1`` (`TorchPolicy.compute_actions` with ``state=``). Learning runs the
-model over the sequences of a batch (`rlflow.policy.sequences.sequence_outputs`).
+model over the sequences of a batch (`TorchPolicy.model_outputs` on the layout of
+`rlflow.data.sequences`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 `rlflow.algorithms.q_learning.replay.replay_shard_spec` makes shards of sequences for a config
 with a ``replay_sequence_length`` (`rlflow.replay.ReplayShardSpec.sequence_length`): each shard
-folds the fragments it stores into sequences (`rlflow.replay.sequences`), replays whole
+stores the sequences it gets (`rlflow.replay.SequenceReplayBuffer`), replays whole
 sequences by priority and takes their new priorities (the learner's per-sequence `TD_ERROR`).
 Everything else is Ape-X's dataflow, unchanged::
 
