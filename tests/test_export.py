@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -173,6 +174,8 @@ def test_bad_paths_are_config_errors(exports: dict[str, Any], tmp_path: Path) ->
     taken = tmp_path / "taken"
     taken.mkdir()
     (taken / "notes.txt").write_text("mine")
+    # A copy of an export to replace: the module's own ppo export stays as the other tests read it.
+    exported = shutil.copytree(exports["ppo"]["path"], tmp_path / "exported")
     with Trainer("pg", env="CartPole-v1", **SMALL) as trainer:
         with pytest.raises(ConfigError, match="is not an exported policy"):
             trainer.export_policy(taken)
@@ -180,7 +183,7 @@ def test_bad_paths_are_config_errors(exports: dict[str, Any], tmp_path: Path) ->
             trainer.compute_actions(exports["ppo"]["obs"], policy_id="nope")
         with pytest.raises(ConfigError, match="not a batch"):
             trainer.compute_actions(exports["ppo"]["obs"][0])
-        again = trainer.export_policy(exports["ppo"]["path"])  # an export is replaced
+        again = trainer.export_policy(exported)  # an export is replaced
     assert json.loads((Path(again) / "policy.json").read_text())["algorithm"] == "pg"
 
 

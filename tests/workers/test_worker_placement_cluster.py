@@ -54,6 +54,24 @@ def two_nodes() -> Iterator[Any]:
             signal.signal(signal.SIGTERM, sigterm)
 
 
+RELEASE_BOUND_S = 60.0
+"""How long the cluster may take, on a loaded CI machine, to free the CPUs the test before held
+(Ray kills actors and removes placement groups asynchronously)."""
+
+
+@pytest.fixture(autouse=True)
+def _idle_cluster(two_nodes: Any) -> None:
+    """Each test starts with every CPU of the cluster free, whichever test ran before it: PACK
+    is a soft strategy, and bundles that do not fit on one node (its CPUs still held by the
+    workers of a STRICT_SPREAD test just stopped) go to another."""
+    import ray
+
+    deadline = time.monotonic() + RELEASE_BOUND_S
+    while ray.available_resources().get("CPU", 0.0) < ray.cluster_resources().get("CPU", 0.0):
+        assert time.monotonic() < deadline, (ray.available_resources(), ray.cluster_resources())
+        time.sleep(0.1)
+
+
 def node_of(worker: Any) -> str:
     """On the actor: the id of the node it runs on."""
     import ray
@@ -89,7 +107,9 @@ def train_until(trainer: Trainer, healthy: int, deadline_s: float) -> list[dict[
 
 
 def test_a_run_survives_node_loss_and_takes_back_a_new_node(two_nodes: Any) -> None:
-    """Last in the module: it removes the second node (2 CPUs) and adds one of 1 CPU."""
+    """It removes the second node (2 CPUs) and adds one of 1 CPU: the strategy tests, before or
+    after it, still find what they need (PACK: 2 CPUs on one node, STRICT_SPREAD: 1 CPU on each
+    of two nodes)."""
     cluster = two_nodes
     head = str(cluster.head_node.node_id)
     config = {"train_batch_size": 200, "sgd_minibatch_size": 100, "num_sgd_iter": 2}
