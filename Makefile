@@ -3,7 +3,7 @@ PY := .venv/bin/python
 ALGO ?= ppo
 ENV ?= CartPole-v1
 
-.PHONY: setup run demo test lint unit
+.PHONY: setup run demo test lint unit docs docs-serve
 
 setup:
 	@bash scripts/setup.sh
@@ -16,8 +16,8 @@ demo: setup
 	$(PY) examples/dataflow_demo.py
 
 lint: setup
-	.venv/bin/ruff format --check src tests benchmarks examples
-	.venv/bin/ruff check src tests benchmarks examples
+	.venv/bin/ruff format --check src tests benchmarks examples docs/hooks
+	.venv/bin/ruff check src tests benchmarks examples docs/hooks
 	.venv/bin/mypy
 
 # Whole suite: lint + types + unit, ray and learning tests.
@@ -26,3 +26,11 @@ test: lint
 
 unit: setup
 	$(PY) -m pytest -q -m "not ray and not learning"
+
+# The documentation site (mkdocs.yml, docs/): built into site/, every warning an error.
+docs: setup
+	.venv/bin/mkdocs build --strict
+
+# Serve the site on http://127.0.0.1:8000, rebuilt on every change.
+docs-serve: setup
+	.venv/bin/mkdocs serve

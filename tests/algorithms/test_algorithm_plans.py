@@ -49,10 +49,9 @@ def test_tuned_configs_load_for_every_algorithm() -> None:
     for name, spec in ALGORITHMS.items():
         envs = tuned_envs(name)
         assert envs, name
-        for env in envs:
-            env_id = env.replace("-", "/", 1) if env.startswith(("ALE-", "rlflow-")) else env
+        for env_id in envs:
             config = tuned_config(name, env_id)
-            assert isinstance(config, spec.config_cls) and config.env == env_id, (name, env)
+            assert isinstance(config, spec.config_cls) and config.env == env_id, (name, env_id)
     with pytest.raises(ConfigError, match="available"):
         tuned_config("ppo", "Pong-v5")
 

@@ -27,15 +27,8 @@ from rlflow.trainer import Trainer
 pytestmark = pytest.mark.timeout(120)
 
 
-def env_id_of(file_name: str) -> str:
-    """The env id a tuned file is named for ("-" written for the first "/")."""
-    return (
-        file_name.replace("-", "/", 1) if file_name.startswith(("ALE-", "rlflow-")) else file_name
-    )
-
-
-SHIPPED = [(name, env_id_of(env)) for name in ALGORITHMS for env in tuned_envs(name)]
-SHIPPED_GPU = [(name, env_id_of(env)) for name in ALGORITHMS for env in tuned_envs(name, "gpu")]
+SHIPPED = [(name, env) for name in ALGORITHMS for env in tuned_envs(name)]
+SHIPPED_GPU = [(name, env) for name in ALGORITHMS for env in tuned_envs(name, "gpu")]
 
 
 def typed(value: Any) -> Any:

@@ -443,7 +443,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         graph = trainer.plan_graph()
     sys.stdout.write(graph.to_mermaid() + "\n")
     if args.html:
-        bare = RunDataflow(graph, run.algo, str(run.config.env), {}, 0, 0, 0.0, None, {})
+        bare = RunDataflow.unmeasured(graph, run.algo, str(run.config.env))
         sys.stdout.write(f"wrote {write_html(bare, args.html)}\n")
     return EXIT_OK
 

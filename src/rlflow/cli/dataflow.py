@@ -65,6 +65,17 @@ class RunDataflow:
     env_steps_per_s: float | None
     learner_thread: dict[str, float]
 
+    @classmethod
+    def unmeasured(cls, graph: PlanGraph, algorithm: str, env: str) -> RunDataflow:
+        """A plan graph before any run: no stage has numbers (``rlflow plan ALGO --html``, the
+        plan figures of the documentation)."""
+        return cls(graph, algorithm, env, {}, 0, 0, 0.0, None, {})
+
+    @property
+    def measured(self) -> bool:
+        """Whether any stage has numbers."""
+        return bool(self.stages)
+
     @property
     def bottleneck(self) -> str | None:
         """The key of the stage with the largest share of time (None without statistics)."""

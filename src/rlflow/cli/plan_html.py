@@ -15,7 +15,7 @@ from pathlib import Path
 from rlflow.cli.dataflow import RunDataflow, StageView
 from rlflow.flow import PlanGraph, PlanNode
 
-__all__ = ["layout", "render_html", "write_html"]
+__all__ = ["layout", "plan_svg", "render_html", "write_html"]
 
 _W, _H, _GAP_X, _GAP_Y, _MARGIN = 320, 52, 40, 34, 10
 _MAX_LABEL = 38
@@ -65,15 +65,18 @@ def _tint(share: float) -> str:
     return f"rgb(255,{green},{blue})"
 
 
-def _untimed(node: PlanNode) -> str:
+def _untimed(node: PlanNode, *, measured: bool) -> str:
+    """The second line of a node without numbers: its kind (and, in a measured run, why)."""
     where = "runs on the shard actors" if node.kind == "shard_stage" else node.kind
-    return f"{where}: no statistics of its own"
+    return f"{where}: no statistics of its own" if measured else where
 
 
-def _node_svg(node: PlanNode, x: float, y: float, stats: StageView | None, *, hot: bool) -> str:
+def _node_svg(
+    node: PlanNode, x: float, y: float, stats: StageView | None, *, hot: bool, measured: bool
+) -> str:
     label = node.label if len(node.label) <= _MAX_LABEL else node.label[: _MAX_LABEL - 1] + "…"
     if stats is None:
-        fill, detail = "#eef2f7", _untimed(node)
+        fill, detail = "#eef2f7", _untimed(node, measured=measured)
     else:
         fill = _tint(stats.share)
         detail = f"{stats.items_per_s:.2f} items/s · {stats.share:.1%} of time"
@@ -89,7 +92,9 @@ def _node_svg(node: PlanNode, x: float, y: float, stats: StageView | None, *, ho
     )
 
 
-def _svg(flow: RunDataflow) -> str:
+def plan_svg(flow: RunDataflow) -> str:
+    """The plan graph as an inline SVG: boxes laid out by `layout`, arrows in the direction
+    items flow; each measured stage tinted by its share of time, the bottleneck outlined."""
     where = layout(flow.graph)
     width = max((x for x, _ in where.values()), default=0) + _W + _MARGIN
     height = max((y for _, y in where.values()), default=0) + _H + _MARGIN
@@ -110,7 +115,8 @@ def _svg(flow: RunDataflow) -> str:
     hot = flow.bottleneck
     for node in flow.graph.nodes:
         x, y = where[node.id]
-        parts.append(_node_svg(node, x, y, flow.stages.get(node.key), hot=node.key == hot))
+        stats = flow.stages.get(node.key)
+        parts.append(_node_svg(node, x, y, stats, hot=node.key == hot, measured=flow.measured))
     parts.append("</svg>")
     return "".join(parts)
 
@@ -160,7 +166,7 @@ def render_html(flow: RunDataflow) -> str:
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
         f'<style>{_CSS}</style></head><body><h1>{title}</h1><p class="meta">{meta}</p>'
-        f'<div class="view"><div>{_svg(flow)}</div><div>{_table(flow)}{_learner_table(flow)}'
+        f'<div class="view"><div>{plan_svg(flow)}</div><div>{_table(flow)}{_learner_table(flow)}'
         "</div></div></body></html>\n"
     )
 

@@ -107,7 +107,7 @@ def _tuned_path(algo: str, env: str, hardware: str) -> Any:
         available = tuned_envs(algo, hardware)
         raise ConfigError(
             f"--tuned-for {hardware}: no {hardware} tuned {algo} config for env {env!r}; "
-            f"available: {available} (file names, '-' for '/')"
+            f"available: {available}"
         )
     return path
 

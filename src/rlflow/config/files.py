@@ -52,6 +52,7 @@ __all__ = [
     "load_tuned_config",
     "parse_value",
     "tuned_config_path",
+    "tuned_env_id",
     "tuned_envs",
 ]
 
@@ -124,13 +125,28 @@ def _tuned_dir(algo: str, hardware: str) -> Any:
     return folder if hardware == "cpu" else folder.joinpath(hardware)
 
 
+_NAMESPACED_FILE = re.compile(r"([A-Za-z][\w.]*)-([\w.]+-v\d+)")
+
+
+def tuned_env_id(file_stem: str) -> str:
+    """The env id a tuned config file is named for: a namespaced id's "/" is written "-" in
+    the file name, so ``NAMESPACE-Name-vN`` is read back as ``NAMESPACE/Name-vN``.
+
+    >>> [tuned_env_id(s) for s in ("CartPole-v1", "ALE-Pong-v5", "pettingzoo.classic.rps_v2")]
+    ['CartPole-v1', 'ALE/Pong-v5', 'pettingzoo.classic.rps_v2']
+    """
+    named = _NAMESPACED_FILE.fullmatch(file_stem)
+    return f"{named.group(1)}/{named.group(2)}" if named else file_stem
+
+
 def tuned_envs(algo: str, hardware: str = "cpu") -> list[str]:
     """Env ids for which a tuned config of ``algo`` sized for ``hardware`` (`TUNED_HARDWARE`)
-    ships (sorted; file names, "-" for "/")."""
+    ships, sorted by file name (`tuned_env_id`)."""
     folder = _tuned_dir(algo, hardware)
     if not folder.is_dir():
         return []
-    return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
+    stems = sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
+    return [tuned_env_id(stem) for stem in stems]
 
 
 def tuned_config_path(algo: str, env: str, hardware: str = "cpu") -> Path | None:
@@ -202,9 +218,9 @@ def load_tuned_config(
     """The shipped tuned config of ``algo`` (a registry name) for ``env_id`` sized for
     ``hardware`` (`TUNED_HARDWARE`), with ``overrides``.
 
-    ``env`` defaults to ``env_id``. ConfigError naming the available envs (file names, so with
-    "-" for "/") if no file ships. A ``"gpu"`` config builds on a machine without a GPU; the
-    `rlflow.Trainer` refuses it when it builds the learner (`check_learner_gpu`).
+    ``env`` defaults to ``env_id``. ConfigError naming the available envs if no file ships. A
+    ``"gpu"`` config builds on a machine without a GPU; the `rlflow.Trainer` refuses it when
+    it builds the learner (`check_learner_gpu`).
     """
     path = tuned_config_path(algo, env_id, hardware)
     if path is None:

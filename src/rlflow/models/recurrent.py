@@ -57,11 +57,13 @@ class RecurrentActorCritic(nn.Module):
     Args:
         obs_space: ``Box`` (images: 3-D, through `NatureCNN`) or ``Discrete`` (one-hot).
         action_space: ``Discrete``, ``MultiDiscrete`` or a 1-D ``Box`` (`dist_class_for`).
-        hidden, activation: the MLP trunk before the cell (``hidden=()``: the observation
+        hidden: the layer sizes of the MLP trunk before the cell (``()``: the observation
             itself); images use the CNN instead.
+        activation: the trunk's activation.
         cell: ``"lstm"`` (state ``[h, c]``) or ``"gru"`` (state ``[h]``).
         cell_size: the cell's units.
-        use_prev_action, use_prev_reward: feed the previous action / reward to the cell.
+        use_prev_action: feed the previous action to the cell.
+        use_prev_reward: feed the previous reward to the cell.
     """
 
     def __init__(

@@ -382,7 +382,9 @@ class SequenceReplayBuffer(PrioritizedReplayBuffer):
     Args:
         capacity_steps: env steps kept (``buffer_size``), >= ``sequence_length``.
         sequence_length: steps per stored sequence (``replay_sequence_length``), >= 1.
-        alpha, beta, seed: as `PrioritizedReplayBuffer`.
+        alpha: as `PrioritizedReplayBuffer`.
+        beta: as `PrioritizedReplayBuffer`.
+        seed: as `PrioritizedReplayBuffer`.
     """
 
     def __init__(
