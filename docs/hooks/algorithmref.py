@@ -14,6 +14,7 @@ import inspect
 from pathlib import Path
 
 from configref import algorithm_fields, fields_table, group_anchor, groups_of
+from resultsref import algorithm_results
 from rst_roles import markdown_of
 
 from rlflow.algorithms import ALGORITHMS, AlgorithmSpec, tuned_config
@@ -146,6 +147,7 @@ def algorithm_page(algo: str) -> str:
         "```",
         "",
         *_plan_figure(algo),
+        *algorithm_results(algo),
         "## Tuned configs",
         "",
         *_tuned_section(algo),

@@ -7,6 +7,7 @@ Generated when the site is built, never copied into ``docs/``:
   from its registry entry and package alone;
 - ``reference/config.md``, every field of every config (`configref`);
 - ``reference/cli.md``, every command and flag, from the parser (`cliref`);
+- ``results.md`` and its pictures, from what ``benchmarks/curves.py`` measured (`resultsref`);
 - ``reference/api/<module>.md`` for every public module of ``rlflow`` (one that declares
   ``__all__``), rendered by mkdocstrings from the docstrings.
 
@@ -29,6 +30,7 @@ from algorithmref import algorithm_page, algorithms_index, page_name
 from cliref import cli_reference
 from configref import config_reference
 from mkdocs.structure.files import File, Files
+from resultsref import pictures, results_page
 
 import rlflow
 from rlflow.algorithms import ALGORITHMS
@@ -92,6 +94,7 @@ def _generated() -> dict[str, str]:
     pages |= {page_name(algo): algorithm_page(algo) for algo in ALGORITHMS}
     pages["reference/config.md"] = config_reference()
     pages["reference/cli.md"] = cli_reference()
+    pages["results.md"] = results_page()
     pages |= {api_page_name(m): _api_page(m) for m in api_modules()}
     return pages
 
@@ -121,6 +124,7 @@ def on_config(config: Any) -> Any:
 
 def on_files(files: Files, config: Any) -> Files:
     """Add the generated pages to the site's files."""
-    for path, content in _generated().items():
+    generated: dict[str, str | bytes] = {**_generated(), **pictures()}
+    for path, content in generated.items():
         files.append(File.generated(config, path, content=content))
     return files

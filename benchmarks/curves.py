@@ -1,0 +1,226 @@
+"""Learning curves of the algorithms on their tuned envs, several seeds each (the docs' results).
+
+Each case is trained the way a user trains it, with the command line and its shipped tuned
+config (``rlflow train ALGO --env ENV --seed S --stop-timesteps BUDGET``), once per seed, one run
+after the other; ``rlflow plot`` then draws the seeds' mean with a min/max band. Under ``--out``
+(default ``benchmarks/results/curves``):
+
+- ``<algo>_<env>.png``: the picture (``/`` of a namespaced env id written ``-``);
+- ``summary.json``: per case, each seed's final return (the last result's
+  ``episode_return_mean``: the mean over the config's ``metrics_num_episodes_for_smoothing``
+  last training episodes), its best, the env steps at which the return first reached the case's
+  target (the figure the learning tests hold; None if never), env steps and wall seconds; with
+  the machine (CPU model, cores, GPU) and the versions of Python, rlflow, torch, Ray and
+  Gymnasium. A run of a subset (``--only``) updates its cases and keeps the others.
+
+The budget of a case is the env steps its learning test allows (or, where no test learns on it,
+what this machine affords), so a curve shows where a tuned config stands at the budget CI holds.
+
+    python benchmarks/curves.py --list
+    python benchmarks/curves.py [--only ppo:CartPole-v1,dqn] [--seeds 0,1,2] [--backend local]
+        [--out DIR] [--runs DIR] [--quick]
+
+``--quick`` divides every budget by 20 (a check of the script, not a result).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results" / "curves"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One algorithm on one env: the budget it runs for and the return it is expected to reach."""
+
+    algo: str
+    env: str
+    budget: int
+    """Env steps per seed."""
+    target: float | None
+    """The return its learning test holds (None: no test holds one)."""
+    note: str = ""
+
+    @property
+    def key(self) -> str:
+        """``algo:env``, how ``--only`` names it."""
+        return f"{self.algo}:{self.env}"
+
+    @property
+    def file_stem(self) -> str:
+        """The picture's file name without suffix."""
+        return f"{self.algo}_{self.env.replace('/', '-')}"
+
+
+STATELESS = "rlflow/StatelessCartPole-v1"
+CASES = (
+    Case("pg", "CartPole-v1", 300_000, 150.0, "tests/algorithms/test_learning.py"),
+    Case("a2c", "CartPole-v1", 500_000, 400.0, "tests/algorithms/test_learning.py"),
+    Case("a3c", "CartPole-v1", 300_000, None),
+    Case("ppo", "CartPole-v1", 100_000, 475.0, "tests/algorithms/test_learning.py"),
+    Case("dqn", "CartPole-v1", 100_000, 475.0, "the tuned file's budget"),
+    Case("apex", "CartPole-v1", 200_000, None),
+    Case("impala", "CartPole-v1", 500_000, 400.0, "the tuned file's lr decays to 0 at 500k"),
+    Case("appo", "CartPole-v1", 300_000, 400.0),
+    Case("ppo", "Pendulum-v1", 200_000, -400.0, "benchmarks/ppo_pendulum.py"),
+    Case("sac", "Pendulum-v1", 20_000, -400.0, "the tuned file: 20k fit a loaded CI machine"),
+    Case("td3", "Pendulum-v1", 20_000, -400.0, "the tuned file: 20k fit a loaded CI machine"),
+    Case("ppo", STATELESS, 300_000, 300.0, "tests/algorithms/test_learning_memory.py"),
+    Case("impala", STATELESS, 500_000, 150.0, "tests/algorithms/test_learning_memory.py"),
+    Case("appo", STATELESS, 500_000, 150.0, "tests/algorithms/test_learning_memory.py"),
+    Case("r2d2", STATELESS, 300_000, 150.0, "tests/algorithms/test_learning_memory.py"),
+    Case("apex_r2d2", STATELESS, 450_000, 150.0, "tests/algorithms/test_learning_memory.py"),
+)
+"""The cases this script runs: every algorithm with a tuned config that learns online on a
+CartPole- or Pendulum-sized env. Not here: bc, marwil and cql (they learn from recorded
+experience: tests/algorithms/test_learning_offline.py), maml (its measure is the return after
+adaptation: benchmarks/maml_adaptation.py), the games (a zero-sum return is 0 for any policy:
+tests/algorithms/test_learning_games.py), ppo_dqn (two policies), and the Atari and MuJoCo
+configs (hours on a 2-core CPU: benchmarks/impala_throughput.py, benchmarks/sac_halfcheetah.py)."""
+
+
+def _rlflow() -> list[str]:
+    """The ``rlflow`` command of this interpreter's environment."""
+    return [str(Path(sys.executable).with_name("rlflow"))]
+
+
+def _run(case: Case, seed: int, budget: int, run_dir: Path, backend: str) -> dict[str, Any]:
+    """Train one seed of ``case``; its numbers."""
+    command = [
+        *_rlflow(), "train", case.algo, "--env", case.env, "--seed", str(seed),
+        "--stop-timesteps", str(budget), "--out", str(run_dir), "--backend", backend,
+        "--logger", "jsonl,csv",
+    ]  # fmt: skip
+    start = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+    rows = [json.loads(line) for line in (run_dir / "progress.jsonl").read_text().splitlines()]
+    returns = [(r["num_env_steps_sampled"], r.get("episode_return_mean")) for r in rows]
+    returns = [(t, g) for t, g in returns if isinstance(g, int | float)]
+    reached = next((t for t, g in returns if case.target is not None and g >= case.target), None)
+    return {
+        "seed": seed,
+        "final_return": returns[-1][1] if returns else None,
+        "best_return": max((g for _, g in returns), default=None),
+        "steps_to_target": reached,
+        "env_steps": rows[-1]["num_env_steps_sampled"] if rows else 0,
+        "seconds": round(seconds, 1),
+    }
+
+
+def _plot(case: Case, run_dirs: list[Path], out: Path) -> Path:
+    """``rlflow plot`` of the seeds: their mean and min/max band."""
+    picture = out / f"{case.file_stem}.png"
+    command = [*_rlflow(), "plot", *map(str, run_dirs), "-o", str(picture)]
+    subprocess.run(command, capture_output=True, text=True, check=True)
+    return picture
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict[str, Any]:
+    """Where the curves were measured: hardware and versions."""
+    import gymnasium
+    import ray
+    import torch
+
+    import rlflow
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "gpu": gpu,
+        "python": platform.python_version(),
+        "rlflow": rlflow.__version__,
+        "torch": torch.__version__,
+        "ray": ray.__version__,
+        "gymnasium": gymnasium.__version__,
+    }
+
+
+def _selected(only: str | None) -> list[Case]:
+    """The cases ``--only`` names (``algo`` or ``algo:env``, comma-separated), else all."""
+    if not only:
+        return list(CASES)
+    names = [n.strip() for n in only.split(",") if n.strip()]
+    chosen = [c for c in CASES if c.key in names or c.algo in names]
+    unknown = [n for n in names if not any(n in (c.key, c.algo) for c in CASES)]
+    if unknown:
+        raise SystemExit(f"--only: unknown case(s) {unknown}; see --list")
+    return chosen
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", help="cases: algo or algo:env, comma-separated")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--backend", default="local", choices=("local", "ray"))
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--runs", type=Path, help="keep the run dirs here (default: a temp dir)")
+    parser.add_argument("--quick", action="store_true", help="budgets / 20: a check, no result")
+    parser.add_argument("--list", action="store_true", help="print the cases and exit")
+    args = parser.parse_args()
+    if args.list:
+        for case in CASES:
+            target = "-" if case.target is None else f"{case.target:g}"
+            print(f"{case.key:<40} {case.budget:>9,} steps  target {target:>6}  {case.note}")
+        return
+    seeds = [int(s) for s in args.seeds.split(",")]
+    args.out.mkdir(parents=True, exist_ok=True)
+    summary_path = args.out / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {"cases": {}}
+    summary["machine"] = machine()
+    runs = args.runs or Path(tempfile.mkdtemp(prefix="rlflow-curves-"))
+    for case in _selected(args.only):
+        budget = case.budget // 20 if args.quick else case.budget
+        run_dirs, seeds_out = [], []
+        for seed in seeds:
+            run_dir = runs / f"{case.file_stem}_s{seed}"
+            seeds_out.append(_run(case, seed, budget, run_dir, args.backend))
+            run_dirs.append(run_dir)
+            last = seeds_out[-1]
+            print(f"{case.key} seed {seed}: final {last['final_return']:.1f}, best "
+                  f"{last['best_return']:.1f}, to target {last['steps_to_target']}, "
+                  f"{last['env_steps']:,} steps, {last['seconds']:.0f} s", flush=True)  # fmt: skip
+        picture = _plot(case, run_dirs, args.out)
+        summary["cases"][case.key] = {
+            "algo": case.algo,
+            "env": case.env,
+            "budget": budget,
+            "target": case.target,
+            "note": case.note,
+            "backend": args.backend,
+            "quick": args.quick,
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "picture": picture.name,
+            "seeds": seeds_out,
+        }
+        summary_path.write_text(json.dumps(summary, indent=1) + "\n")
+        print(f"wrote {picture} and {summary_path}")
+
+
+if __name__ == "__main__":
+    main()
