@@ -143,18 +143,19 @@ def relative(path: Path, root: Path) -> str:
 
 def parse_marker(text: str, block: Block) -> None:
     """Apply one marker's body (what follows ``snippet:``) to ``block``."""
-    try:
-        words = shlex.split(text)
-    except ValueError as err:
-        block.problems.append(f"marker {text.strip()!r} does not parse: {err}")
-        return
-    kind, args = (words[0], words[1:]) if words else ("", [])
-    if kind == "skip":
-        reason = " ".join(args).strip()
+    kind, _, rest = text.strip().partition(" ")
+    if kind == "skip":  # the reason is prose, taken as written
+        reason = rest.strip()
         if not reason:
             block.problems.append("`snippet: skip` needs a reason: <!-- snippet: skip WHY -->")
         block.skip = reason or "(no reason given)"
-    elif kind == "sub" and len(args) == 2:
+        return
+    try:
+        args = shlex.split(rest)
+    except ValueError as err:
+        block.problems.append(f"marker {text.strip()!r} does not parse: {err}")
+        return
+    if kind == "sub" and len(args) == 2:
         if args[0] not in block.code:
             block.problems.append(f"`snippet: sub` text {args[0]!r} does not occur in the block")
         block.subs.append((args[0], args[1]))
