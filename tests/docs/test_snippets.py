@@ -18,7 +18,7 @@ it in the next. Other languages (yaml, text, console, plain fences) are not run.
 Markers are HTML comment lines directly above a fence (invisible on the site), one or more:
 
 - ``<!-- snippet: skip REASON -->``: not run; the reason is required.
-- ``<!-- snippet: sub "FROM" "TO" -->``: run with FROM replaced by TO (FROM must occur): the
+- ``<!-- snippet: sub "FROM" "TO" -->``: run with every FROM replaced by TO (FROM must occur): the
   page shows what a user runs, the test a short version of it.
 - ``<!-- snippet: cwd repo -->``: run in the repository root.
 - ``<!-- snippet: file NAME -->`` (a block that is not run): written to NAME in the file's
