@@ -448,7 +448,7 @@ def test_bash_block(
 ) -> None:
     """The bash block runs (after the page's earlier bash blocks) and exits 0."""
     if block.skip is not None:
-        pytest.skip(block.skip)
+        pytest.skip(f"{block.source}: {block.skip}")
     run = runs_of(page_runs, name, tmp_path_factory).bash(block)
     assert run.ok, run.message
 
