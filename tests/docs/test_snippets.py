@@ -58,7 +58,11 @@ BASH = {"bash", "sh", "shell"}
 MARKER = re.compile(r"^\s*<!--\s*snippet:(.*?)-->\s*$")
 MARKER_START = re.compile(r"^\s*<!--\s*snippet\b")
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`]*)$")
-INCLUDE = re.compile(r'^(?P<indent>\s*)--8<--\s+"(?P<path>[^"]+)"\s*$')
+INCLUDE = re.compile(
+    r'^(?P<indent>\s*)--8<--\s+"(?P<path>[^":]+)(?::(?P<start>\d*)(?::(?P<end>\d*))?)?"\s*$'
+)
+"""``--8<-- "file"``, or pymdownx.snippets' line range ``"file:start:end"`` (1-based, both
+ends included; either may be left out)."""
 
 
 class Line(NamedTuple):
@@ -115,7 +119,8 @@ class Run(NamedTuple):
 
 
 def expand(path: Path, root: Path, problems: list[str], depth: int = 0) -> list[Line]:
-    """The lines of ``path`` with each ``--8<-- "file"`` line replaced by that file's lines."""
+    """The lines of ``path`` with each ``--8<-- "file"`` line replaced by that file's lines
+    (those of its line range, if it names one)."""
     name = relative(path, root)
     lines: list[Line] = []
     for number, text in enumerate(path.read_text().splitlines(), start=1):
@@ -129,7 +134,12 @@ def expand(path: Path, root: Path, problems: list[str], depth: int = 0) -> list[
         elif depth > 8:
             problems.append(f"{name}:{number}: includes nest deeper than 8 (a cycle?)")
         else:
+            start, end = int(match["start"] or 1), int(match["end"] or 0) or None
             for line in expand(target, root, problems, depth + 1):
+                if line.source == relative(target, root) and not (
+                    start <= line.number <= (end or line.number)
+                ):
+                    continue
                 lines.append(line._replace(text=match["indent"] + line.text))
     return lines
 
@@ -600,3 +610,13 @@ def test_includes_are_expanded_and_keep_their_own_file_and_line(tmp_path: Path) 
     bash, python = page.blocks
     assert (bash.source, bash.code, bash.timeout_s) == ("part.md:5", "echo in\n", 7.0)
     assert (python.source, python.code) == ("code.py:1", "print('included')\n")
+
+
+@pytest.mark.timeout(60)
+def test_an_include_with_a_line_range_takes_those_lines_only(tmp_path: Path) -> None:
+    (tmp_path / "part.md").write_text("# Title\n\n```bash\necho a\n```\n\n```bash\necho b\n```\n")
+    starting = write_page(tmp_path, '--8<-- "part.md:3:"\n')
+    ending = write_page(tmp_path, '--8<-- "part.md:1:5"\n')
+    assert not starting.problems and not ending.problems
+    assert [b.code for b in starting.blocks] == ["echo a\n", "echo b\n"]
+    assert [(b.source, b.code) for b in ending.blocks] == [("part.md:4", "echo a\n")]
