@@ -131,7 +131,8 @@ def _table(flow: RunDataflow) -> str:
         s = flow.stages.get(node.key)
         name = escape(node.key)
         if s is None:
-            rows.append(f'<tr><td>{name}</td><td colspan="5">{_untimed(node)}</td></tr>')
+            detail = _untimed(node, measured=flow.measured)
+            rows.append(f'<tr><td>{name}</td><td colspan="5">{detail}</td></tr>')
             continue
         cls = ' class="bottleneck"' if node.key == flow.bottleneck else ""
         rows.append(

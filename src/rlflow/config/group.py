@@ -112,7 +112,7 @@ class FieldGroup:
     @classmethod
     def field_type(cls, name: str) -> Any:
         """The resolved type annotation of field ``name``."""
-        return _type_hints(cls)[name]
+        return _type_hints(typing.cast(type, cls))[name]
 
     @classmethod
     def field_default(cls, name: str) -> Any:
