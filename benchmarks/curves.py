@@ -17,7 +17,7 @@ The budget of a case is the env steps its learning test allows (or, where no tes
 what this machine affords), so a curve shows where a tuned config stands at the budget CI holds.
 
     python benchmarks/curves.py --list
-    python benchmarks/curves.py [--only ppo:CartPole-v1,dqn] [--seeds 0,1,2] [--backend local]
+    python benchmarks/curves.py [--only ppo:CartPole-v1,dqn] [--seeds 0,1,2] [--backend ray]
         [--out DIR] [--runs DIR] [--quick]
 
 ``--quick`` divides every budget by 20 (a check of the script, not a result).
@@ -52,6 +52,9 @@ class Case:
     target: float | None
     """The return its learning test holds (None: no test holds one)."""
     note: str = ""
+    """Where the budget and target come from."""
+    backend: str = "local"
+    """Where its learning test runs it (the asynchronous plans: on Ray)."""
 
     @property
     def key(self) -> str:
@@ -65,23 +68,27 @@ class Case:
 
 
 STATELESS = "rlflow/StatelessCartPole-v1"
+LEARNING = "tests/algorithms/test_learning.py"
+MEMORY = "tests/algorithms/test_learning_memory.py"
+ASYNC = "rlflow.testing.learning.ASYNC_TARGETS (Ray)"
+PENDULUM = "tests/algorithms/twin_q/test_learning.py"
 CASES = (
-    Case("pg", "CartPole-v1", 300_000, 150.0, "tests/algorithms/test_learning.py"),
-    Case("a2c", "CartPole-v1", 500_000, 400.0, "tests/algorithms/test_learning.py"),
-    Case("a3c", "CartPole-v1", 300_000, None),
-    Case("ppo", "CartPole-v1", 100_000, 475.0, "tests/algorithms/test_learning.py"),
-    Case("dqn", "CartPole-v1", 100_000, 475.0, "the tuned file's budget"),
-    Case("apex", "CartPole-v1", 200_000, None),
-    Case("impala", "CartPole-v1", 500_000, 400.0, "the tuned file's lr decays to 0 at 500k"),
-    Case("appo", "CartPole-v1", 300_000, 400.0),
+    Case("pg", "CartPole-v1", 300_000, 150.0, LEARNING),
+    Case("a2c", "CartPole-v1", 500_000, 400.0, LEARNING),
+    Case("a3c", "CartPole-v1", 500_000, 300.0, ASYNC, "ray"),
+    Case("ppo", "CartPole-v1", 100_000, 475.0, LEARNING),
+    Case("dqn", "CartPole-v1", 100_000, 475.0, "tests/algorithms/dqn/test_dqn_apex.py (seed 0)"),
+    Case("apex", "CartPole-v1", 400_000, 300.0, ASYNC, "ray"),
+    Case("impala", "CartPole-v1", 500_000, 400.0, ASYNC, "ray"),
+    Case("appo", "CartPole-v1", 500_000, 400.0, ASYNC, "ray"),
     Case("ppo", "Pendulum-v1", 200_000, -400.0, "benchmarks/ppo_pendulum.py"),
-    Case("sac", "Pendulum-v1", 20_000, -400.0, "the tuned file: 20k fit a loaded CI machine"),
-    Case("td3", "Pendulum-v1", 20_000, -400.0, "the tuned file: 20k fit a loaded CI machine"),
-    Case("ppo", STATELESS, 300_000, 300.0, "tests/algorithms/test_learning_memory.py"),
-    Case("impala", STATELESS, 500_000, 150.0, "tests/algorithms/test_learning_memory.py"),
-    Case("appo", STATELESS, 500_000, 150.0, "tests/algorithms/test_learning_memory.py"),
-    Case("r2d2", STATELESS, 300_000, 150.0, "tests/algorithms/test_learning_memory.py"),
-    Case("apex_r2d2", STATELESS, 450_000, 150.0, "tests/algorithms/test_learning_memory.py"),
+    Case("sac", "Pendulum-v1", 20_000, -250.0, PENDULUM),
+    Case("td3", "Pendulum-v1", 20_000, -250.0, PENDULUM),
+    Case("ppo", STATELESS, 300_000, 300.0, MEMORY),
+    Case("impala", STATELESS, 500_000, 150.0, MEMORY),
+    Case("appo", STATELESS, 500_000, 150.0, MEMORY),
+    Case("r2d2", STATELESS, 300_000, 150.0, MEMORY),
+    Case("apex_r2d2", STATELESS, 450_000, 150.0, MEMORY),
 )
 """The cases this script runs: every algorithm with a tuned config that learns online on a
 CartPole- or Pendulum-sized env. Not here: bc, marwil and cql (they learn from recorded
@@ -177,7 +184,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", help="cases: algo or algo:env, comma-separated")
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--backend", default="local", choices=("local", "ray"))
+    parser.add_argument(
+        "--backend", choices=("local", "ray"), help="every case's (default: each case's own)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--runs", type=Path, help="keep the run dirs here (default: a temp dir)")
     parser.add_argument("--quick", action="store_true", help="budgets / 20: a check, no result")
@@ -196,10 +205,11 @@ def main() -> None:
     runs = args.runs or Path(tempfile.mkdtemp(prefix="rlflow-curves-"))
     for case in _selected(args.only):
         budget = case.budget // 20 if args.quick else case.budget
+        backend = args.backend or case.backend
         run_dirs, seeds_out = [], []
         for seed in seeds:
             run_dir = runs / f"{case.file_stem}_s{seed}"
-            seeds_out.append(_run(case, seed, budget, run_dir, args.backend))
+            seeds_out.append(_run(case, seed, budget, run_dir, backend))
             run_dirs.append(run_dir)
             last = seeds_out[-1]
             print(f"{case.key} seed {seed}: final {last['final_return']:.1f}, best "
@@ -212,7 +222,7 @@ def main() -> None:
             "budget": budget,
             "target": case.target,
             "note": case.note,
-            "backend": args.backend,
+            "backend": backend,
             "quick": args.quick,
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "picture": picture.name,

@@ -50,15 +50,15 @@ def _row(key: str, case: dict[str, Any], link: str) -> str:
     )
     seconds = statistics.median(s["seconds"] for s in seeds)
     return (
-        f"| [{key}]({link}) | {case['budget']:,} | {at_target} | {to_target} | {final} "
+        f"| [{key}]({link}) | {case['backend']} | {case['budget']:,} | {at_target} | {to_target} | {final} "
         f"| {seconds:,.0f} s | {case['date'][:10]} |"
     )
 
 
 _HEAD = [
-    "| Case | Budget (env steps) | Seeds at the target | Median steps to it "
+    "| Case | Backend | Budget (env steps) | Seeds at the target | Median steps to it "
     "| Final return: median (min to max) | Wall time per seed | Measured |",
-    "|---|---|---|---|---|---|---|",
+    "|---|---|---|---|---|---|---|---|",
 ]
 
 
