@@ -50,8 +50,8 @@ def _row(key: str, case: dict[str, Any], link: str) -> str:
     )
     seconds = statistics.median(s["seconds"] for s in seeds)
     return (
-        f"| [{key}]({link}) | {case['backend']} | {case['budget']:,} | {at_target} | {to_target} | {final} "
-        f"| {seconds:,.0f} s | {case['date'][:10]} |"
+        f"| [{key}]({link}) | {case['backend']} | {case['budget']:,} | {at_target} "
+        f"| {to_target} | {final} | {seconds:,.0f} s | {case['date'][:10]} |"
     )
 
 
