@@ -17,6 +17,23 @@ __all__ = ["CURVES", "algorithm_results", "curves_summary", "pictures", "results
 CURVES = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "curves"
 """Where ``benchmarks/curves.py`` writes."""
 
+ZOO = (
+    "https://github.com/DLR-RM/rl-baselines3-zoo/blob/0088472b8cb622732bdbc4aa3d0d0abde86c67ed/"
+    "benchmark.md"
+)
+"""rl-baselines3-zoo's table of its trained agents (SB3 with the zoo's tuned settings)."""
+PUBLISHED: dict[tuple[str, str], tuple[float, float, str]] = {
+    ("a2c", "CartPole-v1"): (500.0, 0.0, "500k"),
+    ("ppo", "CartPole-v1"): (500.0, 0.0, "100k"),
+    ("dqn", "CartPole-v1"): (500.0, 0.0, "50k"),
+    ("ppo", "Pendulum-v1"): (-172.225, 104.159, "100k"),
+    ("sac", "Pendulum-v1"): (-156.995, 88.714, "20k"),
+    ("td3", "Pendulum-v1"): (-151.855, 90.227, "20k"),
+}
+"""``(algo, env) -> (mean, std, training steps)`` from `ZOO`: one training run per row, then
+its deterministic policy evaluated for 150k steps. Not the same measure as the curves' final
+return (the mean of the last training episodes, exploring), which it bounds from above."""
+
 
 def curves_summary() -> dict[str, Any]:
     """``summary.json`` of the curves (empty when the script has not run)."""
@@ -49,16 +66,18 @@ def _row(key: str, case: dict[str, Any], link: str) -> str:
         else "-"
     )
     seconds = statistics.median(s["seconds"] for s in seeds)
+    zoo = PUBLISHED.get((case["algo"], case["env"]))
+    published = "-" if zoo is None else f"{zoo[0]:,.1f} ± {zoo[1]:,.1f} at {zoo[2]}"
     return (
         f"| [{key}]({link}) | {case['backend']} | {case['budget']:,} | {at_target} "
-        f"| {to_target} | {final} | {seconds:,.0f} s | {case['date'][:10]} |"
+        f"| {to_target} | {final} | {published} | {seconds:,.0f} s | {case['date'][:10]} |"
     )
 
 
 _HEAD = [
     "| Case | Backend | Budget (env steps) | Seeds at the target | Median steps to it "
-    "| Final return: median (min to max) | Wall time per seed | Measured |",
-    "|---|---|---|---|---|---|---|---|",
+    "| Final return: median (min to max) | rl-baselines3-zoo | Wall time per seed | Measured |",
+    "|---|---|---|---|---|---|---|---|---|",
 ]
 
 
@@ -99,7 +118,10 @@ def results_page() -> str:
         "is `episode_return_mean`, the mean of the last training episodes (100 unless the "
         "tuned config says otherwise); the target is the return the algorithm's learning test "
         "holds in CI. `python benchmarks/curves.py --list` lists every case with its budget; "
-        "a case not below has not been measured yet.",
+        "a case not below has not been measured yet. Beside them, where it has the case, "
+        f"[rl-baselines3-zoo's published result]({ZOO}) (Stable-Baselines3 with the zoo's "
+        "tuned settings: one training run of the steps named, then its deterministic policy "
+        "evaluated; an upper bound for a training return, which still explores).",
         "",
     ]
     if not cases:

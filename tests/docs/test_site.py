@@ -340,3 +340,16 @@ def test_a_browser_renders_the_site_and_its_search_finds_ppo(site: Path, browser
     assert any("PPO" in title for title in titles), titles
     assert not browser.errors, browser.errors
     assert _colours(home) > 50 and _colours(ppo) > 50  # text, code and the figure: not blank
+
+
+def test_the_results_page_shows_every_measured_case_with_its_picture(site: Path) -> None:
+    summary = json.loads((ROOT / "benchmarks/results/curves/summary.json").read_text())
+    page = (site / "results" / "index.html").read_text()
+    measured = {k: c for k, c in summary["cases"].items() if not c["quick"]}
+    assert measured, "benchmarks/curves.py has measured no case"
+    for key, case in measured.items():
+        assert key in page and f'src="{case["picture"]}"' in page, key
+        assert (site / "results" / case["picture"]).read_bytes().startswith(b"\x89PNG")
+    assert summary["machine"]["cpu"] in page
+    ppo = (site / "algorithms" / "ppo" / "index.html").read_text()
+    assert "ppo:CartPole-v1" in ppo and "ppo_CartPole-v1.png" in ppo  # its own page too
