@@ -75,9 +75,7 @@ def load1() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def run_rlflow(
-    env_id: str, steps: int, seed: int, *, tuned: bool, settings: list[str]
-) -> Run:
+def run_rlflow(env_id: str, steps: int, seed: int, *, tuned: bool, settings: list[str]) -> Run:
     """``rlflow train ppo`` on ``env_id`` until ``steps`` env steps were sampled."""
     load = load1()
     with tempfile.TemporaryDirectory() as tmp:
