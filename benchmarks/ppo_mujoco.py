@@ -1,28 +1,30 @@
-"""PPO with its defaults on a MuJoCo env (Hopper-v5): rlflow beside Stable-Baselines3.
+"""PPO's defaults on a MuJoCo env (Hopper-v5), rlflow beside Stable-Baselines3 (or both tuned).
 
 For each seed, one run of each library for the same env-step budget, one after the other:
 
 - ``rlflow``: the command a user types, in this process: ``rlflow train ppo --env ENV --no-tuned
   --backend local --seed SEED --stop-timesteps STEPS --set metrics_num_episodes_for_smoothing=20``
   (``--tuned`` drops ``--no-tuned``: the shipped tuned config, if any; ``--set KEY=VALUE`` adds
-  settings, e.g. the old defaults). The local backend runs the rollout workers in this process;
-  PPO is synchronous, so the numbers are the Ray backend's too, only the seconds differ.
+  settings, e.g. the old defaults). The local backend runs the rollout workers in this process
+  (the same worker classes as on Ray; the Ray backend was not run on Hopper here).
 - ``sb3``: ``PPO("MlpPolicy", ENV, seed=SEED, device="cpu", stats_window_size=20)
   .learn(STEPS)``, SB3's defaults, in a subprocess of this script (peers run only here, each in
-  its own process).
+  its own process). With ``--tuned``, rl-baselines3-zoo's entry for the env instead (`ZOO`: the
+  settings rlflow's tuned file translates, with what rlflow lacks: ``VecNormalize`` of
+  observations and rewards, and the policy_kwargs), the env in ``make_vec_env``.
 
 "Return" is the same number on both sides: the mean undiscounted return of the last 20 training
 episodes finished when the budget is spent (exploring, stochastic policy; all envs): rlflow's
 ``episode_return_mean`` of the last iteration with ``metrics_num_episodes_for_smoothing=20``,
-the last 20 of the episodes SB3's ``Monitor`` wrapper recorded, after ``learn`` returns (what
-its ``ep_info_buffer`` holds with ``stats_window_size=20``).
-Each library stops at the end of the first train batch that reaches the budget (rlflow: its
-``train_batch_size`` steps per iteration; SB3: ``n_steps`` = 2,048 per rollout), so the env
-steps printed may pass the budget by less than one batch. Seconds are the whole run (model,
-envs and, for rlflow, reporting and the final checkpoint); both use one torch thread. The
-script prints every run, then per library the median over seeds and the ratio rlflow/SB3 of
-the returns. A run is noisy (one seed says little); the 1-minute load average is printed with
-each. Needs the ``mujoco`` and ``bench`` extras.
+and the last 20 of the episodes SB3's ``Monitor`` wrapper recorded, after ``learn`` returns
+(what its ``ep_info_buffer`` holds with ``stats_window_size=20``). Each library stops at the
+end of the first train batch that reaches the budget (rlflow: ``train_batch_size`` steps per
+iteration; SB3: ``n_steps``, 2,048 by default), so the env steps printed may pass the budget
+by less than one batch. Seconds are the whole run (model, envs and, for rlflow, reporting and
+the final checkpoint); both use one torch thread. The script prints every run, then per
+library the median over seeds and the ratio rlflow/SB3 of the returns. A run is noisy (one
+seed says little); the 1-minute load average is printed with each. Needs the ``mujoco`` and
+``bench`` extras.
 
     python benchmarks/ppo_mujoco.py [--env Hopper-v5] [--steps 200000] [--seeds 0[,1,...]]
         [--only rlflow,sb3] [--tuned] [--set KEY=VALUE ...] [--out FILE.jsonl]
@@ -51,6 +53,43 @@ from rlflow.cli import main as rlflow_main
 WINDOW = 20
 """Finished training episodes in the mean return, both libraries."""
 LIBRARIES = ("rlflow", "sb3")
+_ZOO_NET = {
+    "log_std_init": -2,
+    "ortho_init": False,
+    "net_arch": {"pi": [256, 256], "vf": [256, 256]},
+}
+ZOO: dict[str, dict[str, Any]] = {
+    "Hopper-v5": {
+        "n_steps": 512,
+        "batch_size": 32,
+        "gamma": 0.999,
+        "learning_rate": 9.80828e-05,
+        "ent_coef": 0.00229519,
+        "clip_range": 0.2,
+        "n_epochs": 5,
+        "gae_lambda": 0.99,
+        "max_grad_norm": 0.7,
+        "vf_coef": 0.835671,
+        "policy_kwargs": _ZOO_NET,
+    },
+    "HalfCheetah-v5": {
+        "n_steps": 512,
+        "batch_size": 64,
+        "gamma": 0.98,
+        "learning_rate": 2.0633e-05,
+        "ent_coef": 0.000401762,
+        "clip_range": 0.1,
+        "n_epochs": 20,
+        "gae_lambda": 0.92,
+        "max_grad_norm": 0.8,
+        "vf_coef": 0.58096,
+        "policy_kwargs": _ZOO_NET,
+    },
+    "Ant-v5": {},
+}
+"""rl-baselines3-zoo ``hyperparams/ppo.yml`` (2.9.0a2, commit 22e3ff2), its -v4 entries, each
+with ``normalize: true`` and ``n_envs: 1``; ReLU activations (``nn.ReLU``) are added where the
+zoo names them. Ant-v4 is SB3's defaults with normalization."""
 
 
 class Run(NamedTuple):
@@ -105,14 +144,27 @@ def run_rlflow(env_id: str, steps: int, seed: int, *, tuned: bool, settings: lis
     )
 
 
-def sb3_child(env_id: str, steps: int, seed: int) -> None:
-    """In the subprocess: SB3's PPO with its defaults; print the run as one JSON line."""
+def sb3_model(env_id: str, seed: int, *, zoo: bool) -> Any:
+    """SB3's PPO with its defaults, or with the zoo's entry for ``env_id`` (`ZOO`)."""
     from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
 
+    if not zoo:
+        return PPO("MlpPolicy", env_id, seed=seed, device="cpu", stats_window_size=WINDOW)
+    kwargs = dict(ZOO[env_id])
+    if "policy_kwargs" in kwargs:
+        kwargs["policy_kwargs"] = {**kwargs["policy_kwargs"], "activation_fn": torch.nn.ReLU}
+    env = VecNormalize(make_vec_env(env_id, n_envs=1, seed=seed))
+    return PPO("MlpPolicy", env, seed=seed, device="cpu", stats_window_size=WINDOW, **kwargs)
+
+
+def sb3_child(env_id: str, steps: int, seed: int, *, zoo: bool) -> None:
+    """In the subprocess: SB3's PPO (`sb3_model`); print the run as one JSON line."""
     torch.set_num_threads(1)
     load = load1()
     start = time.perf_counter()
-    model = PPO("MlpPolicy", env_id, seed=seed, device="cpu", stats_window_size=WINDOW)
+    model = sb3_model(env_id, seed, zoo=zoo)
     model.learn(total_timesteps=steps)
     seconds = time.perf_counter() - start
     # Every finished episode's return, from the Monitor SB3 wraps the env in.
@@ -122,14 +174,14 @@ def sb3_child(env_id: str, steps: int, seed: int) -> None:
     print(json.dumps(run._asdict()))
 
 
-def run_sb3(env_id: str, steps: int, seed: int) -> Run | None:
+def run_sb3(env_id: str, steps: int, seed: int, *, zoo: bool) -> Run | None:
     """SB3's run in a subprocess of this script; None without stable-baselines3."""
     try:
         import stable_baselines3  # noqa: F401
     except ImportError:
         return None
     argv = [sys.executable, __file__, "--sb3-child", "--env", env_id]
-    argv += ["--steps", str(steps), "--seeds", str(seed)]
+    argv += ["--steps", str(steps), "--seeds", str(seed)] + (["--tuned"] if zoo else [])
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"SB3's run failed ({done.returncode}):\n{done.stderr[-2000:]}")
@@ -146,9 +198,10 @@ def show(run: Run) -> None:
     )
 
 
-def summary(runs: list[Run], env_id: str, steps: int) -> None:
+def summary(runs: list[Run], env_id: str, steps: int, *, tuned: bool) -> None:
     """Medians over seeds per library and the ratio rlflow/SB3 of the returns."""
-    print(f"\nPPO defaults, {env_id}, {steps} env steps, medians over seeds:")
+    what = "rlflow's tuned config and the zoo's" if tuned else "defaults"
+    print(f"\nPPO ({what}), {env_id}, {steps} env steps, medians over seeds:")
     medians: dict[str, float] = {}
     for library in LIBRARIES:
         mine = [r for r in runs if r.library == library]
@@ -182,14 +235,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200_000, help="env steps per run")
     parser.add_argument("--seeds", default="0", help="comma-separated seeds")
     parser.add_argument("--only", default="rlflow,sb3", help="subset of rlflow,sb3")
-    parser.add_argument("--tuned", action="store_true", help="rlflow: the shipped tuned config")
+    parser.add_argument(
+        "--tuned", action="store_true", help="rlflow's tuned config, SB3 the zoo's entry"
+    )
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--out", default=None, help="append one JSON line per run here")
     parser.add_argument("--sb3-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     if args.sb3_child:
-        sb3_child(args.env, args.steps, seeds[0])
+        sb3_child(args.env, args.steps, seeds[0], zoo=args.tuned)
         return
     torch.set_num_threads(1)
     print(f"torch threads 1, cpus {os.cpu_count()}, load average {os.getloadavg()}", flush=True)
@@ -203,7 +258,7 @@ def main() -> None:
                     args.env, args.steps, seed, tuned=args.tuned, settings=args.set
                 )
             else:
-                run = run_sb3(args.env, args.steps, seed)
+                run = run_sb3(args.env, args.steps, seed, zoo=args.tuned)
             if run is None:
                 print("  sb3    skipped: stable-baselines3 is not installed (extra bench)")
                 continue
@@ -212,7 +267,7 @@ def main() -> None:
             if args.out:
                 with open(args.out, "a") as f:
                     f.write(json.dumps(record(run, args)) + "\n")
-    summary(runs, args.env, args.steps)
+    summary(runs, args.env, args.steps, tuned=args.tuned)
 
 
 if __name__ == "__main__":
