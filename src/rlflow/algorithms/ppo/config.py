@@ -8,9 +8,9 @@ groups', with PPO's own in the class statement below.
 ``lr`` is 3e-4 (Adam's rate in the PPO paper's MuJoCo runs and Stable-Baselines3's default),
 not RLlib's 5e-5: with RLlib's other defaults (4,000-step batches, 30 epochs of 128-row
 minibatches, the adaptive KL penalty) 5e-5 left Hopper-v5 at a 20-episode mean of 378 after
-200k env steps (seed 0), where SB3's PPO defaults reach 1,117 and 3e-4 alone reaches 1,420
-(``benchmarks/ppo_mujoco.py``; figures in ``benchmarks/README.md``). Every discrete-action task
-with a tuned config sets its own ``lr``.
+200k env steps (seed 0), where SB3's PPO defaults reach 1,117; 3e-4 alone reaches 1,420 (seeds
+1 and 2: 1,200 and 1,374, SB3 784 and 835). ``benchmarks/ppo_mujoco.py`` measures it (figures
+in ``benchmarks/README.md``). The shipped tuned configs all set their own ``lr``.
 """
 
 from __future__ import annotations
