@@ -20,7 +20,7 @@ CASES = [(algo, env) for algo in ("ppo", "sac", "td3") for env in ENVS]
 LOSSES = {
     "ppo": ("policy_loss", "vf_loss", "entropy"),
     "sac": ("critic_loss", "actor_loss", "alpha_loss"),
-    "td3": ("critic_loss", "actor_loss"),
+    "td3": ("critic_loss",),  # actor_loss only after an actor step (every policy_delay-th)
 }
 
 
