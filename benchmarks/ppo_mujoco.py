@@ -6,7 +6,7 @@ For each seed, one run of each library for the same env-step budget, one after t
   --backend local --seed SEED --stop-timesteps STEPS --set metrics_num_episodes_for_smoothing=20``
   (``--tuned`` drops ``--no-tuned``: the shipped tuned config, if any; ``--set KEY=VALUE`` adds
   settings, e.g. the old defaults). The local backend runs the rollout workers in this process
-  (the same worker classes as on Ray; the Ray backend was not run on Hopper here).
+  (the same worker classes as on Ray; ``rlflow train`` on Ray gave seed 0's figure exactly).
 - ``sb3``: ``PPO("MlpPolicy", ENV, seed=SEED, device="cpu", stats_window_size=20)
   .learn(STEPS)``, SB3's defaults, in a subprocess of this script (peers run only here, each in
   its own process). With ``--tuned``, rl-baselines3-zoo's entry for the env instead (`ZOO`: the

@@ -2,11 +2,11 @@
 Stable-Baselines3's PPO with its defaults, on the same budget and seed.
 
 The run is the command of the issue with the defaults, ``rlflow train ppo --env Hopper-v5
---no-tuned --stop-timesteps 200000`` (seed 0), on the local backend (PPO learns on Ray in
-``tests/algorithms/test_learning.py``), with the mean return over the last 20 finished training
-episodes as in ``benchmarks/ppo_mujoco.py``. ``--no-tuned``: the shipped
-``ppo/tuned/Hopper-v5.yaml`` holds rl-baselines3-zoo's settings for 1M steps, which start
-slower (777 here at 200k; SB3 with the same settings 470). The bar,
+--no-tuned --stop-timesteps 200000`` (seed 0), on the local backend (the Ray backend gave the
+same 1,420.5; PPO learns on Ray in ``tests/algorithms/test_learning.py``), with the mean return
+over the last 20 finished training episodes as in ``benchmarks/ppo_mujoco.py``.
+``--no-tuned``: the shipped ``ppo/tuned/Hopper-v5.yaml`` holds rl-baselines3-zoo's settings
+for 1M steps, which start slower (777 here at 200k; SB3 with the same settings 470). The bar,
 1,117, is SB3's ``PPO("MlpPolicy", "Hopper-v5", seed=0)`` after ``learn(200_000)`` (200,704
 env steps) measured by that script on 2026-11-29 (2 cores, no GPU, stable-baselines3 2.9.2,
 torch 2.13.0)::
