@@ -6,7 +6,7 @@ that checks only its own fields (`rlflow.config.group.FieldGroup`). :class:`Algo
 config (``rlflow.algorithms.<name>.config``) adds the groups it shares with other families
 (`rlflow.config.learning`), its family's fields (``q_learning``'s replay, ``twin_q``'s) and its
 own, and sets its defaults in one place, its class statement: ``class PPOConfig(...,
-defaults={"lr": 5e-5, ...})``. A multi-agent run names its policies with :class:`PolicySpec`.
+defaults={"lr": 3e-4, ...})``. A multi-agent run names its policies with :class:`PolicySpec`.
 The modules of this package:
 
 - `rlflow.config.group`: `FieldGroup`, the base of groups and configs (``defaults=``), and

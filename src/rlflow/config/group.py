@@ -8,7 +8,7 @@ it changes an inherited default with the ``defaults`` class keyword instead of d
 field again::
 
     @dataclass(frozen=True, kw_only=True)
-    class PPOConfig(ActorCriticConfig, LossWeightsConfig, defaults={"lr": 5e-5}):
+    class PPOConfig(ActorCriticConfig, LossWeightsConfig, defaults={"lr": 3e-4}):
         ...
 
 so every field is declared (and documented) once, and each algorithm's defaults read in one
