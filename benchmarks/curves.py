@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import platform
 import subprocess
@@ -38,7 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlflow.loggers import read_progress
+
 RESULTS = Path(__file__).resolve().parent / "results" / "curves"
+STEPS, RETURN = "num_env_steps_sampled", "episode_return_mean"
+"""The columns of a run's progress a curve is drawn from (x, y)."""
 
 
 @dataclass(frozen=True)
@@ -115,16 +120,17 @@ def _run(case: Case, seed: int, budget: int, run_dir: Path, backend: str) -> dic
     seconds = time.monotonic() - start
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
-    rows = [json.loads(line) for line in (run_dir / "progress.jsonl").read_text().splitlines()]
-    returns = [(r["num_env_steps_sampled"], r.get("episode_return_mean")) for r in rows]
-    returns = [(t, g) for t, g in returns if isinstance(g, int | float)]
+    # The reader `rlflow plot` draws the pictures from, so the numbers are the pictures'.
+    columns = read_progress(run_dir, (STEPS, RETURN))
+    steps = [int(t) for t in columns[STEPS]]
+    returns = [(t, g) for t, g in zip(steps, columns[RETURN], strict=True) if math.isfinite(g)]
     reached = next((t for t, g in returns if case.target is not None and g >= case.target), None)
     return {
         "seed": seed,
         "final_return": returns[-1][1] if returns else None,
         "best_return": max((g for _, g in returns), default=None),
         "steps_to_target": reached,
-        "env_steps": rows[-1]["num_env_steps_sampled"] if rows else 0,
+        "env_steps": steps[-1] if steps else 0,
         "seconds": round(seconds, 1),
     }
 
