@@ -11,6 +11,7 @@ import yaml
 
 from rlflow import flow
 from rlflow.cli import main
+from rlflow.cli.resolve import should_stop
 from rlflow.config.files import load_config_file, tuned_config_path
 from rlflow.config.model import ModelConfig
 from rlflow.errors import ConfigError
@@ -365,3 +366,15 @@ def test_self_play_from_the_command_line_survives_a_restore(
     progress = _progress(run_dir)
     assert [r["self_play"]["default_policy"]["snapshots"] for r in progress] == [1, 2, 3]
     assert progress[2]["self_play"]["default_policy"]["vs_random"]["games"] == 10
+
+
+def test_stop_timesteps_counts_rows_trained_only_in_a_run_that_samples_none() -> None:
+    stop = {"num_env_steps_sampled": 4000.0}
+    offline = {"num_env_steps_sampled": 0, "num_env_steps_trained": 5120}
+    assert should_stop(offline, stop) == "num_env_steps_trained=5120 >= 4000"
+    assert should_stop({**offline, "num_env_steps_trained": 2560}, stop) is None
+    online = {"num_env_steps_sampled": 3000, "num_env_steps_trained": 9000}
+    assert should_stop(online, stop) is None
+    assert should_stop({**online, "num_env_steps_sampled": 4000}, stop) == (
+        "num_env_steps_sampled=4000 >= 4000"
+    )

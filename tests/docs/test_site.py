@@ -353,3 +353,7 @@ def test_the_results_page_shows_every_measured_case_with_its_picture(site: Path)
     assert summary["machine"]["cpu"] in page
     ppo = (site / "algorithms" / "ppo" / "index.html").read_text()
     assert "ppo:CartPole-v1" in ppo and "ppo_CartPole-v1.png" in ppo  # its own page too
+    # Published results, measured here or not: the zoo's SAC on HalfCheetah (1M steps, days on
+    # this CPU), RLlib's IMPALA on Breakout at 10M steps, each with its source's link.
+    assert "9,535.5 ± 100.5 at 1M" in page and "HalfCheetah-v3" in page
+    assert "385.0 at 10M" in page and "ray-project/rl-experiments/blob/07e4acfb" in page

@@ -80,7 +80,12 @@ def _run_args() -> Parser:
         type=float,
         help="multi-agent: stop once every policy's policy_reward_mean reaches this",
     )
-    run.add_argument("--stop-timesteps", type=int, help="stop after this many env steps")
+    run.add_argument(
+        "--stop-timesteps",
+        type=int,
+        help="stop after this many env steps (a run reading recorded experience only: rows "
+        "trained)",
+    )
     run.add_argument("--stop-time", type=float, help="stop after this many seconds")
     run.add_argument("--stop-iters", type=int, help="stop after this many iterations")
     run.add_argument("--out", metavar="DIR", help="run dir (default runs/<algo>_<env>_<time>)")

@@ -187,12 +187,17 @@ def should_stop(result: Mapping[str, Any], stop: Mapping[str, float]) -> str | N
 
     A per-policy value (a mapping) counts as reached when every policy reaches it. A run
     that samples no episodes (the offline algorithms: bc, marwil) stops on its evaluation's
-    ``evaluation/episode_return_mean`` for ``episode_return_mean``.
+    ``evaluation/episode_return_mean`` for ``episode_return_mean``; one that samples no env
+    steps at all (reading recorded experience only) on its rows trained,
+    ``num_env_steps_trained``, for ``num_env_steps_sampled`` (``--stop-timesteps``).
     """
     for key, threshold in stop.items():
         value: Any = result.get(key)
         if key == "episode_return_mean" and not is_number(value):
             key = "evaluation/episode_return_mean"
+            value = result.get(key)
+        if key == "num_env_steps_sampled" and value == 0:
+            key = "num_env_steps_trained"
             value = result.get(key)
         if isinstance(value, Mapping):
             value = min(value.values()) if value else None
