@@ -46,7 +46,7 @@ def test_the_policies_of_one_multi_agent_run_are_two_cases_of_one_run(tmp_path: 
                "--out", str(out), "--runs", str(runs)]  # fmt: skip
     done = subprocess.run(command, cwd=BENCHMARKS, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert [p.name for p in runs.iterdir()] == ["ppo_dqn_multi_cartpole_15000_s0"]
+    assert [p.name for p in runs.iterdir()] == ["ppo_dqn_multi_cartpole_5000_s0"]
     cases = json.loads((out / "summary.json").read_text())["cases"]
     ppo, dqn = (cases[f"ppo_dqn:multi_cartpole:{p}_policy"] for p in ("ppo", "dqn"))
     assert (ppo["y"], dqn["y"]) == (
