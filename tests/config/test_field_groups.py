@@ -176,3 +176,10 @@ def test_a_check_across_two_groups_stays_with_the_config() -> None:
     with pytest.raises(ConfigError, match=r"sgd_minibatch_size=256 must be <= train_batch_size"):
         PPOConfig(train_batch_size=128, sgd_minibatch_size=256)
     assert typing.get_type_hints(PPOConfig)["sgd_minibatch_size"] is int
+
+
+def test_a_keyword_that_names_no_field_is_a_config_error_naming_the_closest() -> None:
+    hint = r"PPOConfig has no field 'clip_parm'; did you mean 'clip_param'\?"
+    with pytest.raises(ConfigError, match=hint):
+        PPOConfig(clip_parm=0.2)
+    assert PPOConfig(clip_param=0.25).clip_param == 0.25  # the fields themselves still pass

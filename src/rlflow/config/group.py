@@ -46,6 +46,13 @@ def _type_hints(base: type) -> dict[str, Any]:
     return typing.get_type_hints(base)
 
 
+@functools.cache
+def _field_name_set(cls: type) -> frozenset[str]:
+    """The keywords the config class ``cls`` takes: its fields and init-only variables (asked
+    at each construction)."""
+    return frozenset(getattr(cls, "__dataclass_fields__", {}))
+
+
 def _inherited_field_type(cls: type, name: str) -> Any:
     """The resolved type of field ``name`` as the nearest dataclass base of ``cls`` has it."""
     for base in cls.__mro__[1:]:
@@ -88,6 +95,14 @@ class FieldGroup:
                 value = dataclasses.field(default_factory=functools.partial(copy.deepcopy, value))
             setattr(cls, name, value)
         cls.__annotations__ = own
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        """Refuse a keyword that names no field with a `ConfigError` naming the closest field
+        (``PPOConfig(clip_parm=0.2)``: did you mean ``clip_param``?), where the generated
+        ``__init__`` would raise a bare ``TypeError``."""
+        if kwargs and not _field_name_set(cls).issuperset(kwargs):
+            cls.check_keys(kwargs)
+        return super().__new__(cls)
 
     def __post_init__(self) -> None:
         """The end of the chain of checks: each group checks its fields after its bases'."""
