@@ -39,9 +39,12 @@ def _title(spec: AlgorithmSpec) -> str:
 
 
 def _plan_env(algo: str) -> str | None:
-    """The env the page draws the plan for: the first tuned one, else the config's default."""
+    """The env the page draws the plan for: the first tuned one that is not an Atari game (the
+    small envs a reader tries first, whose workers start fast), else the first tuned one, else
+    the config's default."""
     envs = tuned_envs(algo)
-    return envs[0] if envs else None
+    small = [env for env in envs if not env.startswith("ALE/")]
+    return (small or envs or [None])[0]
 
 
 def _plan_figure(algo: str) -> list[str]:
