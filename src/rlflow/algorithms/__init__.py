@@ -6,8 +6,8 @@ impala, bc of marwil, cql of sac (whose policy it extends), apex_r2d2 of r2d2 an
 it runs, ddppo of ppo), and ``ppo_dqn``, which composes PPO and DQN, imports their config and
 policy classes. A variant that shares a policy (a2c and a3c use pg's `PGPolicy`, ddppo ppo's
 `PPOPolicy`, apex uses dqn's `DQNPolicy`, apex_r2d2 r2d2's `R2D2Policy`, bc marwil's
-`MARWILPolicy`) gets it here, from this registry, never by import; a loss two algorithms extend (IMPALA's and APPO's V-trace) keeps its base in
-`rlflow.policy`.
+`MARWILPolicy`) gets it here, from this registry, never by import; a loss two algorithms
+extend (IMPALA's and APPO's V-trace) keeps its base in `rlflow.policy`.
 
 Where to start: a plan (e.g. :func:`rlflow.algorithms.ppo.ppo_plan`) is a short function from a
 :class:`~rlflow.workers.WorkerSet` and a config to an iterator of result dicts. The registry

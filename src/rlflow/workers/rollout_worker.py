@@ -310,9 +310,7 @@ class RolloutWorker(ParallelIteratorWorker):
         straggler preemption; `Sampler.sample`): the batch then holds ``steps`` steps of
         each env.
         """
-        batch = self._ensure_sampler().sample(
-            self.config.rollout_fragment_length, preempt=preempt
-        )
+        batch = self._ensure_sampler().sample(self.config.rollout_fragment_length, preempt=preempt)
         parts = (
             batch.policy_batches
             if isinstance(batch, MultiAgentBatch)

@@ -171,7 +171,9 @@ def join_group(
 
 
 def run_round(
-    worker: RolloutWorker, global_vars: Mapping[str, Any], publish: bool
+    worker: RolloutWorker,
+    global_vars: Mapping[str, Any],
+    publish: bool,  # noqa: FBT001 (per rank, passed positionally through RolloutWorker.apply)
 ) -> RoundReport:
     """Shipped to a worker: one round, steps (1)-(3) of the module docstring; with
     ``publish`` the report carries the trained policies' weights."""
@@ -234,9 +236,7 @@ class _Rounds:
         settings = RoundSettings.of(config, policies)
         # Every worker starts from the local worker's weights (they were seeded apart).
         workers.sync_weights(blocking=True)
-        self._call(
-            [(join_group, (k, len(remote), spec, settings)) for k in range(len(remote))]
-        )
+        self._call([(join_group, (k, len(remote), spec, settings)) for k in range(len(remote))])
 
     def _call(self, calls: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
         """``worker k: calls[k]`` on every remote worker at once; the results by rank."""
