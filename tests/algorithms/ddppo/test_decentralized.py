@@ -49,7 +49,7 @@ def _in_threads(fns: list[Callable[[], Any]]) -> list[Any]:
     def run(k: int) -> None:
         try:
             out[k] = fns[k]()
-        except BaseException as err:  # noqa: BLE001 - re-raised below
+        except BaseException as err:  # re-raised below
             errors.append(err)
 
     threads = [threading.Thread(target=run, args=(k,)) for k in range(len(fns))]

@@ -46,8 +46,9 @@ class DDPPOConfig(
 
     keep_local_weights_in_sync: bool = True
     """After each round, copy worker 1's weights to the driver's local worker (RLlib's name): a
-    little traffic, so that checkpoints, evaluation and export see the trained policy. False:
-    the driver's copy is brought up to date only when a checkpoint or an evaluation asks."""
+    little traffic, so that evaluation and export on the driver see the trained policy. False:
+    the local worker keeps the weights it started with (checkpoints still hold every worker's
+    trained state)."""
     preemption_threshold: float = 0.6
     """Straggler preemption (Wijmans et al. 2020): once this fraction of the workers finished
     their fragments, the others stop collecting and learn on the steps they have. In (0, 1];

@@ -44,6 +44,7 @@ from rlflow.workers import RolloutWorker, WorkerSet
 
 __all__ = [
     "RecordRound",
+    "RunRound",
     "RoundReport",
     "RoundSettings",
     "decentralized_rounds",
@@ -219,11 +220,18 @@ def _policy_parts(
     return [parts[pid] for pid in policies if pid in parts and parts[pid].count]
 
 
-class _Rounds:
-    """The stage behind `decentralized_rounds`: round index -> every worker's report (it owns
-    the group's store)."""
+class RunRound:
+    """Run one round on every remote worker at once (`run_round`, steps (1)-(3) of the module
+    docstring); the stage `decentralized_rounds` builds on a counter.
+
+    Items: ``int -> list[RoundReport]`` (the round's number in, the reports in rank order out).
+    Side effects: on construction, the local worker's weights to every worker and the workers
+    joined in one group (`join_group`; this stage owns the group's store); each round, the
+    workers' weights and their global ``timestep`` (env steps sampled so far).
+    """
 
     def __init__(self, workers: WorkerSet, config: DDPPOConfig) -> None:
+        """Join the remote workers of ``workers`` in one group with ``config``'s settings."""
         remote = workers.remote_workers()
         self.workers = workers
         self.config = config
@@ -273,7 +281,7 @@ def decentralized_rounds(
     that dies fails the round with its error (no restarts: the group would have to be formed
     again).
     """
-    run = _Rounds(workers, config)
+    run = RunRound(workers, config)
     return flow.from_iterable(itertools.count(), name="decentralized_rounds").for_each(run)
 
 
