@@ -218,3 +218,31 @@ def test_the_plan_runs_on_the_local_backend(local_backend: None) -> None:
         plan.close()
     finally:
         workers.stop()
+
+
+def test_a_checkpoint_restores_every_workers_trained_state(
+    local_backend: None, tmp_path: Any
+) -> None:
+    """A checkpoint holds each worker's state (weights and optimizer): a restored run's
+    workers start equal to the saved ones and go on in step."""
+    from rlflow import Trainer
+
+    fields = {**TINY, "num_workers": 2, "min_steps_per_iteration": 64, "loggers": ()}
+    with Trainer("ddppo", backend="local", logdir=str(tmp_path / "a"), **fields) as trainer:
+        trainer.train()
+        path = trainer.save(tmp_path / "ckpt")
+        saved = [
+            flat_weights(flow.get(w.get_weights.remote())["default_policy"])
+            for w in trainer.workers.remote_workers()
+        ]
+    restored = Trainer.restore(path, logdir=str(tmp_path / "b"))
+    with restored:
+        remote = restored.workers.remote_workers()
+        for handle, want in zip(remote, saved, strict=True):
+            got = flat_weights(flow.get(handle.get_weights.remote())["default_policy"])
+            np.testing.assert_array_equal(got, want)
+        result = restored.train()
+        assert result["num_env_steps_sampled"] == 128
+        after = [flat_weights(flow.get(w.get_weights.remote())["default_policy"]) for w in remote]
+        np.testing.assert_array_equal(after[0], after[1])
+        assert not np.array_equal(after[0], saved[0])
