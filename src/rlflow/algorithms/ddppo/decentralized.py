@@ -152,6 +152,13 @@ class _Member:
         if self.settings.preempt:
             self.store.add(str(self.round), 1)
 
+    def finish_round(self) -> None:
+        """After the round's learning (whose all-reduces every worker reached only once done
+        collecting, so no one reads the round's counter any more): rank 0 drops the counter."""
+        if self.settings.preempt and self.rank == 0:
+            self.store.delete_key(str(self.round))
+        self.round += 1
+
 
 _MEMBERS: weakref.WeakKeyDictionary[RolloutWorker, _Member] = weakref.WeakKeyDictionary()
 """Each joined worker's membership (on the worker's process; keyed by the worker object)."""
@@ -195,7 +202,7 @@ def run_round(
         sgd_minibatch_size=settings.sgd_minibatch_size,
         policies=settings.policies,
     )
-    member.round += 1
+    member.finish_round()
     report = RoundReport(
         member.rank,
         batch.env_steps(),
