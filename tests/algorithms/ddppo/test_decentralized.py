@@ -150,6 +150,35 @@ def test_ranks_with_batches_of_different_sizes_take_as_many_minibatch_steps(
     )
 
 
+def test_a_rank_without_rows_of_a_policy_still_meets_the_others(
+    policies: list[PPOPolicy],
+) -> None:
+    """A worker none of whose agents a policy played (multi-agent) learns on an empty batch
+    of it: it takes part in every all-reduce, adds nothing, and takes the same steps."""
+    alone, first, second = policies
+    a = _ppo_batch(first, 40, seed=4)
+    alone.update.learn_on_minibatches(
+        a, num_sgd_iter=2, sgd_minibatch_size=20, rng=np.random.default_rng(0)
+    )
+    store, _ = serve_store(None, 30.0)
+
+    def learn(rank: int, policy: PPOPolicy, batch: SampleBatch) -> dict[str, Any]:
+        policy.update.data_parallel = DataParallel(rank, 2, store, own_batches=True)
+        return policy.update.learn_on_minibatches(
+            batch, num_sgd_iter=2, sgd_minibatch_size=20, rng=np.random.default_rng(0)
+        )
+
+    stats = _in_threads([lambda: learn(0, first, a), lambda: learn(1, second, SampleBatch({}))])
+    assert [s["num_steps"] for s in stats] == [4.0, 4.0]
+    np.testing.assert_array_equal(
+        flat_weights(first.get_weights()), flat_weights(second.get_weights())
+    )
+    # The empty rank added nothing: the steps are those of rank 0's batch alone.
+    np.testing.assert_allclose(
+        flat_weights(first.get_weights()), flat_weights(alone.get_weights()), rtol=1e-5, atol=1e-6
+    )
+
+
 def test_a_preempted_fragment_is_the_fragment_of_that_length(local_backend: None) -> None:
     """Cut short after 5 steps, a fragment is exactly what a worker sampling 5-step fragments
     gives (same seed): the same rows, bootstrapped from V of the next observations; the envs
@@ -246,3 +275,37 @@ def test_a_checkpoint_restores_every_workers_trained_state(
         after = [flat_weights(flow.get(w.get_weights.remote())["default_policy"]) for w in remote]
         np.testing.assert_array_equal(after[0], after[1])
         assert not np.array_equal(after[0], saved[0])
+
+
+def _by_agent(agent: str) -> str:
+    return "p0" if agent == "agent_0" else "p1"
+
+
+def test_two_policies_learn_decentralized_on_a_multi_agent_env(local_backend: None) -> None:
+    """multi_cartpole with a policy per pole: each policy's advantages are standardized and its
+    steps all-reduced on its own; every policy stays equal across the workers."""
+    from rlflow import Trainer
+
+    config = {
+        "env": "multi_cartpole",
+        "env_config": {"num_agents": 2, "respawn": True, "horizon": 25},
+        "policies": {"p0": {}, "p1": {}},
+        "policy_mapping_fn": _by_agent,
+        "num_workers": 2,
+        "num_envs_per_worker": 1,
+        "rollout_fragment_length": 25,
+        "train_batch_size": 25,
+        "sgd_minibatch_size": 25,
+        "num_sgd_iter": 2,
+        "seed": 0,
+        "loggers": (),
+    }
+    with Trainer("ddppo", config=config, backend="local") as trainer:
+        before = trainer.workers.local_worker().get_weights()
+        result = trainer.train()
+        assert sorted(result["info"]["learner"]) == ["p0", "p1"]
+        remote = [flow.get(w.get_weights.remote()) for w in trainer.workers.remote_workers()]
+        for pid in ("p0", "p1"):
+            first, second = (flat_weights(r[pid]) for r in remote)
+            np.testing.assert_array_equal(first, second)
+            assert not np.array_equal(first, flat_weights(before[pid]))

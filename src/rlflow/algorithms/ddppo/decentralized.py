@@ -196,6 +196,11 @@ def run_round(
     for part in _policy_parts(batch, settings.policies):
         adv = np.asarray(part[ADVANTAGES], dtype=np.float32)
         part[ADVANTAGES] = (adv - adv.mean()) / max(1e-4, float(adv.std()))
+    if isinstance(batch, MultiAgentBatch):
+        # A trained policy none of this worker's agents played still meets the others in every
+        # all-reduce (with nothing to add): an empty batch of it.
+        missing = {pid: SampleBatch({}) for pid in settings.policies}
+        batch = MultiAgentBatch({**missing, **batch.policy_batches}, batch.env_steps())
     stats = worker.learn_on_batch(
         batch,
         num_sgd_iter=settings.num_sgd_iter,
