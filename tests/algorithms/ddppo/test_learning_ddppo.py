@@ -1,6 +1,8 @@
 """Learning tier: DD-PPO on CartPole-v1 with 2 workers on Ray, to a 100-episode mean of 475
 within 150k env steps (seed 0; measured 2026-11-29: 73,728 steps, on Ray and on the local
-backend alike), the two workers' weights equal after every iteration."""
+backend alike; seeds 1 and 2 on the local backend 73,728 and 79,872), the two workers' weights
+equal after every iteration. Wall clock on this 2-core machine: 36 s (load 9) to 110 s (load
+about 17), plus the Ray session's start."""
 
 from __future__ import annotations
 
