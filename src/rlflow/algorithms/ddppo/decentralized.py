@@ -117,7 +117,14 @@ class _Member:
     """A worker's place in the group: its `DataParallel`, the store, its settings."""
 
     def __init__(
-        self, rank: int, world_size: int, store: Any, settings: RoundSettings, device: Any
+        self,
+        rank: int,
+        world_size: int,
+        store: Any,
+        settings: RoundSettings,
+        device: Any,
+        *,
+        shared_device: bool,
     ) -> None:
         import torch.distributed as dist
 
@@ -128,6 +135,7 @@ class _Member:
             world_size,
             store,
             device=device,
+            shared_device=shared_device,
             timeout_s=_COLLECTIVE_TIMEOUT_S,
             own_batches=True,
         )
@@ -171,7 +179,10 @@ def join_group(
     from now on its policies' updates all-reduce with the others'. Returns the rank."""
     store = open_store(store_spec, _COLLECTIVE_TIMEOUT_S)
     device = next(iter(worker.policy_map.values())).device
-    member = _Member(rank, world_size, store, settings, device)
+    # Workers sharing a GPU (a fractional num_gpus_per_worker) all-reduce over gloo: NCCL
+    # takes one rank per device.
+    shared = 0 < worker.config.num_gpus_per_worker < 1
+    member = _Member(rank, world_size, store, settings, device, shared_device=shared)
     for pid in settings.policies:
         worker.get_policy(pid).update.data_parallel = member.data_parallel
     _MEMBERS[worker] = member
