@@ -129,6 +129,7 @@ ALLOWED_ALGORITHM_IMPORTS = {
     "a3c": {"rlflow.algorithms.pg.config"},
     "apex": {"rlflow.algorithms.dqn.config"},
     "bc": {"rlflow.algorithms.marwil.config"},
+    "ddppo": {"rlflow.algorithms.ppo.config"},
     "cql": {
         "rlflow.algorithms.sac.config",
         "rlflow.algorithms.sac.policy",

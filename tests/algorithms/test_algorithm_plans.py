@@ -85,6 +85,8 @@ def test_every_plan_runs_two_iterations(local_backend: None, name: str) -> None:
     extra: dict[str, Any] = {}
     if name == "ppo":
         extra = {"train_batch_size": 20, "sgd_minibatch_size": 10}
+    if name == "ddppo":  # each worker's batch is its fragment
+        extra = {"train_batch_size": 5, "sgd_minibatch_size": 5}
     if name in BOX_ALGORITHMS:
         extra = {"env_config": {"episode_len": 3, "continuous": True}, "learning_starts": 20}
     config = spec.config_cls(**{**TINY, **extra})

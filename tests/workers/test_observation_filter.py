@@ -459,6 +459,8 @@ def test_every_plan_syncs_the_filters_once_per_iteration(local_backend: None, na
     extra: dict[str, Any] = {}
     if name == "ppo":
         extra = {"train_batch_size": 20, "sgd_minibatch_size": 10}
+    if name == "ddppo":  # each worker's batch is its fragment
+        extra = {"train_batch_size": 5, "sgd_minibatch_size": 5}
     if name in ("sac", "td3"):
         extra = {"env_config": {"episode_len": 3, "continuous": True}, "learning_starts": 20}
     if name == "maml":  # needs a task-settable env

@@ -3,11 +3,11 @@
 A package never imports another algorithm's package, with two documented kinds of exception: a
 variant's config extends its base algorithm's config (a2c and a3c of pg, apex of dqn, appo of
 impala, bc of marwil, cql of sac (whose policy it extends), apex_r2d2 of r2d2 and apex, whose plan
-it runs), and ``ppo_dqn``, which composes PPO and DQN, imports their config and policy classes. A
-variant that shares a policy (a2c and a3c use pg's `PGPolicy`, apex uses dqn's `DQNPolicy`,
-apex_r2d2 r2d2's `R2D2Policy`, bc marwil's `MARWILPolicy`) gets it here, from this registry, never
-by import; a loss two algorithms extend (IMPALA's and APPO's V-trace) keeps its base in
-`rlflow.policy`.
+it runs, ddppo of ppo), and ``ppo_dqn``, which composes PPO and DQN, imports their config and
+policy classes. A variant that shares a policy (a2c and a3c use pg's `PGPolicy`, ddppo ppo's
+`PPOPolicy`, apex uses dqn's `DQNPolicy`, apex_r2d2 r2d2's `R2D2Policy`, bc marwil's
+`MARWILPolicy`) gets it here, from this registry, never by import; a loss two algorithms
+extend (IMPALA's and APPO's V-trace) keeps its base in `rlflow.policy`.
 
 Where to start: a plan (e.g. :func:`rlflow.algorithms.ppo.ppo_plan`) is a short function from a
 :class:`~rlflow.workers.WorkerSet` and a config to an iterator of result dicts. The registry
@@ -34,6 +34,7 @@ from rlflow.algorithms.apex_r2d2 import ApexR2D2Config
 from rlflow.algorithms.appo import APPOConfig
 from rlflow.algorithms.bc import BCConfig
 from rlflow.algorithms.cql import CQLConfig
+from rlflow.algorithms.ddppo import DDPPOConfig
 from rlflow.algorithms.dqn import DQNConfig
 from rlflow.algorithms.impala import IMPALAConfig
 from rlflow.algorithms.maml import MAMLConfig
@@ -60,6 +61,7 @@ __all__ = [
     "AlgorithmSpec",
     "BCConfig",
     "CQLConfig",
+    "DDPPOConfig",
     "ApexConfig",
     "ApexR2D2Config",
     "DQNConfig",
@@ -141,6 +143,12 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         _spec("a2c", A2CConfig, "pg:PGPolicy", "Synchronous advantage actor-critic"),
         _spec("a3c", A3CConfig, "pg:PGPolicy", "Asynchronous advantage actor-critic"),
         _spec("ppo", PPOConfig, "ppo:PPOPolicy", "Proximal policy optimization (clip + KL)"),
+        _spec(
+            "ddppo",
+            DDPPOConfig,
+            "ppo:PPOPolicy",
+            "Decentralized distributed PPO: the workers learn, all-reducing gradients",
+        ),
         _spec(
             "dqn",
             DQNConfig,

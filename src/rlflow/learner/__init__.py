@@ -5,7 +5,8 @@ learning rate, one step on a batch or epochs of minibatches over its rows or who
 gradients and their application, the non-finite guard and the update counters. Its parts:
 `rlflow.learner.adam` (`Adam`, on torch's multi-tensor ops), `rlflow.learner.staging` (a batch
 to an accelerator in one copy; `StagedBatch`, sent ahead), `rlflow.learner.data_parallel`
-(`DataParallel`: a learner's shard of each step and the all-reduce of the gradients).
+(`DataParallel`: a learner's shard of each step, or its own batch under DD-PPO, and the
+all-reduce of the gradients).
 
 Where learners run is above this package: in the driver's local worker, in learner actors
 (`rlflow.workers.learner_group.LearnerGroup`, ``num_learners``), or beside a plan in a thread
@@ -13,7 +14,7 @@ Where learners run is above this package: in the driver's local worker, in learn
 """
 
 from rlflow.learner.adam import Adam
-from rlflow.learner.data_parallel import DataParallel, shard_bounds
+from rlflow.learner.data_parallel import DataParallel, open_store, serve_store, shard_bounds
 from rlflow.learner.staging import HostStaging, StagedBatch
 from rlflow.learner.update import POLICY_LAG, Learnable, PolicyUpdate, stats_to_host
 
@@ -25,6 +26,8 @@ __all__ = [
     "Learnable",
     "PolicyUpdate",
     "StagedBatch",
+    "open_store",
+    "serve_store",
     "shard_bounds",
     "stats_to_host",
 ]

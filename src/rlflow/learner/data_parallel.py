@@ -14,9 +14,19 @@ computes on the whole batch (to float32 rounding), so every learner takes the sa
 step and their weights stay equal. The loss travels in the same all-reduce, so a NaN on one
 learner makes every learner skip the update together (`PolicyUpdate.apply_update`).
 
+With ``own_batches`` (DD-PPO, `rlflow.algorithms.ddppo`: the rollout workers are the learners)
+every rank learns on a batch of its own instead: nothing is split, rank ``k``'s gradient of
+its minibatch's mean loss gets the weight ``w_k = n_k / sum_j n_j`` of its batch's ``n_k`` env
+steps among all ranks' (:meth:`DataParallel.batch_share`), and every rank cuts its batch into
+the same number of minibatches per epoch (:meth:`DataParallel.agree_minibatches`), so the
+ranks meet in the same number of all-reduces even when their batches differ in size (a
+preempted straggler's shorter batch). The weights are equal on every rank after every step
+for the same reason as above.
+
 The process group is built from a ``torch.distributed`` store the group gives (a ``TCPStore``
-on the driver for Ray actors, a ``HashStore`` for learners that are threads of one process),
-under a prefix per generation: after a learner is restarted every learner joins a fresh group.
+on the driver for Ray actors, a ``HashStore`` for learners that are threads of one process:
+`serve_store`, `open_store`), under a prefix per generation: after a learner is restarted every
+learner joins a fresh group.
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ import torch
 
 from rlflow.checks import check_int
 
-__all__ = ["DataParallel", "shard_bounds"]
+__all__ = ["DataParallel", "open_store", "serve_store", "shard_bounds"]
 
 
 def shard_bounds(count: int, rank: int, world_size: int) -> tuple[int, int]:
@@ -43,6 +53,35 @@ def shard_bounds(count: int, rank: int, world_size: int) -> tuple[int, int]:
     [(0, 3), (3, 6), (6, 10)]
     """
     return count * rank // world_size, count * (rank + 1) // world_size
+
+
+def serve_store(host: str | None, timeout_s: float) -> tuple[Any, Any]:
+    """A ``torch.distributed`` store for a group, kept by its owner (the driver), and what its
+    members pass to `open_store` to reach it: with ``host`` None a ``HashStore`` for members
+    that are threads of this process (the spec is the store itself), else a ``TCPStore``
+    server on ``host`` at a free port (the spec ``("tcp", host, port)``). Keep the store
+    alive while the group works: the members talk through it."""
+    if host is None:
+        from torch.distributed import HashStore  # type: ignore[attr-defined]
+
+        store = HashStore()
+        return store, store
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]
+
+    timeout = datetime.timedelta(seconds=timeout_s)
+    server = TCPStore(host, 0, None, True, timeout, wait_for_workers=False)
+    return server, ("tcp", host, server.port)
+
+
+def open_store(spec: Any, timeout_s: float) -> Any:
+    """The store of a `serve_store` spec: an in-process store itself, or a client of the
+    ``TCPStore`` at ``("tcp", host, port)``."""
+    if not isinstance(spec, tuple):
+        return spec
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]
+
+    _, host, port = spec
+    return TCPStore(host, int(port), None, False, datetime.timedelta(seconds=timeout_s))
 
 
 class DataParallel:
@@ -58,6 +97,8 @@ class DataParallel:
         shared_device: several learners share the device (fractional ``num_gpus_per_learner``):
             NCCL takes one rank per GPU, so they all-reduce over gloo, through host memory.
         timeout_s: how long a collective waits for the other learners before it raises.
+        own_batches: every rank learns on a batch of its own (DD-PPO; module docstring): steps
+            are not split, each rank's gradient is weighted by its batch's share of the steps.
     """
 
     def __init__(
@@ -70,6 +111,7 @@ class DataParallel:
         device: torch.device | None = None,
         shared_device: bool = False,
         timeout_s: float = 120.0,
+        own_batches: bool = False,
     ) -> None:
         """Join the process group (blocks until every learner of ``world_size`` joined)."""
         import torch.distributed as dist
@@ -77,6 +119,8 @@ class DataParallel:
         self.world_size = check_int(world_size, "DataParallel: world_size", low=1)
         self.rank = check_int(rank, "DataParallel: rank", low=0, high=world_size - 1)
         self.generation = generation
+        self.own_batches = own_batches
+        """Whether each rank learns on its own batch (DD-PPO) instead of a shard of one."""
         prefixed = dist.PrefixStore(  # type: ignore[attr-defined]
             f"rlflow-learners/{generation}", store
         )
@@ -131,18 +175,45 @@ class DataParallel:
     def all_min(self, values: Sequence[int]) -> list[int]:
         """The element-wise minimum of ``values`` over the learners (one small all-reduce):
         what every learner has, e.g. which parts of a batch every learner could fetch."""
+        return self._all_reduce_ints(values, "MIN")
+
+    def all_max(self, values: Sequence[int]) -> list[int]:
+        """The element-wise maximum of ``values`` over the learners (one small all-reduce)."""
+        return self._all_reduce_ints(values, "MAX")
+
+    def all_sum(self, values: Sequence[int]) -> list[int]:
+        """The element-wise sum of ``values`` over the learners (one small all-reduce)."""
+        return self._all_reduce_ints(values, "SUM")
+
+    def _all_reduce_ints(self, values: Sequence[int], op: str) -> list[int]:
         import torch.distributed as dist
 
         if not values:
             return []
-        tensor = torch.tensor([float(v) for v in values], device=self._collective_device)
+        # float64 holds every int below 2**53 exactly (env-step counts)
+        tensor = torch.tensor([float(v) for v in values], dtype=torch.float64)
+        tensor = tensor.to(self._collective_device)
         options = dist.AllreduceOptions()
-        options.reduceOp = dist.ReduceOp.MIN  # type: ignore[assignment]
+        options.reduceOp = getattr(dist.ReduceOp, op)
         self.process_group.allreduce([tensor], options).wait()
         return [int(v) for v in tensor.cpu().tolist()]
+
+    def batch_share(self, steps: int) -> float:
+        """``own_batches``: this rank's ``steps`` over the sum of every rank's (one
+        all-reduce; every rank calls it once per batch): the weight of its gradients."""
+        (total,) = self.all_sum([steps])
+        return steps / total if total else 0.0
+
+    def agree_minibatches(self, steps: int, size: int) -> int:
+        """``own_batches``: the minibatches per epoch every rank cuts its batch of ``steps``
+        into: the most any rank's batch holds at ``size`` steps each (at least 1; one
+        all-reduce), so a rank with a shorter batch takes as many, smaller, steps."""
+        (most,) = self.all_max([max(1, steps // size)])
+        return most
 
     def __repr__(self) -> str:
         return (
             f"DataParallel(rank={self.rank}, world_size={self.world_size}, "
-            f"backend={self.backend!r}, generation={self.generation})"
+            f"backend={self.backend!r}, generation={self.generation}"
+            f"{', own_batches=True' if self.own_batches else ''})"
         )

@@ -10,8 +10,8 @@ update it holds owns everything a learning step needs besides the loss:
   columns, and a sequence batch's layout, `rlflow.data.sequences`; to an accelerator in one copy
   through `rlflow.learner.staging.HostStaging`, ahead of time with :meth:`PolicyUpdate.stage`);
 - data parallelism (:attr:`PolicyUpdate.data_parallel`, set by a learner actor: each step learns
-  on this learner's shard and averages gradients and loss with the others,
-  `rlflow.learner.data_parallel`);
+  on this learner's shard and averages gradients and loss with the others; or, set by a DD-PPO
+  rollout worker, on its own batch: `rlflow.learner.data_parallel`);
 - the non-finite guard and the counters: a step whose loss or gradient norm is NaN or infinite
   is skipped (:meth:`PolicyUpdate.apply_update`), ``max_nonfinite_updates`` in a row raise
   `NonFiniteError`; :attr:`PolicyUpdate.num_grad_updates` counts the steps taken.
@@ -294,7 +294,10 @@ class PolicyUpdate:
         (`rlflow.data.sequences.minibatch_groups`: for rows, full minibatches of exactly that
         many; a batch smaller than that is one minibatch). The batch is converted to tensors
         once and each minibatch indexed from them. Under `data_parallel` each learner takes a
-        run of a minibatch's units, weighted by their steps. Returns every stat averaged over
+        run of a minibatch's units, weighted by their steps; with its ``own_batches`` (DD-PPO)
+        each learns on its own batch, cut into the number of minibatches every rank agreed on
+        (`DataParallel.agree_minibatches`: near-equal runs of the shuffled units), each step
+        weighted by the batch's share of all ranks' steps. Returns every stat averaged over
         all steps, plus ``"num_steps"``: summed on the device and brought to the host once.
         """
         owner = type(self.policy).__name__
@@ -322,12 +325,24 @@ class PolicyUpdate:
         tensors = self.batch_to_tensors(batch)
         columns = {k: t for k, t in tensors.items() if k not in LAYOUT_KEYS}
         device = self.policy.device
+        parallel = self.data_parallel
+        own = parallel is not None and parallel.own_batches
+        if own:  # DD-PPO: this rank's batch, weighted; as many minibatches as every rank
+            assert parallel is not None
+            steps = int(units.steps.sum())
+            share = parallel.batch_share(steps)
+            count = parallel.agree_minibatches(steps, size)
         for _ in range(num_sgd_iter):
             order = rng.permutation(units.count)
-            for group in minibatch_groups(units.steps, order, size):
+            groups = (
+                np.array_split(order, count) if own else minibatch_groups(units.steps, order, size)
+            )
+            for group in groups:
                 weight = 1.0
-                if self.data_parallel is not None:  # this learner's run of the minibatch
-                    first, end, weight = self.data_parallel.share_runs(units.steps[group])
+                if own:
+                    weight = share if len(group) else 0.0
+                elif parallel is not None:  # this learner's run of the minibatch
+                    first, end, weight = parallel.share_runs(units.steps[group])
                     group = group[first:end]
                 rows, layout = units.take(group)
                 index = torch.from_numpy(rows).to(device)
@@ -406,6 +421,10 @@ class PolicyUpdate:
         of the step it holds."""
         if self.data_parallel is None:
             yield batch, 1.0
+            return
+        if self.data_parallel.own_batches:  # DD-PPO: the whole batch, weighted among ranks
+            steps = int(_Units(batch, rows=False).steps.sum())
+            yield batch, self.data_parallel.batch_share(steps)
             return
         batch = batch if isinstance(batch, SampleBatch) else SampleBatch(batch)
         start, stop, weight = self.shard(batch)

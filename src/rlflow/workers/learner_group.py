@@ -41,7 +41,7 @@ from rlflow.config import AlgorithmConfig
 from rlflow.data.refs import BatchRef, BatchRefs
 from rlflow.data.sample_batch import BATCH_INDEXES, MultiAgentBatch, SampleBatch
 from rlflow.errors import ConfigError, WorkerError
-from rlflow.learner import DataParallel
+from rlflow.learner import DataParallel, open_store, serve_store
 from rlflow.policy import TorchPolicy
 from rlflow.workers.rollout_worker import RolloutWorker
 
@@ -54,19 +54,6 @@ Batch = SampleBatch | MultiAgentBatch
 
 _PING_TIMEOUT_S = 10.0
 _COLLECTIVE_TIMEOUT_S = 120.0
-
-
-def _open_store(store: Any, timeout_s: float) -> Any:
-    """A ``torch.distributed`` store from what the group hands its learners: an in-process
-    store itself (local backend), or ``("tcp", host, port)`` for the driver's ``TCPStore``."""
-    if not isinstance(store, tuple):
-        return store
-    import datetime
-
-    from torch.distributed import TCPStore  # type: ignore[attr-defined]
-
-    _, host, port = store
-    return TCPStore(host, int(port), None, False, datetime.timedelta(seconds=timeout_s))
 
 
 class Learner:
@@ -106,7 +93,7 @@ class Learner:
         self.data_parallel = DataParallel(
             self.rank,
             self.world_size,
-            _open_store(store, timeout_s),
+            open_store(store, timeout_s),
             generation=generation,
             device=device,
             shared_device=0 < self.num_gpus < 1,
@@ -257,29 +244,13 @@ class LearnerGroup:
         self._generation = 0
         self._local = flow.backend_name() == "local"
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._store, self._store_spec = serve_store(
+            None if self._local else flow.node_address(), _COLLECTIVE_TIMEOUT_S
+        )
         if self._local:
-            from torch.distributed import HashStore  # type: ignore[attr-defined]
-
-            self._store: Any = HashStore()
-            self._store_spec: Any = self._store
             self._pool = concurrent.futures.ThreadPoolExecutor(
                 self.num_learners, thread_name_prefix="rlflow-learner"
             )
-        else:
-            import datetime
-
-            from torch.distributed import TCPStore  # type: ignore[attr-defined]
-
-            host = flow.node_address()
-            self._store = TCPStore(
-                host,
-                0,
-                None,
-                True,
-                datetime.timedelta(seconds=_COLLECTIVE_TIMEOUT_S),
-                wait_for_workers=False,
-            )
-            self._store_spec = ("tcp", host, self._store.port)
         self._learners: list[Any] = [self._start(rank) for rank in range(self.num_learners)]
         self._join_all()
         self.sync_from(local_worker)

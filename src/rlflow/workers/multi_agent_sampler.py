@@ -250,15 +250,15 @@ class MultiAgentSampler(Sampler):
         for j, slot in enumerate(self.slots):
             self._step_slot(j, slot, record=record)
 
-    def _take_fragment(self) -> MultiAgentBatch:
-        """Every agent's rows so far, postprocessed per policy; env steps = length * envs."""
+    def _take_fragment(self, steps: int) -> MultiAgentBatch:
+        """Every agent's rows so far, postprocessed per policy; env steps = steps * envs."""
         for slot in self.slots:
             for traj in slot.trajectories.values():
                 if traj.rows:
                     self._emit(traj, terminated=False)
         out, self._out = self._out, {pid: [] for pid in self._policy_ids}
         batches = {pid: SampleBatch.concat_samples(b) for pid, b in out.items() if b}
-        return MultiAgentBatch(batches, self._length * len(self.slots))
+        return MultiAgentBatch(batches, steps * len(self.slots))
 
     def _act_all(self) -> None:
         """One batched inference per policy over the acting agents of every env."""

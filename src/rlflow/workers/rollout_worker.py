@@ -288,7 +288,9 @@ class RolloutWorker(ParallelIteratorWorker):
         self._next_eps += 1
         return self.worker_index * _EPS_ID_STRIDE + self._next_eps
 
-    def sample(self) -> SampleBatch | MultiAgentBatch:
+    def sample(
+        self, *, preempt: Callable[[int], bool] | None = None
+    ) -> SampleBatch | MultiAgentBatch:
         """Step every env ``rollout_fragment_length`` times; return the postprocessed batch.
 
         A single-agent env gives a `SampleBatch` of ``rollout_fragment_length *
@@ -303,8 +305,12 @@ class RolloutWorker(ParallelIteratorWorker):
         A multi-agent env gives a `MultiAgentBatch` (see `MultiAgentSampler`: rows per policy,
         env steps ``rollout_fragment_length * num_envs_per_worker``). Every row records its
         policy's ``num_grad_updates`` in ``NUM_GRAD_UPDATES`` (for the learner's policy lag).
+
+        ``preempt(steps)``, asked after each step, may end the fragment early (DD-PPO's
+        straggler preemption; `Sampler.sample`): the batch then holds ``steps`` steps of
+        each env.
         """
-        batch = self._ensure_sampler().sample(self.config.rollout_fragment_length)
+        batch = self._ensure_sampler().sample(self.config.rollout_fragment_length, preempt=preempt)
         parts = (
             batch.policy_batches
             if isinstance(batch, MultiAgentBatch)

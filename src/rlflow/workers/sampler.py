@@ -110,12 +110,24 @@ class Sampler(abc.ABC):
         self._env_restarts_popped = 0
         self._nonfinite_episodes = 0  # episodes dropped for a NaN/inf, since the last pop
 
-    def sample(self, length: int) -> SampleBatch | MultiAgentBatch:
-        """Training: step every env ``length`` times; return the postprocessed rows."""
+    def sample(
+        self, length: int, *, preempt: Callable[[int], bool] | None = None
+    ) -> SampleBatch | MultiAgentBatch:
+        """Training: step every env ``length`` times; return the postprocessed rows.
+
+        ``preempt(steps)`` is asked after each step but the last (``steps``: how many each env
+        has taken); when it answers True the fragment ends there, shorter, postprocessed like
+        a full one (V of the next observations bootstraps its end): DD-PPO's preemption of a
+        straggler (`rlflow.algorithms.ddppo`). The envs go on from there in the next fragment.
+        """
         self._start(length)
+        steps = length
         for t in range(length):
             self._step(t, record=True)
-        return self._take_fragment()
+            if preempt is not None and t + 1 < length and preempt(t + 1):
+                steps = t + 1
+                break
+        return self._take_fragment(steps)
 
     def run_episodes(self, num_episodes: int) -> list[EpisodeStat]:
         """Evaluation: step until ``num_episodes`` episodes have ended, recording no rows.
@@ -141,8 +153,8 @@ class Sampler(abc.ABC):
         """Act in and step every env once; with ``record`` keep the rows as row ``t``."""
 
     @abc.abstractmethod
-    def _take_fragment(self) -> SampleBatch | MultiAgentBatch:
-        """The rows recorded since the last call, postprocessed."""
+    def _take_fragment(self, steps: int) -> SampleBatch | MultiAgentBatch:
+        """The rows recorded since the last call (``steps`` steps of each env), postprocessed."""
 
     @property
     @abc.abstractmethod

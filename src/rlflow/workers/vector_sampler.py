@@ -21,6 +21,7 @@ step is unchanged.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -91,6 +92,16 @@ class _Buffers:
         """Rows of failed steps (a sub-env rebuilt), left out of the fragment."""
         self.memory = memory.columns(length)
         """A policy with memory's inputs at each row (before its step): `Memory.columns`."""
+
+    def head(self, steps: int) -> _Buffers:
+        """The first ``steps`` rows of every buffer, as views (a fragment cut short)."""
+        view = copy.copy(self)
+        view.length = steps
+        for name, value in vars(self).items():
+            if isinstance(value, np.ndarray):
+                setattr(view, name, value[:steps])
+        view.memory = {name: column[:steps] for name, column in self.memory.items()}
+        return view
 
     def fragment(self, a: int, b: int, env: int) -> SampleBatch:
         """Rows ``a:b`` of sub-env ``env`` as a batch of views."""
@@ -414,15 +425,16 @@ class VectorSampler(Sampler):
             next_obs=self.policy.requires_next_obs,
         )
 
-    def _take_fragment(self) -> SampleBatch:
+    def _take_fragment(self, steps: int) -> SampleBatch:
         assert self._obs is not None and self._buffers is not None
         self._obs = obs = self._obs.copy()
         truncated, self._truncated = self._truncated, []
-        self._fill_bootstrap_values(self._buffers, obs, truncated)
+        buf = self._buffers if steps == self._buffers.length else self._buffers.head(steps)
+        self._fill_bootstrap_values(buf, obs, truncated)
         bootstrap_obs = None
         if self.policy.requires_bootstrap_rows:
-            bootstrap_obs = _BootstrapObs(self._buffers, obs, truncated)
-        return self._postprocess(self._buffers, bootstrap_obs)
+            bootstrap_obs = _BootstrapObs(buf, obs, truncated)
+        return self._postprocess(buf, bootstrap_obs)
 
     def _fill_bootstrap_values(
         self, buf: _Buffers, last_obs: Array, truncated: list[_Truncated]
