@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlflow.algorithms.apex.config import ApexDataflowConfig
+from rlflow.algorithms.q_learning.config import PerWorkerExplorationConfig
 from rlflow.algorithms.td3.config import TD3Config
 
 __all__ = ["ApexTD3Config"]
@@ -25,6 +26,7 @@ __all__ = ["ApexTD3Config"]
 class ApexTD3Config(
     TD3Config,
     ApexDataflowConfig,
+    PerWorkerExplorationConfig,
     defaults={
         "num_workers": 2,
         "num_envs_per_worker": 1,
@@ -35,6 +37,7 @@ class ApexTD3Config(
         "n_step": 3,
         "prioritized_replay": True,
         "target_network_update_freq": 0,
+        "per_worker_exploration": True,
     },
 ):
     """TD3 with Ape-X's sharded prioritized replay, learner thread and per-worker noise.
@@ -47,8 +50,6 @@ class ApexTD3Config(
     worker uses ``exploration_noise``.
     """
 
-    per_worker_exploration: bool = True
-    """A fixed noise std per worker (the class docstring) instead of ``exploration_noise``."""
     worker_noise: float = 0.4
     """Base of the per-worker noise std, in [0, 1] (the first worker's std)."""
     worker_noise_alpha: float = 7.0
