@@ -8,8 +8,9 @@ quarter copies the checkpoint of one in the top quarter (exploit: weights, optim
 counters) and perturbs that trial's ``lr``, ``entropy_coeff`` and ``clip_param`` (explore: x0.8
 or x1.2, or a new value drawn at random). The run stops once a trial's 100-episode mean return
 reaches ``--target`` (or every trial ran ``--max-iters`` iterations). It prints which trial
-copied which and the perturbed values (from PBT's ``pbt_global.txt``), then each trial's final
-config and return; the experiment directory (``--storage``) keeps each trial's progress.
+copied which and the perturbed values (from PBT's ``pbt_global.txt``), then each trial's last
+return and its config then; the experiment directory (``--storage``) keeps each trial's
+progress.
 
     python examples/pbt_ppo.py                 # to 475
     python examples/pbt_ppo.py --target 150 --max-iters 12 --interval 2   # a quick look
@@ -124,8 +125,8 @@ def main() -> None:
         ret = m.get("episode_return_mean") or float("-inf")
         print(
             f"trial {result.path.rsplit('/', 1)[-1][:40]}: return {ret:.1f} at iteration "
-            f"{m['training_iteration']} ({m['num_env_steps_sampled']} env steps); final lr "
-            f"{c['lr']:.3g}, entropy_coeff {c['entropy_coeff']:.3g}, clip_param "
+            f"{m['training_iteration']} ({m['num_env_steps_sampled']} env steps); its config "
+            f"then: lr {c['lr']:.3g}, entropy_coeff {c['entropy_coeff']:.3g}, clip_param "
             f"{c['clip_param']:.3g}"
         )
         best = ret if best is None else max(best, ret)
