@@ -217,13 +217,22 @@ def test_pbt_exploits_and_explores_a_population_of_ppo_trials(
         for key in ("lr", "clip_param"):
             ratio = new_config[key] / clone_config[key]
             assert ratio == pytest.approx(0.8) or ratio == pytest.approx(1.2), (key, ratio)
-    # the exploited trial went on from the copied checkpoint with its new config
-    target, clone, _, clone_iter, clone_config, new_config = steps[0]
-    trial_dir = next(p for p in experiment.iterdir() if p.is_dir() and f"_{target}_" in p.name)
-    rows = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
-    after = [r for r in rows if r["config"]["lr"] == new_config["lr"]]
+    # the exploited trial went on from the copied checkpoint with its new config: its trainer's
+    # iteration and counters are the copied trial's plus one iteration (a trainer built afresh
+    # would report iteration 1)
+    target, clone, _, _, clone_config, new_config = steps[0]
+
+    def rows(tag: str) -> tuple[Path, list[dict[str, Any]]]:
+        trial_dir = next(p for p in experiment.iterdir() if p.is_dir() and f"_{tag}_" in p.name)
+        lines = (trial_dir / "result.json").read_text().splitlines()
+        return trial_dir, [json.loads(line) for line in lines]
+
+    trial_dir, target_rows = rows(target)
+    after = [r for r in target_rows if r["config"]["lr"] == new_config["lr"]]
     assert after, f"trial {target} never reported with its explored lr {new_config['lr']}"
-    assert after[0]["iteration"] == clone_iter + 1  # the copied trainer's next iteration
     assert after[0]["config"]["clip_param"] == new_config["clip_param"]
+    copied = [r for r in rows(clone)[1] if r["iteration"] == after[0]["iteration"] - 1]
+    assert after[0]["iteration"] >= 2 and copied, (after[0]["iteration"], clone)
+    assert after[0]["num_env_steps_sampled"] > copied[0]["num_env_steps_sampled"]
     trial_id = "_".join(trial_dir.name.split("_")[2:4])  # PPOTrainable_<env>_<id>_<n>_...
     assert (experiment / f"pbt_policy_{trial_id}.txt").read_text().strip()
