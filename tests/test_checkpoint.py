@@ -209,6 +209,35 @@ def test_restore_keeps_the_env(good_checkpoint: Path) -> None:
         Trainer.restore(good_checkpoint, backend="local", env="Acrobot-v1")
 
 
+def test_restore_with_another_lr_steps_at_that_lr_with_the_saved_moments(
+    good_checkpoint: Path,
+) -> None:
+    saved = load_checkpoint(good_checkpoint)
+    with Trainer.restore(good_checkpoint, backend="local", lr=0.0123) as restored:
+        policy = restored.workers.local_worker().get_policy()
+        assert [g["lr"] for g in policy.update.optimizer.param_groups] == [0.0123]
+        moments = policy.update.get_state()["optimizer"]["state"]
+        assert moments and moments.keys() == saved_moments(saved).keys()
+    with Trainer.restore(good_checkpoint, backend="local") as same:
+        policy = same.workers.local_worker().get_policy()
+        assert [g["lr"] for g in policy.update.optimizer.param_groups] == [same.config.lr]
+
+
+def saved_moments(state: dict[str, Any]) -> dict[Any, Any]:
+    """The Adam moments of the default policy in a loaded checkpoint's state."""
+    found: list[dict[Any, Any]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if "optimizer" in node and isinstance(node["optimizer"], dict):
+                found.append(node["optimizer"]["state"])
+            for value in node.values():
+                walk(value)
+
+    walk(state)
+    return found[0]
+
+
 def test_restore_keeps_the_algorithm(good_checkpoint: Path) -> None:
     algo = load_checkpoint(good_checkpoint)["algorithm"]
     other = "dqn" if algo != "dqn" else "ppo"

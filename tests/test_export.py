@@ -270,7 +270,7 @@ def test_every_algorithms_policy_exports(name: str, tmp_path: Path) -> None:
     from rlflow.export import export_policy
 
     spec = get_algorithm(name)
-    continuous = name in ("maml", "sac", "td3", "cql")
+    continuous = name in ("maml", "sac", "td3", "cql", "apex_td3", "apex_ddpg")
     obs_space = spaces.Box(-1.0, 1.0, (3,), np.float32)
     act_space = spaces.Box(-0.5, 2.0, (2,), np.float32) if continuous else spaces.Discrete(3)
     model: dict[str, Any] = {"hidden": [8, 8], "activation": "relu"}

@@ -19,23 +19,53 @@ puts worker i into bundle i of that group (it creates no group of its own)::
     )
     results = tuner.fit()
 
+Population-based training (Jaderberg et al. 2017) is Tune's ``PopulationBasedTraining``
+scheduler over these trainables; `pbt_scheduler` builds one after checking that every field it
+would perturb is one of the algorithm's config fields (a `ConfigError` naming the key before
+any trial starts). Exploit copies a better trial's checkpoint: the trial is rebuilt from it
+(weights, optimizer moments, counters) with its own, perturbed config, so the explored
+``lr``, ``entropy_coeff`` or ``clip_param`` is the one it trains with (`RLFlowTrainable
+.load_checkpoint`). Tune writes the population's progress into the experiment directory: each
+trial's ``progress.csv`` and ``result.json``, and PBT's ``pbt_global.txt`` and
+``pbt_policy_<trial>.txt`` (which trial copied which, at what iteration, with which config)::
+
+    from rlflow.tune import pbt_scheduler, trainable
+
+    tuner = tune.Tuner(
+        trainable("ppo"),
+        param_space={"env": "CartPole-v1", "lr": tune.grid_search([1e-4, 1e-3])},
+        tune_config=tune.TuneConfig(
+            scheduler=pbt_scheduler(
+                "ppo",
+                time_attr="training_iteration",
+                perturbation_interval=2,
+                hyperparam_mutations={"lr": tune.loguniform(1e-5, 1e-2)},
+            ),
+            metric="episode_return_mean",
+            mode="max",
+        ),
+    )
+
 Ray Tune is the optional extra ``tune`` (``pip install "rl-flow[tune]"``); it is imported only
 when `trainable` is called.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rlflow.algorithms import get_algorithm
 from rlflow.config import AlgorithmConfig
 from rlflow.config.files import build_config, load_config_file, tuned_config_path
 from rlflow.errors import ConfigError
+from rlflow.setup import resolve_setup
 from rlflow.trainer import Trainer
 
-__all__ = ["resource_bundles", "trainable", "trial_config"]
+__all__ = ["check_fields", "pbt_scheduler", "resource_bundles", "trainable", "trial_config"]
 
 
 def trial_config(algo: str, fields: Mapping[str, Any]) -> AlgorithmConfig:
@@ -115,14 +145,21 @@ def _base_class() -> type:
             self.trainer.save(checkpoint_dir)
 
         def load_checkpoint(self, checkpoint: Any) -> None:
-            """Replace the trainer by ``Trainer.restore`` of a checkpoint directory."""
+            """Replace the trainer by ``Trainer.restore`` of a checkpoint directory, with this
+            trial's config (which may differ from the checkpoint's: population-based training
+            restores a trial from another trial's checkpoint after perturbing its config).
+
+            The weights, the optimizer's moments, the counters and the iteration come from
+            the checkpoint; every config field (``lr``, ``entropy_coeff``, ``clip_param``, ...)
+            is the trial's."""
             if not isinstance(checkpoint, str):
                 raise ConfigError(
                     f"{type(self).__name__}.load_checkpoint({checkpoint!r}): expected the "
                     "checkpoint directory written by save_checkpoint"
                 )
+            setup = resolve_setup(self.algo, trial_config(self.algo, self.config))
             self.trainer.stop()
-            self.trainer = Trainer.restore(checkpoint)
+            self.trainer = Trainer.restore(checkpoint, setup)
 
         def cleanup(self) -> None:
             """Stop the trainer (its workers; the trial's group is Tune's)."""
@@ -144,3 +181,52 @@ def trainable(algo: str) -> type:
     base = _base_class()
     name = f"{spec.name.upper().replace('_', '')}Trainable"
     return type(name, (base,), {"algo": spec.name, "__doc__": f"Tune trainable of {spec.name}."})
+
+
+def check_fields(algo: str, names: Iterable[str], *, what: str = "check_fields") -> list[str]:
+    """``names`` as a list once each is a field of ``algo``'s config (e.g. the keys a
+    population-based training scheduler perturbs: ``PopulationBasedTraining``'s
+    ``hyperparam_mutations``, ``PB2``'s ``hyperparam_bounds``); else a `ConfigError` naming the
+    first unknown key, ``what`` asked for it, the closest field and the config's fields.
+
+    >>> check_fields("ppo", ["lr", "clip_param"])
+    ['lr', 'clip_param']
+    """
+    spec = get_algorithm(algo)
+    fields = sorted(f.name for f in dataclasses.fields(spec.config_cls))
+    checked = []
+    for name in names:
+        if name not in fields:
+            close = difflib.get_close_matches(str(name), fields, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(
+                f"{what}: {name!r} is not a field of {spec.config_cls.__name__} ({spec.name}); "
+                f"{hint}its fields are {fields}"
+            )
+        checked.append(name)
+    return checked
+
+
+def pbt_scheduler(algo: str, *, hyperparam_mutations: Mapping[str, Any], **kwargs: Any) -> Any:
+    """Ray Tune's ``PopulationBasedTraining`` scheduler for trials of `trainable` ``(algo)``,
+    its ``hyperparam_mutations`` checked first: each key must be a field of ``algo``'s config
+    (`check_fields`; a `ConfigError` naming the key otherwise, before any trial starts).
+
+    Args:
+        algo: the algorithm the trials train (a registered name).
+        hyperparam_mutations: config field -> what Tune perturbs it with (a list of values, a
+            ``tune`` distribution or a function), as ``PopulationBasedTraining`` takes them.
+        **kwargs: the scheduler's other arguments, under Tune's names (``time_attr``,
+            ``perturbation_interval``, ``quantile_fraction``, ``resample_probability``,
+            ``perturbation_factors``, ``metric``, ``mode``, ``synch``, ...).
+    """
+    if not isinstance(hyperparam_mutations, Mapping) or not hyperparam_mutations:
+        raise ConfigError(
+            f"pbt_scheduler({algo!r}): hyperparam_mutations={hyperparam_mutations!r} must be a "
+            "non-empty dict of config fields to perturb"
+        )
+    check_fields(algo, hyperparam_mutations, what="pbt_scheduler: hyperparam_mutations key")
+    _import_tune()
+    from ray.tune.schedulers import PopulationBasedTraining
+
+    return PopulationBasedTraining(hyperparam_mutations=dict(hyperparam_mutations), **kwargs)

@@ -75,7 +75,7 @@ def test_config_validation_names_class_field_value_and_rule() -> None:
 # their own test files run them.
 OFFLINE = {"bc", "marwil", "cql"}
 SINGLE_AGENT_ALGORITHMS = sorted(set(ALGORITHMS) - {"maml", "ppo_dqn"} - OFFLINE)
-BOX_ALGORITHMS = {"sac", "td3"}
+BOX_ALGORITHMS = {"sac", "td3", "apex_td3", "apex_ddpg"}
 """Algorithms for Box actions only: they run CountingEnv(continuous=True)."""
 
 

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from rlflow.algorithms import ALGORITHMS
+from rlflow.algorithms.apex_td3 import ApexTD3Policy
 from rlflow.algorithms.appo import APPOPolicy
 from rlflow.algorithms.cql import CQLPolicy
 from rlflow.algorithms.dqn import DQNPolicy
@@ -121,6 +122,13 @@ TWIN_Q = [
     ("twin_q", _flip, lambda p, v: (len(p.net.critics) == 2) == v),
     ("n_step", lambda d: 4, _reads),
 ]
+TD3 = [
+    *TWIN_Q,
+    ("policy_delay", lambda d: 3, _reads),
+    ("target_noise", lambda d: 0.3, _reads),
+    ("target_noise_clip", lambda d: 0.4, _reads),
+    ("exploration_noise", lambda d: 0.2, _reads),
+]
 FIELDS: dict[type, list[tuple[str, Callable[[Any], Any], Check]]] = {
     SACPolicy: [
         *TWIN_Q,
@@ -135,12 +143,12 @@ FIELDS: dict[type, list[tuple[str, Callable[[Any], Any], Check]]] = {
         ("temperature", lambda d: 0.5, _reads),
         ("bc_iters", lambda d: 77, _reads),
     ],
-    TD3Policy: [
-        *TWIN_Q,
-        ("policy_delay", lambda d: 3, _reads),
-        ("target_noise", lambda d: 0.3, _reads),
-        ("target_noise_clip", lambda d: 0.4, _reads),
-        ("exploration_noise", lambda d: 0.2, _reads),
+    TD3Policy: TD3,
+    ApexTD3Policy: [
+        *TD3,
+        ("worker_noise", lambda d: 0.3, _reads),
+        ("worker_noise_alpha", lambda d: 2.0, _reads),
+        ("per_worker_exploration", _flip, _reads),
     ],
     PGPolicy: [*BASE, *ACTOR_CRITIC, *COEFFS],
     PPOPolicy: [

@@ -55,7 +55,9 @@ class UnboundedBoxActions(_Env):
 
 MULTI = "MultiDiscrete([3 4])"
 PENDULUM = "Box(-2.0, 2.0, (1,), float32)"
-BOX_ALGOS = "algorithms for Box actions: pg, a2c, a3c, ppo, impala, appo, sac, td3"
+BOX_ALGOS = (
+    "algorithms for Box actions: pg, a2c, a3c, ppo, impala, appo, apex_td3, apex_ddpg, sac, td3"
+)
 MD_ALGOS = "algorithms for MultiDiscrete actions: pg, a2c, a3c, ppo, impala, appo"
 DISCRETE_ALGOS = "algorithms for Discrete actions: pg, a2c, a3c, ppo, impala, appo, dqn, apex"
 

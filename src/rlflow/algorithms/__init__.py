@@ -3,11 +3,13 @@
 A package never imports another algorithm's package, with two documented kinds of exception: a
 variant's config extends its base algorithm's config (a2c and a3c of pg, apex of dqn, appo of
 impala, bc of marwil, cql of sac (whose policy it extends), apex_r2d2 of r2d2 and apex, whose plan
-it runs, ddppo of ppo), and ``ppo_dqn``, which composes PPO and DQN, imports their config and
-policy classes. A variant that shares a policy (a2c and a3c use pg's `PGPolicy`, ddppo ppo's
-`PPOPolicy`, apex uses dqn's `DQNPolicy`, apex_r2d2 r2d2's `R2D2Policy`, bc marwil's
-`MARWILPolicy`) gets it here, from this registry, never by import; a loss two algorithms
-extend (IMPALA's and APPO's V-trace) keeps its base in `rlflow.policy`.
+it runs, ddppo of ppo, apex_td3 of td3 (whose policy it extends) and apex, whose plan it runs,
+apex_ddpg of apex_td3, whose plan it runs), and ``ppo_dqn``, which composes PPO and DQN, imports
+their config and policy classes. A variant that shares a policy (a2c and a3c use pg's
+`PGPolicy`, ddppo ppo's `PPOPolicy`, apex uses dqn's `DQNPolicy`, apex_r2d2 r2d2's
+`R2D2Policy`, apex_ddpg apex_td3's `ApexTD3Policy`, bc marwil's `MARWILPolicy`) gets it here,
+from this registry, never by import; a loss two algorithms extend (IMPALA's and APPO's V-trace)
+keeps its base in `rlflow.policy`.
 
 Where to start: a plan (e.g. :func:`rlflow.algorithms.ppo.ppo_plan`) is a short function from a
 :class:`~rlflow.workers.WorkerSet` and a config to an iterator of result dicts. The registry
@@ -30,7 +32,9 @@ from typing import TYPE_CHECKING, Any
 from rlflow.algorithms.a2c import A2CConfig
 from rlflow.algorithms.a3c import A3CConfig
 from rlflow.algorithms.apex import ApexConfig
+from rlflow.algorithms.apex_ddpg import ApexDDPGConfig
 from rlflow.algorithms.apex_r2d2 import ApexR2D2Config
+from rlflow.algorithms.apex_td3 import ApexTD3Config
 from rlflow.algorithms.appo import APPOConfig
 from rlflow.algorithms.bc import BCConfig
 from rlflow.algorithms.cql import CQLConfig
@@ -63,7 +67,9 @@ __all__ = [
     "CQLConfig",
     "DDPPOConfig",
     "ApexConfig",
+    "ApexDDPGConfig",
     "ApexR2D2Config",
+    "ApexTD3Config",
     "DQNConfig",
     "IMPALAConfig",
     "MAMLConfig",
@@ -188,6 +194,18 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             "td3:TD3Policy",
             "TD3: twin critics, smoothing, delayed actor; Box",
             reads_input=True,
+        ),
+        _spec(
+            "apex_td3",
+            ApexTD3Config,
+            "apex_td3:ApexTD3Policy",
+            "TD3 on Ape-X's dataflow: sharded replay, per-worker noise; Box",
+        ),
+        _spec(
+            "apex_ddpg",
+            ApexDDPGConfig,
+            "apex_td3:ApexTD3Policy",
+            "DDPG on Ape-X's dataflow (RLlib's APEX_DDPG); Box",
         ),
         _spec(
             "cql",

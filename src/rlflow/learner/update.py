@@ -552,11 +552,23 @@ class PolicyUpdate:
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`get_state` (the keys a policy's state holds; counters missing in
-        older checkpoints count from 0)."""
+        older checkpoints count from 0).
+
+        Without an ``lr_schedule`` the learning rates stay this policy's config's (``lr`` and a
+        policy's per-group rates, e.g. ``actor_lr``): a run restored with another ``lr``
+        (``Trainer.restore(..., lr=...)``, a population-based training trial that copied
+        another's weights and perturbed its ``lr``) trains at that rate, with the saved
+        moments. With a schedule the saved rates are kept until the next global ``timestep``
+        moves them."""
         if state["optimizer"] is None:
             self._optimizer = None  # never stepped: a fresh one is built on first use
         else:
-            self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
+            optimizer = self.optimizer
+            rates = [group["lr"] for group in optimizer.param_groups]
+            optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
+            if self.lr_schedule is None:
+                for group, rate in zip(optimizer.param_groups, rates, strict=True):
+                    group["lr"] = rate
         self.num_grad_updates = int(state.get("num_grad_updates", 0))
         self.num_nonfinite_updates = int(state.get("num_nonfinite_updates", 0))
 

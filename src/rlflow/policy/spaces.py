@@ -29,7 +29,7 @@ __all__ = ["ALGORITHMS_FOR_ACTIONS", "check_custom_model_support", "check_policy
 ALGORITHMS_FOR_ACTIONS: dict[str, tuple[str, ...]] = {
     "Discrete": ("pg", "a2c", "a3c", "ppo", "impala", "appo", "dqn", "apex"),
     "MultiDiscrete": ("pg", "a2c", "a3c", "ppo", "impala", "appo"),
-    "Box": ("pg", "a2c", "a3c", "ppo", "impala", "appo", "sac", "td3"),
+    "Box": ("pg", "a2c", "a3c", "ppo", "impala", "appo", "apex_td3", "apex_ddpg", "sac", "td3"),
 }
 """The algorithms that take each kind of action space, for the hint of a refusal (a test
 checks it against the registered policies' ``action_space_types``)."""

@@ -20,7 +20,7 @@ import collections
 from typing import Any
 
 from rlflow import flow
-from rlflow.algorithms.apex.config import ApexConfig
+from rlflow.algorithms.apex.config import ApexDataflowConfig
 from rlflow.algorithms.apex.intensity import KeepTrainingIntensity
 from rlflow.algorithms.q_learning.replay import replay_shard_spec
 from rlflow.checks import check_int
@@ -48,7 +48,7 @@ from rlflow.workers import WorkerSet
 __all__ = ["UpdateWorkerWeights", "apex_plan"]
 
 
-def apex_plan(workers: WorkerSet, config: ApexConfig) -> LocalIterator[dict[str, Any]]:
+def apex_plan(workers: WorkerSet, config: ApexDataflowConfig) -> LocalIterator[dict[str, Any]]:
     """Build the Ape-X plan over ``workers``; each item is one iteration's result dict.
 
     Starts the replay shards and the learner thread (a daemon) now. A replay shard that dies
@@ -108,7 +108,7 @@ def apex_plan(workers: WorkerSet, config: ApexConfig) -> LocalIterator[dict[str,
     return standard_metrics_reporting(train_op, workers, config)
 
 
-def _intensity(config: ApexConfig) -> KeepTrainingIntensity:
+def _intensity(config: ApexDataflowConfig) -> KeepTrainingIntensity:
     if config.training_intensity is None:
         return KeepTrainingIntensity(None, slack=0)  # both run free
     sampling_round = config.rollout_fragment_length * config.num_envs_per_worker

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlflow.algorithms.q_learning.config import ReplayAlgorithmConfig
+from rlflow.algorithms.q_learning.config import PerWorkerExplorationConfig, ReplayAlgorithmConfig
 from rlflow.config.model import ModelConfig
 
 __all__ = ["DQNConfig"]
@@ -20,6 +20,7 @@ __all__ = ["DQNConfig"]
 @dataclass(frozen=True, kw_only=True)
 class DQNConfig(
     ReplayAlgorithmConfig,
+    PerWorkerExplorationConfig,
     defaults={
         "num_workers": 0,
         "rollout_fragment_length": 4,
@@ -47,12 +48,8 @@ class DQNConfig(
     """Exploration rate from ``epsilon_timesteps`` on, in [0, 1]."""
     epsilon_timesteps: int = 10_000
     """Steps over which epsilon falls linearly, >= 0."""
-    per_worker_exploration: bool = False
-    """Fixed epsilon per worker instead of the schedule (Ape-X's default): ``worker_epsilon **
-    (1 + worker_epsilon_alpha * i / (N - 1))`` for worker i = 0..N-1 of ``num_workers`` N (the
-    schedule fields are then unused by the workers)."""
     worker_epsilon: float = 0.4
-    """Base epsilon of the per-worker exploration, in [0, 1]."""
+    """Base epsilon of the per-worker exploration (``per_worker_exploration``), in [0, 1]."""
     worker_epsilon_alpha: float = 7.0
     """Exponent spread of the per-worker exploration, >= 0."""
     worker_side_prioritization: bool = False

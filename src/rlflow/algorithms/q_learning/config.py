@@ -5,7 +5,8 @@ fields declared here: the buffer (uniform or prioritized) of n-step transitions 
 of replayed to sampled transitions. Defaults: DQN's (RLlib's); the algorithms set theirs in
 their class statements. `rlflow.algorithms.q_learning.replay` builds a plan's buffer, beta
 schedule and sampling/training ratio from them; `rlflow.algorithms.twin_q.TwinQConfig` (SAC,
-TD3) extends it.
+TD3) extends it. `PerWorkerExplorationConfig` is the switch of Ape-X's fixed per-worker
+exploration (DQN's epsilons, Ape-X TD3's action noise).
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlflow.config import AlgorithmConfig
+from rlflow.config.group import FieldGroup
 from rlflow.config.learning import TargetNetworkConfig
 
-__all__ = ["ReplayAlgorithmConfig"]
+__all__ = ["PerWorkerExplorationConfig", "ReplayAlgorithmConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,3 +79,15 @@ class ReplayAlgorithmConfig(AlgorithmConfig, TargetNetworkConfig):
         self._check_positive("prioritized_replay_eps")
         if self.training_intensity is not None:
             self._check_positive("training_intensity")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PerWorkerExplorationConfig(FieldGroup):
+    """Ape-X's fixed exploration per rollout worker (Horgan et al. 2018), on or off."""
+
+    per_worker_exploration: bool = False
+    """A fixed exploration rate per rollout worker i = 0..N-1 of ``num_workers`` N instead of a
+    shared one (Ape-X's default): DQN's epsilon ``worker_epsilon ** (1 + worker_epsilon_alpha *
+    i / (N - 1))`` (the epsilon schedule is then unused by the workers); Ape-X TD3's Gaussian
+    action noise std ``worker_noise ** (1 + worker_noise_alpha * i / (N - 1))`` (instead of
+    ``exploration_noise``)."""

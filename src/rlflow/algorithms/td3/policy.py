@@ -58,7 +58,7 @@ class TD3Policy(TwinQPolicy):
         with torch.no_grad():
             mu = self.mu(self.net.actor, self.flat_obs(self.obs_to_tensor(obs)))
             unit = mu
-            noise_scale = self.config.exploration_noise
+            noise_scale = self.exploration_scale()
             if explore and noise_scale > 0:
                 noise = noise_scale * self.randn(tuple(mu.shape))
                 unit = (mu + noise).clamp(-1.0, 1.0)
@@ -68,8 +68,13 @@ class TD3Policy(TwinQPolicy):
 
     def export_model(self) -> ActorExport:
         """The actor as a `TanhActor` (`rlflow.export`): greedy ``mu(s)`` in the Box;
-        exploring adds ``exploration_noise``."""
-        return tanh_actor_export(self, noise=self.config.exploration_noise)
+        exploring adds noise of std :meth:`exploration_scale`."""
+        return tanh_actor_export(self, noise=self.exploration_scale())
+
+    def exploration_scale(self) -> float:
+        """The std of this policy's exploration noise in unit space: ``exploration_noise``
+        (Ape-X TD3 fixes one per worker)."""
+        return float(self.config.exploration_noise)
 
     def postprocess_trajectory(self, batch: SampleBatch, *, last_value: float) -> SampleBatch:
         """n-step transitions of one episode fragment (`rlflow.replay.replay_transitions`)."""
