@@ -123,7 +123,7 @@ def test_imports_point_down_the_layers() -> None:
 # ppo_dqn composes PPO and DQN, so it takes their configs and policies; r2d2 is DQN with a
 # recurrent Q network (its config, policy and plan extended); apex_r2d2 is R2D2 on Ape-X's
 # dataflow (both configs, Ape-X's plan).
-FAMILIES = {"q_learning", "twin_q", "actor_learner"}
+FAMILIES = {"q_learning", "twin_q", "actor_learner", "perturbation"}
 ALLOWED_ALGORITHM_IMPORTS = {
     "a2c": {"rlflow.algorithms.pg.config"},
     "a3c": {"rlflow.algorithms.pg.config"},

@@ -31,10 +31,12 @@ from rlflow.algorithms.a2c import A2CConfig
 from rlflow.algorithms.a3c import A3CConfig
 from rlflow.algorithms.apex import ApexConfig
 from rlflow.algorithms.apex_r2d2 import ApexR2D2Config
+from rlflow.algorithms.ars import ARSConfig
 from rlflow.algorithms.appo import APPOConfig
 from rlflow.algorithms.bc import BCConfig
 from rlflow.algorithms.cql import CQLConfig
 from rlflow.algorithms.dqn import DQNConfig
+from rlflow.algorithms.es import ESConfig
 from rlflow.algorithms.impala import IMPALAConfig
 from rlflow.algorithms.maml import MAMLConfig
 from rlflow.algorithms.marwil import MARWILConfig
@@ -57,12 +59,14 @@ __all__ = [
     "A2CConfig",
     "A3CConfig",
     "APPOConfig",
+    "ARSConfig",
     "AlgorithmSpec",
     "BCConfig",
     "CQLConfig",
     "ApexConfig",
     "ApexR2D2Config",
     "DQNConfig",
+    "ESConfig",
     "IMPALAConfig",
     "MAMLConfig",
     "MARWILConfig",
@@ -201,6 +205,18 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             "marwil:MARWILPolicy",
             "MARWIL: advantage-weighted imitation from recorded experience",
             reads_input=True,
+        ),
+        _spec(
+            "es",
+            ESConfig,
+            "es:ESPolicy",
+            "Evolution strategies: antithetic noise by index, centered ranks, Adam; no gradients",
+        ),
+        _spec(
+            "ars",
+            ARSConfig,
+            "ars:ARSPolicy",
+            "Augmented random search (V2-t): linear policy, top-b directions, shared noise",
         ),
     )
 }
