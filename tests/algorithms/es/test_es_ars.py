@@ -14,8 +14,9 @@ from rlflow.algorithms import get_algorithm, tuned_config
 from rlflow.algorithms.ars import ARSConfig
 from rlflow.algorithms.es import ESConfig
 from rlflow.algorithms.perturbation import evaluate as ev
+from rlflow.algorithms.perturbation import worker as wk
 from rlflow.errors import ConfigError
-from rlflow.ops import noise as noise_ops
+from rlflow.data import noise as noise_ops
 from rlflow.workers import RolloutWorker, WorkerSet
 
 pytestmark = pytest.mark.timeout(120)
@@ -77,18 +78,18 @@ def test_workers_are_sent_indices_and_answer_returns_not_noise(
     monkeypatch.setattr(RolloutWorker, "apply", spy)
     _run("es", 2, num_workers=2, noise_seed=902, noise_size=40_000, episodes_per_batch=8,
          train_batch_size=10, eval_prob=0.5)
-    evals = [(args, out) for fn, args, out in calls if fn is ev.evaluate_perturbations]
+    evals = [(args, out) for fn, args, out in calls if fn is wk.evaluate_perturbations]
     installs = [args for fn, args, _ in calls if fn is ev.install_noise]
     assert len(installs) == 2 and len(evals) >= 4
     dim = None
     for (key, theta, request, stdev), out in evals:
         dim = theta.size
         assert key == "902:40000" and isinstance(stdev, float)
-        assert isinstance(request, ev.PerturbationRequest)
+        assert isinstance(request, wk.PerturbationRequest)
         assert request.noise_indices.dtype == np.int64 and request.noise_indices.ndim == 1
         assert isinstance(request.eval_episodes, int) and isinstance(request.seed, int)
         k = len(request.noise_indices)
-        assert isinstance(out, ev.PerturbationResult)
+        assert isinstance(out, wk.PerturbationResult)
         np.testing.assert_array_equal(out.noise_indices, request.noise_indices)
         assert out.returns.shape == out.lengths.shape == (k, 2)
         assert out.eval_returns.shape == (request.eval_episodes,)
@@ -147,11 +148,11 @@ def test_workers_play_the_perturbations_they_are_sent(local_backend: None) -> No
     noise_ops.install_noise(worker, table.key, table.array)
     policy = worker.get_policy()
     theta = np.random.default_rng(4).standard_normal(policy.num_flat).astype(np.float32)
-    request = ev.PerturbationRequest(np.array([5, 700], dtype=np.int64), 1, seed=11)
-    out = ev.evaluate_perturbations(worker, table.key, theta, request, 0.5)
+    request = wk.PerturbationRequest(np.array([5, 700], dtype=np.int64), 1, seed=11)
+    out = wk.evaluate_perturbations(worker, table.key, theta, request, 0.5)
     rows = np.concatenate([noise_ops.antithetic_params(theta, table.array, [5, 700], 0.5),
                            theta[None]])
-    alone = [ev.play_episodes(worker, policy, rows[r : r + 1], np.zeros(1, bool), 11 + r)
+    alone = [wk.play_episodes(worker, policy, rows[r : r + 1], np.zeros(1, bool), 11 + r)
              for r in range(5)]
     expected = np.array([float(ret[0]) for ret, _ in alone])
     np.testing.assert_array_equal(out.returns.ravel(), expected[:4])

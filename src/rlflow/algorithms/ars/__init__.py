@@ -4,7 +4,7 @@ competitive approach to reinforcement learning"; RLlib's ``ARS``) as a dataflow 
 ES's dataflow with ARS's update: a linear policy (or a small MLP, ``model.hidden``) on
 normalized observations (``MeanStdFilter``, V2), the top ``rollouts_used`` of
 ``num_rollouts`` directions (V2-t) scaled by the std of their returns, and the same shared
-noise table (`rlflow.ops.noise`). Discrete and 1-D Box actions, 1-D Box observations;
+noise table (`rlflow.data.noise`). Discrete and 1-D Box actions, 1-D Box observations;
 ``num_workers`` >= 1.
 
 Policy: :class:`ARSPolicy`. Config: :class:`ARSConfig`. Plan: :func:`ars_plan`.

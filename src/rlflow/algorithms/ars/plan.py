@@ -30,7 +30,7 @@ from rlflow.algorithms.perturbation.evaluate import (
 )
 from rlflow.flow import LocalIterator
 from rlflow.ops import TrainResult, standard_metrics_reporting
-from rlflow.ops.noise import SharedNoiseTable, weighted_noise_sum
+from rlflow.data.noise import SharedNoiseTable, weighted_noise_sum
 from rlflow.workers import WorkerSet
 
 __all__ = ["ARSUpdate", "ars_plan", "ars_step"]

@@ -3,7 +3,7 @@ Alternative to Reinforcement Learning"; RLlib's ``ES``) as a dataflow plan.
 
 No gradient and no learner: remote workers evaluate antithetic perturbations of a small MLP's
 flat parameters, named by indices into a noise table that lives once per node in the object
-store (`rlflow.ops.noise`); the driver ranks the returns, forms the update from the indices and
+store (`rlflow.data.noise`); the driver ranks the returns, forms the update from the indices and
 takes an Adam step. Discrete and 1-D Box actions, 1-D Box observations; ``num_workers`` >= 1.
 
 Policy: :class:`ESPolicy`. Config: :class:`ESConfig`. Plan: :func:`es_plan`.

@@ -15,7 +15,7 @@ Salimans et al., "Evolution Strategies as a Scalable Alternative to Reinforcemen
     (5) -> standard_metrics_reporting        # the workers' observation filters merged, results
 
 The driver's work per evaluation is a share of one call per worker and round and a few
-vectorized numpy operations (`rlflow.ops.noise.weighted_noise_sum`): it is not the limit
+vectorized numpy operations (`rlflow.data.noise.weighted_noise_sum`): it is not the limit
 below hundreds of workers (``benchmarks/es_throughput.py``).
 """
 
@@ -40,7 +40,7 @@ from rlflow.algorithms.perturbation.policy import FlatPolicy
 from rlflow.errors import ConfigError
 from rlflow.flow import LocalIterator
 from rlflow.ops import TrainResult, standard_metrics_reporting
-from rlflow.ops.noise import SharedNoiseTable, weighted_noise_sum
+from rlflow.data.noise import SharedNoiseTable, weighted_noise_sum
 from rlflow.workers import WorkerSet
 
 __all__ = ["ESUpdate", "es_gradient", "es_plan"]

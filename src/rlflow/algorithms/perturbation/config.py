@@ -5,7 +5,7 @@ An `AlgorithmConfig` (a whole config, not only a group: it is
 and seed, the perturbations' scale and the share of unperturbed evaluation episodes. Its
 checks refuse, before any actor starts: ``num_workers`` 0 (the workers evaluate; the driver
 only ranks and updates), learner actors, multi-agent policies, and a noise table larger than
-the object store allows (`rlflow.ops.noise.noise_memory_limit`).
+the object store allows (`rlflow.data.noise.noise_memory_limit`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from rlflow.config import AlgorithmConfig
 from rlflow.config.model import ModelConfig
-from rlflow.ops.noise import check_noise_size
+from rlflow.data.noise import check_noise_size
 
 __all__ = ["PerturbationConfig"]
 

@@ -2,7 +2,7 @@
 
 The driver side, :func:`perturbation_evaluations`, is a source of one :class:`EvaluationRound`
 per iteration. Once, it makes the shared noise table and hands each remote worker its
-reference (`rlflow.ops.noise.install_noise`; a recreated worker too). Each iteration it stores
+reference (`rlflow.data.noise.install_noise`; a recreated worker too). Each iteration it stores
 ``theta`` once (``flow.put``) and sends every healthy worker one call, its share of the
 iteration's antithetic pairs as a :class:`PerturbationRequest` (integer noise indices, a count
 of unperturbed episodes, a seed); rounds repeat until the iteration has ``min_pairs`` pairs and
@@ -11,14 +11,13 @@ request at once, one env per parameter vector, the actions of every vector from 
 numpy forward pass per step (`batched_forward`), and answers with a
 :class:`PerturbationResult`: indices, returns and lengths only. The driver's cost per
 evaluation is therefore a share of one call per worker and round, and the update's
-vectorized numpy (`rlflow.ops.noise.weighted_noise_sum`).
+vectorized numpy (`rlflow.data.noise.weighted_noise_sum`).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import weakref
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -26,60 +25,34 @@ import numpy.typing as npt
 
 from rlflow import flow
 from rlflow.algorithms.perturbation.config import PerturbationConfig
-from rlflow.algorithms.perturbation.policy import FlatPolicy, batched_forward
+from rlflow.algorithms.perturbation.policy import FlatPolicy
+from rlflow.algorithms.perturbation.worker import (
+    PerturbationRequest,
+    PerturbationResult,
+    evaluate_perturbations,
+)
 from rlflow.envs import EpisodeStat
 from rlflow.errors import ActorDiedError, ConfigError, WorkerError
 from rlflow.flow import LocalIterator
 from rlflow.ops import TrainResult, keys, record_learner_info
 from rlflow.ops.metrics import report_episodes
-from rlflow.ops.noise import (
+from rlflow.data.noise import (
     SharedNoiseTable,
-    antithetic_params,
     install_noise,
-    installed_noise,
 )
 from rlflow.ops.recovery import recreate_in_plan
-from rlflow.workers import RolloutWorker, WorkerSet
+from rlflow.workers import WorkerSet
 
 __all__ = [
     "EvaluationRound",
     "apply_theta",
-    "PerturbationRequest",
-    "PerturbationResult",
     "RecordEvaluations",
     "centered_ranks",
-    "evaluate_perturbations",
     "make_noise_table",
     "perturbation_evaluations",
 ]
 
 Array = npt.NDArray[Any]
-
-
-class PerturbationRequest(NamedTuple):
-    """What a worker is sent per call besides ``theta``'s reference: integers only."""
-
-    noise_indices: npt.NDArray[np.int64]
-    """Start indices into the noise table, one per antithetic pair."""
-    eval_episodes: int
-    """Episodes to play with theta itself (not perturbed; the filter is not updated)."""
-    seed: int
-    """Env ``j`` of the request is reset with ``seed + j``."""
-
-
-class PerturbationResult(NamedTuple):
-    """What a worker answers: returns and lengths per index, no noise."""
-
-    noise_indices: npt.NDArray[np.int64]
-    """The request's indices, in order."""
-    returns: npt.NDArray[np.float64]
-    """``[k, 2]``: the return with ``theta + sigma * eps`` and with ``theta - sigma * eps``."""
-    lengths: npt.NDArray[np.int64]
-    """``[k, 2]``: the two episodes' lengths."""
-    eval_returns: npt.NDArray[np.float64]
-    """Returns of the unperturbed episodes."""
-    eval_lengths: npt.NDArray[np.int64]
-    """Their lengths."""
 
 
 class EvaluationRound(NamedTuple):
@@ -122,99 +95,10 @@ def centered_ranks(x: npt.ArrayLike) -> npt.NDArray[np.float32]:
     return out
 
 
-# --------------------------------------------------------------------------- worker side
-_ENVS: weakref.WeakKeyDictionary[RolloutWorker, list[Any]] = weakref.WeakKeyDictionary()
-"""Each worker's envs for evaluations, built on first use and reused (grown on demand)."""
-
-
-def _envs(worker: RolloutWorker, count: int) -> list[Any]:
-    envs = _ENVS.setdefault(worker, [])
-    while len(envs) < count:
-        envs.append(worker.sampler_spec.creator())
-    return envs[:count]
-
-
-def evaluate_perturbations(
-    worker: RolloutWorker,
-    noise_key: str,
-    theta: npt.NDArray[np.float32],
-    request: PerturbationRequest,
-    noise_stdev: float,
-) -> PerturbationResult:
-    """Worker side: play an episode with ``theta + noise_stdev * eps_i`` and one with ``theta -
-    noise_stdev * eps_i`` for every index ``i`` of ``request``, and ``request.eval_episodes``
-    with ``theta``; return their returns and lengths.
-
-    Use as ``handle.apply.remote(evaluate_perturbations, key, theta_ref, request, sigma)``
-    (``theta_ref`` arrives resolved). ``eps_i`` is read from the table installed under
-    ``noise_key`` in this process (`rlflow.ops.noise.install_noise`). All episodes run at once
-    on this worker's evaluation envs (env ``j`` reset with ``request.seed + j``), each to its
-    end. Side effects: the perturbed episodes' observations update the worker's observation
-    filter (its delta, merged by the learner once per iteration); the unperturbed ones do not.
-    """
-    table = installed_noise(noise_key)
-    policy = worker.get_policy()
-    if not isinstance(policy, FlatPolicy):
-        raise ConfigError(
-            f"evaluate_perturbations needs a FlatPolicy, got {type(policy).__name__}"
-        )
-    k = len(request.noise_indices)
-    params = antithetic_params(theta, table, request.noise_indices, noise_stdev)
-    if request.eval_episodes:
-        unperturbed = np.broadcast_to(np.asarray(theta, np.float32), (request.eval_episodes, theta.size))
-        params = np.concatenate([params, unperturbed])
-    updates = np.arange(len(params)) < 2 * k
-    returns, lengths = play_episodes(worker, policy, params, updates, request.seed)
-    return PerturbationResult(
-        np.asarray(request.noise_indices, dtype=np.int64),
-        returns[: 2 * k].reshape(k, 2),
-        lengths[: 2 * k].reshape(k, 2),
-        returns[2 * k :],
-        lengths[2 * k :],
-    )
-
-
-def play_episodes(
-    worker: RolloutWorker, policy: FlatPolicy, params: Array, updates: Array, seed: int
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
-    """One episode per row of ``params`` (``[P, D]``) on the worker's envs, all at once;
-    ``(returns [P], lengths [P])``. Rows with ``updates`` true add their observations to the
-    worker's observation filter."""
-    count = len(params)
-    envs = _envs(worker, count)
-    obs_filter = worker.filters.get(policy.policy_id)
-    shapes, activation = policy.flat_model.shapes, policy.flat_model.activation
-    obs = np.stack([np.asarray(env.reset(seed=seed + j)[0]) for j, env in enumerate(envs)])
-    obs = obs.astype(np.float32)
-    returns = np.zeros(count, dtype=np.float64)
-    lengths = np.zeros(count, dtype=np.int64)
-    active = np.ones(count, dtype=bool)
-    discrete = not policy.action_space.shape
-    while active.any():
-        idx = np.flatnonzero(active)
-        x = obs[idx]
-        if obs_filter is not None:
-            learn = updates[idx]
-            if learn.any():
-                obs_filter(x[learn], update=True)
-            x = obs_filter(x, update=False)
-        actions = policy.act(batched_forward(params[idx], x, shapes, activation))
-        for j, action in zip(idx.tolist(), actions, strict=True):
-            next_obs, reward, terminated, truncated, _ = envs[j].step(
-                int(action) if discrete else action
-            )
-            returns[j] += float(reward)
-            lengths[j] += 1
-            obs[j] = next_obs
-            if terminated or truncated:
-                active[j] = False
-    return returns, lengths
-
-
 # --------------------------------------------------------------------------- driver side
 def make_noise_table(config: PerturbationConfig) -> SharedNoiseTable:
     """The run's noise table: ``noise_size`` entries from ``noise_seed``, stored once
-    (`rlflow.ops.noise.SharedNoiseTable.create`; a too large one is a `ConfigError` naming
+    (`rlflow.data.noise.SharedNoiseTable.create`; a too large one is a `ConfigError` naming
     ``noise_size``)."""
     return SharedNoiseTable.create(
         config.noise_size, seed=config.noise_seed, where=f"{type(config).__name__}.noise_size"
@@ -234,7 +118,7 @@ def perturbation_evaluations(
     Items: ``EvaluationRound`` of at least ``min_pairs`` antithetic pairs and ``min_steps``
     env steps, evaluated around the local policy's current theta (read at the start of each
     round, so an update between items is what the next one evaluates). Side effects: the noise
-    table's reference sent to every remote worker (`rlflow.ops.noise.install_noise`), now and
+    table's reference sent to every remote worker (`rlflow.data.noise.install_noise`), now and
     to each recreated one;
     one ``put`` of theta per iteration; counter ``num_weight_syncs``. A worker that dies is
     recreated (its share of the round is asked again of the others) or, with recreation off,
