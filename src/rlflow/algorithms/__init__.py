@@ -31,8 +31,8 @@ from rlflow.algorithms.a2c import A2CConfig
 from rlflow.algorithms.a3c import A3CConfig
 from rlflow.algorithms.apex import ApexConfig
 from rlflow.algorithms.apex_r2d2 import ApexR2D2Config
-from rlflow.algorithms.ars import ARSConfig
 from rlflow.algorithms.appo import APPOConfig
+from rlflow.algorithms.ars import ARSConfig
 from rlflow.algorithms.bc import BCConfig
 from rlflow.algorithms.cql import CQLConfig
 from rlflow.algorithms.dqn import DQNConfig

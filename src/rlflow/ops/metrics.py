@@ -153,8 +153,9 @@ class CollectMetrics:
 
     Items: anything ``-> dict`` (the input is ignored). Use with ``.for_each`` at the end of a
     plan (see :func:`standard_metrics_reporting`). Asks every remote worker for its finished
-    episodes (and takes those a plan's stage reported, :func:`report_episodes`) and waits at most ``timeout_s``; answers that are late are kept and read on the
-    next call (never more than one request per worker in flight). Episode statistics are over
+    episodes (and takes those a plan's stage reported, :func:`report_episodes`) and waits at
+    most ``timeout_s``; answers that are late are kept and read on the next call (never more
+    than one request per worker in flight). Episode statistics are over
     the last ``smoothing_episodes`` episodes; before any episode finished they are ``None``.
     Only healthy workers are asked; one found dead is recreated (its unreported episodes are
     lost) or, with recreation off, raises ``WorkerError`` naming it (see ``rlflow.ops.recovery``).

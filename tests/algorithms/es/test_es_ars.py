@@ -15,8 +15,8 @@ from rlflow.algorithms.ars import ARSConfig
 from rlflow.algorithms.es import ESConfig
 from rlflow.algorithms.perturbation import evaluate as ev
 from rlflow.algorithms.perturbation import worker as wk
-from rlflow.errors import ConfigError
 from rlflow.data import noise as noise_ops
+from rlflow.errors import ConfigError
 from rlflow.workers import RolloutWorker, WorkerSet
 
 pytestmark = pytest.mark.timeout(120)
@@ -47,8 +47,15 @@ def test_the_noise_table_is_made_once_and_workers_read_the_drivers_array(
 
     monkeypatch.setattr(ev, "install_noise", record)
     before = noise_ops.noise_table_creations()
-    _run("es", 2, num_workers=3, noise_seed=901, noise_size=50_000, episodes_per_batch=6,
-         train_batch_size=10)
+    _run(
+        "es",
+        2,
+        num_workers=3,
+        noise_seed=901,
+        noise_size=50_000,
+        episodes_per_batch=6,
+        train_batch_size=10,
+    )
     assert noise_ops.noise_table_creations() == before + 1
     # Each worker got the table once, as the driver's very array (one array in the process).
     assert len(installed) == 3
@@ -59,8 +66,9 @@ def test_the_noise_table_is_made_once_and_workers_read_the_drivers_array(
     expected = np.random.default_rng(901).standard_normal(50_000, dtype=np.float32)
     np.testing.assert_array_equal(table, expected)
     # A second run with the same table makes none (same key, same process).
-    _run("ars", 1, num_workers=2, noise_seed=901, noise_size=50_000, num_rollouts=2,
-         rollouts_used=1)
+    _run(
+        "ars", 1, num_workers=2, noise_seed=901, noise_size=50_000, num_rollouts=2, rollouts_used=1
+    )
     assert noise_ops.noise_table_creations() == before + 1
 
 
@@ -76,8 +84,16 @@ def test_workers_are_sent_indices_and_answer_returns_not_noise(
         return out
 
     monkeypatch.setattr(RolloutWorker, "apply", spy)
-    _run("es", 2, num_workers=2, noise_seed=902, noise_size=40_000, episodes_per_batch=8,
-         train_batch_size=10, eval_prob=0.5)
+    _run(
+        "es",
+        2,
+        num_workers=2,
+        noise_seed=902,
+        noise_size=40_000,
+        episodes_per_batch=8,
+        train_batch_size=10,
+        eval_prob=0.5,
+    )
     evals = [(args, out) for fn, args, out in calls if fn is wk.evaluate_perturbations]
     installs = [args for fn, args, _ in calls if fn is ev.install_noise]
     assert len(installs) == 2 and len(evals) >= 4
@@ -127,13 +143,19 @@ def test_es_gradient_and_ars_step_match_loops_over_the_pairs() -> None:
     returns = rng.normal(size=(40, 2)) * 10
     indices = rng.integers(0, 5000 - 9, size=40)
     ranks = np.argsort(np.argsort(returns.ravel())).reshape(returns.shape) / 79 - 0.5
-    g = sum((ranks[i, 0] - ranks[i, 1]) * table[j : j + 9].astype(np.float64)
-            for i, j in enumerate(indices)) / 80
+    g = (
+        sum(
+            (ranks[i, 0] - ranks[i, 1]) * table[j : j + 9].astype(np.float64)
+            for i, j in enumerate(indices)
+        )
+        / 80
+    )
     np.testing.assert_allclose(es_gradient(returns, indices, table, 9), g, rtol=1e-6)
     top = sorted(range(40), key=lambda i: -returns[i].max())[:8]
     sigma = returns[top].std()
-    step = sum((returns[i, 0] - returns[i, 1]) * table[indices[i] : indices[i] + 9]
-               for i in top) / (8 * sigma)
+    step = sum(
+        (returns[i, 0] - returns[i, 1]) * table[indices[i] : indices[i] + 9] for i in top
+    ) / (8 * sigma)
     got, got_sigma = ars_step(returns, indices, table, 9, rollouts_used=8)
     np.testing.assert_allclose(got, step, rtol=1e-5)
     assert got_sigma == pytest.approx(sigma)
@@ -150,10 +172,13 @@ def test_workers_play_the_perturbations_they_are_sent(local_backend: None) -> No
     theta = np.random.default_rng(4).standard_normal(policy.num_flat).astype(np.float32)
     request = wk.PerturbationRequest(np.array([5, 700], dtype=np.int64), 1, seed=11)
     out = wk.evaluate_perturbations(worker, table.key, theta, request, 0.5)
-    rows = np.concatenate([noise_ops.antithetic_params(theta, table.array, [5, 700], 0.5),
-                           theta[None]])
-    alone = [wk.play_episodes(worker, policy, rows[r : r + 1], np.zeros(1, bool), 11 + r)
-             for r in range(5)]
+    rows = np.concatenate(
+        [noise_ops.antithetic_params(theta, table.array, [5, 700], 0.5), theta[None]]
+    )
+    alone = [
+        wk.play_episodes(worker, policy, rows[r : r + 1], np.zeros(1, bool), 11 + r)
+        for r in range(5)
+    ]
     expected = np.array([float(ret[0]) for ret, _ in alone])
     np.testing.assert_array_equal(out.returns.ravel(), expected[:4])
     np.testing.assert_array_equal(out.eval_returns, expected[4:])
@@ -166,7 +191,8 @@ def test_workers_play_the_perturbations_they_are_sent(local_backend: None) -> No
 def test_a_plan_runs_reports_and_checkpoints_its_optimizer(local_backend: None, algo: str) -> None:
     overrides = {"noise_seed": 904, "noise_size": 30_000, "eval_prob": 1.0}
     overrides.update(
-        {"episodes_per_batch": 6, "train_batch_size": 10} if algo == "es"
+        {"episodes_per_batch": 6, "train_batch_size": 10}
+        if algo == "es"
         else {"num_rollouts": 3, "rollouts_used": 2}
     )
     results = _run(algo, 3, **overrides)
@@ -179,9 +205,17 @@ def test_a_plan_runs_reports_and_checkpoints_its_optimizer(local_backend: None, 
 
 
 def test_es_policy_state_holds_adam(local_backend: None) -> None:
-    trainer = Trainer("es", env="CartPole-v1", backend="local",
-                      config={"noise_seed": 905, "noise_size": 20_000, "episodes_per_batch": 4,
-                              "train_batch_size": 10})
+    trainer = Trainer(
+        "es",
+        env="CartPole-v1",
+        backend="local",
+        config={
+            "noise_seed": 905,
+            "noise_size": 20_000,
+            "episodes_per_batch": 4,
+            "train_batch_size": 10,
+        },
+    )
     try:
         trainer.train()
         state = trainer.workers.local_worker().get_policy().get_state()

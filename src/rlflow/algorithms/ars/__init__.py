@@ -16,7 +16,7 @@ from rlflow.algorithms.ars.config import ARSConfig
 from rlflow.lazy import lazy_exports
 
 if TYPE_CHECKING:  # imported on first use (rlflow.lazy): they import torch
-    from rlflow.algorithms.ars.plan import ARSUpdate, ars_step, ars_plan
+    from rlflow.algorithms.ars.plan import ARSUpdate, ars_plan, ars_step
     from rlflow.algorithms.ars.policy import ARSPolicy
 
 __all__ = ["ARSConfig", "ARSPolicy", "ARSUpdate", "ars_plan", "ars_step"]

@@ -28,9 +28,9 @@ from rlflow.algorithms.perturbation.evaluate import (
     make_noise_table,
     perturbation_evaluations,
 )
+from rlflow.data.noise import SharedNoiseTable, weighted_noise_sum
 from rlflow.flow import LocalIterator
 from rlflow.ops import TrainResult, standard_metrics_reporting
-from rlflow.data.noise import SharedNoiseTable, weighted_noise_sum
 from rlflow.workers import WorkerSet
 
 __all__ = ["ARSUpdate", "ars_plan", "ars_step"]
@@ -42,9 +42,7 @@ def ars_plan(workers: WorkerSet, config: ARSConfig) -> LocalIterator[dict[str, A
     noise = make_noise_table(config)
     evaluations = perturbation_evaluations(workers, noise, config, min_pairs=config.num_rollouts)
     # (3) Count and report; (4) the top-b directions' step.
-    train_op = evaluations.for_each(RecordEvaluations()).for_each(
-        ARSUpdate(workers, noise, config)
-    )
+    train_op = evaluations.for_each(RecordEvaluations()).for_each(ARSUpdate(workers, noise, config))
     # (5) State normalization merged once per iteration, then the result.
     return standard_metrics_reporting(train_op, workers, config)
 

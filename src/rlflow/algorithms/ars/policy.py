@@ -15,5 +15,5 @@ class ARSPolicy(FlatPolicy):
     ``model.hidden``), all parameters zero at the start (Mania et al.); updated by plain SGD on
     the driver (`rlflow.algorithms.ars.ars_plan`)."""
 
-    config_class: ClassVar[type[ARSConfig]] = ARSConfig  # type: ignore[assignment]
+    config_class: ClassVar[type[ARSConfig]] = ARSConfig
     zero_init: ClassVar[bool] = True

@@ -37,10 +37,10 @@ from rlflow.algorithms.perturbation.evaluate import (
     perturbation_evaluations,
 )
 from rlflow.algorithms.perturbation.policy import FlatPolicy
+from rlflow.data.noise import SharedNoiseTable, weighted_noise_sum
 from rlflow.errors import ConfigError
 from rlflow.flow import LocalIterator
 from rlflow.ops import TrainResult, standard_metrics_reporting
-from rlflow.data.noise import SharedNoiseTable, weighted_noise_sum
 from rlflow.workers import WorkerSet
 
 __all__ = ["ESUpdate", "es_gradient", "es_plan"]
@@ -58,9 +58,7 @@ def es_plan(workers: WorkerSet, config: ESConfig) -> LocalIterator[dict[str, Any
         min_steps=config.train_batch_size,
     )
     # (3) Count and report; (4) rank, estimate the gradient, take an Adam step.
-    train_op = evaluations.for_each(RecordEvaluations()).for_each(
-        ESUpdate(workers, noise, config)
-    )
+    train_op = evaluations.for_each(RecordEvaluations()).for_each(ESUpdate(workers, noise, config))
     # (5) Filters merged once per iteration, then the result.
     return standard_metrics_reporting(train_op, workers, config)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rlflow.algorithms.es.config import ESConfig
-from rlflow.algorithms.perturbation.policy import Adam, FlatPolicy
+from rlflow.algorithms.perturbation.flat import Adam
+from rlflow.algorithms.perturbation.policy import FlatPolicy
 
 __all__ = ["ESPolicy"]
 
@@ -14,7 +15,7 @@ class ESPolicy(FlatPolicy):
     """A deterministic MLP (``model.hidden``, ``model.activation``) of flat parameters; its
     theta is updated by Adam (``stepsize``) on the driver (`rlflow.algorithms.es.es_plan`)."""
 
-    config_class: ClassVar[type[ESConfig]] = ESConfig  # type: ignore[assignment]
+    config_class: ClassVar[type[ESConfig]] = ESConfig
 
     def make_flat_optimizer(self) -> Adam:
         """Adam with ``stepsize`` over theta."""

@@ -22,7 +22,11 @@ __all__ = ["PerturbationConfig"]
 @dataclass(frozen=True, kw_only=True)
 class PerturbationConfig(
     AlgorithmConfig,
-    defaults={"observation_filter": "MeanStdFilter", "num_workers": 2, "model": ModelConfig(hidden=(32,))},
+    defaults={
+        "observation_filter": "MeanStdFilter",
+        "num_workers": 2,
+        "model": ModelConfig(hidden=(32,)),
+    },
 ):
     """Evolution-strategy settings: the noise table and how perturbations are evaluated.
 

@@ -31,15 +31,15 @@ from rlflow.algorithms.perturbation.worker import (
     PerturbationResult,
     evaluate_perturbations,
 )
+from rlflow.data.noise import (
+    SharedNoiseTable,
+    install_noise,
+)
 from rlflow.envs import EpisodeStat
 from rlflow.errors import ActorDiedError, ConfigError, WorkerError
 from rlflow.flow import LocalIterator
 from rlflow.ops import TrainResult, keys, record_learner_info
 from rlflow.ops.metrics import report_episodes
-from rlflow.data.noise import (
-    SharedNoiseTable,
-    install_noise,
-)
 from rlflow.ops.recovery import recreate_in_plan
 from rlflow.workers import WorkerSet
 
@@ -150,11 +150,12 @@ class _Evaluations:
         self.min_pairs, self.min_steps = int(min_pairs), int(min_steps)
         seed = config.seed if config.seed is not None else None
         self.rng = np.random.default_rng(seed)
-        self.policy = workers.local_worker().get_policy()
-        if not isinstance(self.policy, FlatPolicy):
+        policy = workers.local_worker().get_policy()
+        if not isinstance(policy, FlatPolicy):
             raise ConfigError(
-                f"perturbation_evaluations needs a FlatPolicy, got {type(self.policy).__name__}"
+                f"perturbation_evaluations needs a FlatPolicy, got {type(policy).__name__}"
             )
+        self.policy = policy
 
     def __call__(self, _round: int) -> EvaluationRound:
         """One iteration's evaluations."""

@@ -95,7 +95,8 @@ class Adam:
         a = self.stepsize * np.sqrt(1 - self.beta2**self.t) / (1 - self.beta1**self.t)
         self.m = self.beta1 * self.m + (1 - self.beta1) * grad
         self.v = self.beta2 * self.v + (1 - self.beta2) * (grad * grad)
-        return np.asarray(theta, np.float64) - a * self.m / (np.sqrt(self.v) + self.epsilon)
+        new: Array = np.asarray(theta, np.float64) - a * self.m / (np.sqrt(self.v) + self.epsilon)
+        return new
 
     def get_state(self) -> dict[str, Any]:
         """The moments and step count (copies)."""

@@ -14,6 +14,7 @@ state (:class:`Adam`, ES; plain SGD keeps none), saved in checkpoints with the w
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -49,7 +50,8 @@ class FlatMLP(nn.Module):
         """Build the layers (``box``: append a zero log-std to the outputs)."""
         super().__init__()
         sizes = [in_dim, *hidden, out_dim]
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes, sizes[1:]))
+        self.linears = [nn.Linear(a, b) for a, b in itertools.pairwise(sizes)]
+        self.layers = nn.ModuleList(self.linears)
         self.activation = activation
         self.act = ACTIVATIONS[activation]()
         self.box = box
@@ -57,14 +59,14 @@ class FlatMLP(nn.Module):
     @property
     def shapes(self) -> list[tuple[int, int]]:
         """``[(out, in), ...]`` of each layer, in order."""
-        return [(layer.out_features, layer.in_features) for layer in self.layers]
+        return [(layer.out_features, layer.in_features) for layer in self.linears]
 
     def outputs(self, obs: torch.Tensor) -> torch.Tensor:
         """The network's outputs ``[B, out_dim]``."""
         h = obs.float()
-        for k, layer in enumerate(self.layers):
+        for k, layer in enumerate(self.linears):
             h = layer(h)
-            if k < len(self.layers) - 1:
+            if k < len(self.linears) - 1:
                 h = self.act(h)
         return h
 
@@ -89,7 +91,7 @@ class FlatPolicy(TorchPolicy):
     down in the output layer (Salimans et al.'s normalized columns, small outputs at first).
     """
 
-    config_class: ClassVar[type[PerturbationConfig]] = PerturbationConfig  # type: ignore[assignment]
+    config_class: ClassVar[type[PerturbationConfig]] = PerturbationConfig
     observation_space_types: ClassVar[tuple[type, ...]] = (gym.spaces.Box,)
     action_space_types: ClassVar[tuple[type, ...]] = (gym.spaces.Discrete, gym.spaces.Box)
     zero_init: ClassVar[bool] = False
@@ -125,10 +127,12 @@ class FlatPolicy(TorchPolicy):
 
     def make_model(self) -> nn.Module:
         """The :class:`FlatMLP` of ``model.hidden`` and ``model.activation``."""
-        box = isinstance(self.action_space, gym.spaces.Box)
-        out = int(self.action_space.shape[0]) if box else int(self.action_space.n)  # type: ignore[attr-defined]
+        space: Any = self.action_space
+        box = isinstance(space, gym.spaces.Box)
+        out = int(space.shape[0]) if box else int(space.n)
+        obs_shape: Any = self.observation_space.shape
         model = FlatMLP(
-            int(self.observation_space.shape[0]),  # type: ignore[index]
+            int(obs_shape[0]),
             out,
             tuple(self.config.model.hidden),
             self.config.model.activation,
@@ -139,8 +143,8 @@ class FlatPolicy(TorchPolicy):
                 for p in model.parameters():
                     p.zero_()
             else:
-                model.layers[-1].weight.mul_(0.01)
-                model.layers[-1].bias.zero_()
+                model.linears[-1].weight.mul_(0.01)
+                model.linears[-1].bias.zero_()
         return model
 
     @property
@@ -175,9 +179,10 @@ class FlatPolicy(TorchPolicy):
     def act(self, outputs: Array) -> Array:
         """Env actions from :func:`batched_forward` outputs ``[P, out]``: argmax (Discrete), or
         the outputs clipped to the bounds (Box)."""
-        if isinstance(self.action_space, gym.spaces.Box):
-            return np.clip(outputs, self.action_space.low, self.action_space.high)
-        return np.argmax(outputs, axis=1)
+        space = self.action_space
+        if isinstance(space, gym.spaces.Box):
+            return np.asarray(np.clip(outputs, space.low, space.high))
+        return np.asarray(np.argmax(outputs, axis=1))
 
     def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
         """Not used: ES and ARS estimate their update from returns, not from a loss."""

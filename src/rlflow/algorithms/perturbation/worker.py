@@ -87,13 +87,13 @@ def evaluate_perturbations(
     table = installed_noise(noise_key)
     policy: Any = worker.get_policy()
     if not hasattr(policy, "flat_model"):
-        raise ConfigError(
-            f"evaluate_perturbations needs a FlatPolicy, got {type(policy).__name__}"
-        )
+        raise ConfigError(f"evaluate_perturbations needs a FlatPolicy, got {type(policy).__name__}")
     k = len(request.noise_indices)
     params = antithetic_params(theta, table, request.noise_indices, noise_stdev)
     if request.eval_episodes:
-        unperturbed = np.broadcast_to(np.asarray(theta, np.float32), (request.eval_episodes, theta.size))
+        unperturbed = np.broadcast_to(
+            np.asarray(theta, np.float32), (request.eval_episodes, theta.size)
+        )
         params = np.concatenate([params, unperturbed])
     updates = np.arange(len(params)) < 2 * k
     returns, lengths = play_episodes(worker, policy, params, updates, request.seed)
@@ -111,8 +111,9 @@ def play_episodes(
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
     """One episode per row of ``params`` (``[P, D]``) on the worker's envs, all at once;
     ``(returns [P], lengths [P])``. ``policy`` is the worker's `FlatPolicy` (its model's layer
-    shapes and activation, its ``act``). Rows with ``updates`` true add their observations to the
-    worker's observation filter."""
+    shapes and activation, its ``act``). Observations are normalized by a frozen copy of the
+    worker's observation filter taken now; the observations of rows with ``updates`` true are
+    added to the filter at the end."""
     count = len(params)
     envs = _envs(worker, count)
     obs_filter = worker.filters.get(policy.policy_id)
@@ -123,14 +124,17 @@ def play_episodes(
     lengths = np.zeros(count, dtype=np.int64)
     active = np.ones(count, dtype=bool)
     discrete = not policy.action_space.shape
+    # Every episode of the request is normalized alike, by the statistics the request started
+    # with (so a pair's two episodes see the same filter, as in Mania et al.'s code); the
+    # observations of the perturbed episodes are added to the worker's filter at the end.
+    frozen = None if obs_filter is None else obs_filter.frozen_copy()
+    seen: list[Array] = []
     while active.any():
         idx = np.flatnonzero(active)
         x = obs[idx]
-        if obs_filter is not None:
-            learn = updates[idx]
-            if learn.any():
-                obs_filter(x[learn], update=True)
-            x = obs_filter(x, update=False)
+        if frozen is not None:
+            seen.append(x[updates[idx]])
+            x = frozen(x)
         actions = policy.act(batched_forward(params[idx], x, shapes, activation))
         for j, action in zip(idx.tolist(), actions, strict=True):
             next_obs, reward, terminated, truncated, _ = envs[j].step(
@@ -141,4 +145,8 @@ def play_episodes(
             obs[j] = next_obs
             if terminated or truncated:
                 active[j] = False
+    if obs_filter is not None and seen:
+        learned = np.concatenate(seen)
+        if len(learned):
+            obs_filter(learned, update=True)
     return returns, lengths
