@@ -27,6 +27,7 @@ from torch import nn
 from rlflow.algorithms.perturbation.config import PerturbationConfig
 from rlflow.algorithms.perturbation.flat import Adam
 from rlflow.errors import ConfigError, PlanError
+from rlflow.models.actors import ActorCriticActor, ActorExport
 from rlflow.models.nets import ACTIVATIONS
 from rlflow.policy import TorchPolicy
 
@@ -183,6 +184,23 @@ class FlatPolicy(TorchPolicy):
         if isinstance(space, gym.spaces.Box):
             return np.asarray(np.clip(outputs, space.low, space.high))
         return np.asarray(np.argmax(outputs, axis=1))
+
+    def export_model(self) -> ActorExport:
+        """The model as an `ActorCriticActor` (`rlflow.export`): its layers are the actor's
+        policy MLP (``shared=False``), the value MLP and a Box action's log-std zeros; the
+        exported actor's mode is this policy's action."""
+        model = self.flat_model
+        options = {
+            "hidden": [out for out, _ in model.shapes[:-1]],
+            "activation": model.activation,
+            "shared": False,
+        }
+        probe = ActorCriticActor(self.observation_space, self.action_space, **options)
+        weights = {k: np.zeros_like(v.numpy()) for k, v in probe.state_dict().items()}
+        for k, layer in enumerate(model.linears):
+            weights[f"pi.net.{2 * k}.weight"] = layer.weight.detach().cpu().numpy().copy()
+            weights[f"pi.net.{2 * k}.bias"] = layer.bias.detach().cpu().numpy().copy()
+        return ActorExport(ActorCriticActor, options, weights)
 
     def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
         """Not used: ES and ARS estimate their update from returns, not from a loss."""
