@@ -26,6 +26,7 @@ from rlflow.lazy import lazy_exports
 
 if TYPE_CHECKING:  # imported on first use (rlflow.lazy): they import torch
     from rlflow.algorithms.perturbation.evaluate import (
+        EvaluatePerturbations,
         EvaluationRound,
         RecordEvaluations,
         apply_theta,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:  # imported on first use (rlflow.lazy): they import torch
 
 __all__ = [
     "Adam",
+    "EvaluatePerturbations",
     "EvaluationRound",
     "FlatMLP",
     "FlatPolicy",
@@ -63,6 +65,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "EvaluatePerturbations": "evaluate",
         "EvaluationRound": "evaluate",
         "RecordEvaluations": "evaluate",
         "apply_theta": "evaluate",

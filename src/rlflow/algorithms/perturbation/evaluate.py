@@ -44,6 +44,7 @@ from rlflow.ops.recovery import recreate_in_plan
 from rlflow.workers import WorkerSet
 
 __all__ = [
+    "EvaluatePerturbations",
     "EvaluationRound",
     "apply_theta",
     "RecordEvaluations",
@@ -82,8 +83,8 @@ def centered_ranks(x: npt.ArrayLike) -> npt.NDArray[np.float32]:
     (Salimans et al. 2017, fitness shaping; RLlib's ``compute_centered_ranks``). Ties get
     distinct ranks in ``argsort`` order.
 
-    >>> centered_ranks([[3.0, -1.0], [10.0, 0.0]]).round(4).tolist()
-    [[0.1667, -0.5], [0.5, -0.1667]]
+    >>> centered_ranks([3.0, -1.0, 10.0, 0.0, 5.0]).tolist()
+    [0.0, -0.5, 0.5, -0.25, 0.25]
     """
     a = np.asarray(x)
     ranks = np.empty(a.size, dtype=np.float32)
@@ -129,13 +130,20 @@ def perturbation_evaluations(
     for handle in workers.remote_workers():
         handle.apply.remote(install_noise, noise.key, noise.ref)
     workers.on_recreate(lambda h: h.apply.remote(install_noise, noise.key, noise.ref))
-    rounds = _Evaluations(workers, config, noise, min_pairs=min_pairs, min_steps=min_steps)
+    rounds = EvaluatePerturbations(workers, config, noise, min_pairs=min_pairs, min_steps=min_steps)
     # A stage, not the source itself: it runs inside the plan's context (counters, recovery).
     return flow.from_iterable(itertools.count(), name="perturbation_rounds").for_each(rounds)
 
 
-class _Evaluations:
-    """``for_each``: one round of :func:`perturbation_evaluations` per item (its number)."""
+class EvaluatePerturbations:
+    """One iteration's evaluations around the local policy's theta; see
+    :func:`perturbation_evaluations`, which builds it.
+
+    Items: ``int`` (the round's number, ignored) ``-> EvaluationRound``. Use with ``.for_each``
+    on a counting source. Side effects: one ``put`` of theta per item; calls to the healthy
+    remote workers (one per worker and round); a dead worker recreated
+    (`rlflow.ops.recovery.recreate_in_plan`).
+    """
 
     def __init__(
         self,
@@ -146,6 +154,8 @@ class _Evaluations:
         min_pairs: int,
         min_steps: int,
     ) -> None:
+        """Keep the workers, the config and the table; seed the RNG that draws the noise
+        indices, the unperturbed episodes and the env seeds (``config.seed``)."""
         self.workers, self.config, self.noise = workers, config, noise
         self.min_pairs, self.min_steps = int(min_pairs), int(min_steps)
         seed = config.seed if config.seed is not None else None
