@@ -120,8 +120,7 @@ def perturbation_evaluations(
     env steps, evaluated around the local policy's current theta (read at the start of each
     round, so an update between items is what the next one evaluates). Side effects: the noise
     table's reference sent to every remote worker (`rlflow.data.noise.install_noise`), now and
-    to each recreated one;
-    one ``put`` of theta per iteration; counter ``num_weight_syncs``. A worker that dies is
+    to each recreated one; one ``put`` of theta per iteration; counter ``num_weight_syncs``. A worker that dies is
     recreated (its share of the round is asked again of the others) or, with recreation off,
     ends the run with a ``WorkerError`` naming it.
     """
@@ -158,8 +157,7 @@ class EvaluatePerturbations:
         indices, the unperturbed episodes and the env seeds (``config.seed``)."""
         self.workers, self.config, self.noise = workers, config, noise
         self.min_pairs, self.min_steps = int(min_pairs), int(min_steps)
-        seed = config.seed if config.seed is not None else None
-        self.rng = np.random.default_rng(seed)
+        self.rng = np.random.default_rng(config.seed)
         policy = workers.local_worker().get_policy()
         if not isinstance(policy, FlatPolicy):
             raise ConfigError(
@@ -177,6 +175,11 @@ class EvaluatePerturbations:
         pairs = steps = 0
         while pairs < self.min_pairs or steps < self.min_steps:
             handles = self.workers.healthy_workers()
+            if not handles:
+                raise WorkerError(
+                    "no healthy rollout worker is left to evaluate perturbations (their "
+                    "replacements have not started); check the workers' logs"
+                )
             # The pairs still missing; then, for the steps still missing, one pair per worker.
             wanted = self.min_pairs - pairs if pairs < self.min_pairs else len(handles)
             for part in self._ask(handles, theta.size, theta_ref, wanted):
