@@ -120,9 +120,9 @@ def perturbation_evaluations(
     env steps, evaluated around the local policy's current theta (read at the start of each
     round, so an update between items is what the next one evaluates). Side effects: the noise
     table's reference sent to every remote worker (`rlflow.data.noise.install_noise`), now and
-    to each recreated one; one ``put`` of theta per iteration; counter ``num_weight_syncs``. A worker that dies is
-    recreated (its share of the round is asked again of the others) or, with recreation off,
-    ends the run with a ``WorkerError`` naming it.
+    to each recreated one; one ``put`` of theta per iteration; counter ``num_weight_syncs``. A
+    worker that dies is recreated (its share of the round is asked again of the others) or,
+    with recreation off, ends the run with a ``WorkerError`` naming it.
     """
     if not workers.remote_workers():
         raise ConfigError("perturbation_evaluations needs remote workers (num_workers >= 1)")
