@@ -268,5 +268,5 @@ def test_the_noise_table_must_fit_a_running_ray_object_store(
 
 def test_tuned_configs_load() -> None:
     assert tuned_config("es", "CartPole-v1").episodes_per_batch > 0
-    assert tuned_config("ars", "Swimmer-v5").rollouts_used == 1
+    assert tuned_config("ars", "Swimmer-v5").rollouts_used == 2
     assert tuned_config("ars", "HalfCheetah-v5").num_rollouts == 32
