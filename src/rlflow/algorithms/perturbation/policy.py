@@ -190,7 +190,7 @@ class FlatPolicy(TorchPolicy):
         policy MLP (``shared=False``), the value MLP and a Box action's log-std zeros; the
         exported actor's mode is this policy's action."""
         model = self.flat_model
-        options = {
+        options: dict[str, Any] = {
             "hidden": [out for out, _ in model.shapes[:-1]],
             "activation": model.activation,
             "shared": False,
