@@ -12,7 +12,12 @@ named by its integer index alone, and a worker returns (index, returns, lengths)
 The driver slices its own copy to form the update (:func:`weighted_noise_sum`).
 
 :func:`noise_table_creations` counts the tables made in this process, so a test can assert
-that a run made exactly one.
+that a run made exactly one. A table stays registered for the life of the process (a later
+run with the same seed and size reuses it; ``noise_size`` float32 entries: 40 MB per 10M).
+
+It lives in ``data/``, beside the object-store references of ``data/refs.py``: the configs
+check a table's size against the object store (:func:`check_noise_size`) and resolve without
+torch, which ``rlflow.ops`` imports.
 """
 
 from __future__ import annotations
