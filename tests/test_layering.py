@@ -124,7 +124,7 @@ def test_imports_point_down_the_layers() -> None:
 # recurrent Q network (its config, policy and plan extended); apex_r2d2 is R2D2 on Ape-X's
 # dataflow (both configs, Ape-X's plan); apex_td3 is TD3 on Ape-X's dataflow (TD3's config and
 # policy extended, Ape-X's dataflow config and plan); apex_ddpg is apex_td3 with DDPG's defaults.
-FAMILIES = {"q_learning", "twin_q", "actor_learner"}
+FAMILIES = {"q_learning", "twin_q", "actor_learner", "perturbation"}
 ALLOWED_ALGORITHM_IMPORTS = {
     "a2c": {"rlflow.algorithms.pg.config"},
     "a3c": {"rlflow.algorithms.pg.config"},

@@ -21,8 +21,10 @@ from torch import nn
 from rlflow.algorithms import ALGORITHMS
 from rlflow.algorithms.apex_td3 import ApexTD3Policy
 from rlflow.algorithms.appo import APPOPolicy
+from rlflow.algorithms.ars import ARSPolicy
 from rlflow.algorithms.cql import CQLPolicy
 from rlflow.algorithms.dqn import DQNPolicy
+from rlflow.algorithms.es import ESPolicy
 from rlflow.algorithms.impala import VTracePolicy
 from rlflow.algorithms.maml import MAMLPolicy
 from rlflow.algorithms.marwil import MARWILPolicy
@@ -209,6 +211,15 @@ FIELDS: dict[type, list[tuple[str, Callable[[Any], Any], Check]]] = {
             _reads,
         ),
         ("max_advantage_weight", lambda d: 7.0, _reads),
+    ],
+    ESPolicy: [
+        ("model", lambda d: {"hidden": (7,), "activation": "relu"}, _hidden),
+        ("num_torch_threads", lambda d: 2, _threads),
+        ("stepsize", lambda d: 0.0321, lambda p, v: p.optimizer.stepsize == v),
+    ],
+    ARSPolicy: [
+        ("model", lambda d: {"hidden": (7,), "activation": "relu"}, _hidden),
+        ("num_torch_threads", lambda d: 2, _threads),
     ],
     MAMLPolicy: [
         *BASE,

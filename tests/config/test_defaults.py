@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from rlflow.algorithms import ALGORITHMS
+from rlflow.algorithms.perturbation.config import PerturbationConfig
 from rlflow.algorithms.q_learning.config import ReplayAlgorithmConfig
 from rlflow.algorithms.twin_q.config import TwinQConfig
 from rlflow.config import ActorCriticConfig, AlgorithmConfig
@@ -29,7 +30,13 @@ pytestmark = pytest.mark.timeout(60)
 TABLE: dict[str, dict[str, str]] = json.loads(
     (Path(__file__).parent / "data" / "defaults.json").read_text()
 )
-CLASSES = [AlgorithmConfig, ActorCriticConfig, ReplayAlgorithmConfig, TwinQConfig]
+CLASSES = [
+    AlgorithmConfig,
+    ActorCriticConfig,
+    ReplayAlgorithmConfig,
+    TwinQConfig,
+    PerturbationConfig,
+]
 CLASSES += [spec.config_cls for spec in ALGORITHMS.values()]
 
 

@@ -36,10 +36,12 @@ from rlflow.algorithms.apex_ddpg import ApexDDPGConfig
 from rlflow.algorithms.apex_r2d2 import ApexR2D2Config
 from rlflow.algorithms.apex_td3 import ApexTD3Config
 from rlflow.algorithms.appo import APPOConfig
+from rlflow.algorithms.ars import ARSConfig
 from rlflow.algorithms.bc import BCConfig
 from rlflow.algorithms.cql import CQLConfig
 from rlflow.algorithms.ddppo import DDPPOConfig
 from rlflow.algorithms.dqn import DQNConfig
+from rlflow.algorithms.es import ESConfig
 from rlflow.algorithms.impala import IMPALAConfig
 from rlflow.algorithms.maml import MAMLConfig
 from rlflow.algorithms.marwil import MARWILConfig
@@ -62,6 +64,7 @@ __all__ = [
     "A2CConfig",
     "A3CConfig",
     "APPOConfig",
+    "ARSConfig",
     "AlgorithmSpec",
     "BCConfig",
     "CQLConfig",
@@ -71,6 +74,7 @@ __all__ = [
     "ApexR2D2Config",
     "ApexTD3Config",
     "DQNConfig",
+    "ESConfig",
     "IMPALAConfig",
     "MAMLConfig",
     "MARWILConfig",
@@ -227,6 +231,18 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             "marwil:MARWILPolicy",
             "MARWIL: advantage-weighted imitation from recorded experience",
             reads_input=True,
+        ),
+        _spec(
+            "es",
+            ESConfig,
+            "es:ESPolicy",
+            "Evolution strategies: antithetic noise by index, centered ranks, Adam; no gradients",
+        ),
+        _spec(
+            "ars",
+            ARSConfig,
+            "ars:ARSPolicy",
+            "Augmented random search (V2-t): linear policy, top-b directions, shared noise",
         ),
     )
 }

@@ -94,6 +94,10 @@ LAST_REPORT_SAMPLED: Final = "last_report_env_steps_sampled"
 """Counter: sampled env steps at the last result (for ``*_this_iter``)."""
 LAST_REPORT_TRAINED: Final = "last_report_env_steps_trained"
 """Counter: trained env steps at the last result (for ``*_this_iter``)."""
+PLAN_EPISODES: Final = "_plan_episodes"
+"""``ctx.info[PLAN_EPISODES]``: episodes a plan's own stage measured (ES's and ARS's
+unperturbed evaluation episodes, which no sampler plays), added by
+`rlflow.ops.metrics.report_episodes` and taken by the next `CollectMetrics` call."""
 RECENT_EPISODES: Final = "_recent_episodes"
 """``ctx.info[RECENT_EPISODES]``: the smoothing window of finished episodes (a list of
 ``EpisodeStat``). Info keys that start with ``_`` are internal and left out of results."""

@@ -33,6 +33,7 @@ __all__ = [
     "OncePerTimestepsElapsed",
     "agent_outcome_counts",
     "policy_return_stats",
+    "report_episodes",
     "standard_metrics_reporting",
 ]
 
@@ -139,13 +140,22 @@ class _LearnerTimestep:
         return item
 
 
+def report_episodes(episodes: list[EpisodeStat]) -> None:
+    """Hand episodes a plan's stage played itself (not a sampler: ES's and ARS's unperturbed
+    evaluation episodes) to the next :class:`CollectMetrics` call, which counts them as the
+    iteration's finished episodes. Side effect: ``ctx.info[keys.PLAN_EPISODES]``."""
+    info = flow.current_metrics().info
+    info[keys.PLAN_EPISODES] = [*info.get(keys.PLAN_EPISODES, []), *episodes]
+
+
 class CollectMetrics:
     """Build the result dict of one iteration from the workers' finished episodes.
 
     Items: anything ``-> dict`` (the input is ignored). Use with ``.for_each`` at the end of a
     plan (see :func:`standard_metrics_reporting`). Asks every remote worker for its finished
-    episodes and waits at most ``timeout_s``; answers that are late are kept and read on the
-    next call (never more than one request per worker in flight). Episode statistics are over
+    episodes (and takes those a plan's stage reported, :func:`report_episodes`) and waits at
+    most ``timeout_s``; answers that are late are kept and read on the next call (never more
+    than one request per worker in flight). Episode statistics are over
     the last ``smoothing_episodes`` episodes; before any episode finished they are ``None``.
     Only healthy workers are asked; one found dead is recreated (its unreported episodes are
     lost) or, with recreation off, raises ``WorkerError`` naming it (see ``rlflow.ops.recovery``).
@@ -188,6 +198,9 @@ class CollectMetrics:
     def _new_episodes(self) -> list[EpisodeStat]:
         """Finished episodes of every worker; adds their env restarts to the counters."""
         reports = [self.workers.local_worker().pop_metrics()]
+        planned = flow.current_metrics().info.pop(keys.PLAN_EPISODES, [])
+        if planned:
+            reports.append(WorkerMetrics(list(planned), 0, 0))
         for handle in self.workers.healthy_workers():
             i = self.workers.worker_index(handle)
             if i not in self._pending:
