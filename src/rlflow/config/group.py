@@ -100,7 +100,7 @@ class FieldGroup:
         """Refuse a keyword that names no field with a `ConfigError` naming the closest field
         (``PPOConfig(clip_parm=0.2)``: did you mean ``clip_param``?), where the generated
         ``__init__`` would raise a bare ``TypeError``."""
-        if kwargs and not _field_name_set(cls).issuperset(kwargs):
+        if kwargs and not _field_name_set(typing.cast(type, cls)).issuperset(kwargs):
             cls.check_keys(kwargs)
         return super().__new__(cls)
 
