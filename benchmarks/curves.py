@@ -198,6 +198,7 @@ def _run(case: Case, seed: int, budget: int, run_dir: Path, backend: str) -> dic
     args = [
         case.algo, "--env", case.env, "--seed", str(seed), "--stop-timesteps", str(budget),
         "--out", str(run_dir), "--backend", backend, "--logger", "jsonl,csv",
+        "--stop-reward", "inf",  # to the budget, past a tuned file's stop (bc's, marwil's)
     ]  # fmt: skip
     if case.data:
         args += ["--set", f"input={_record(case.data, run_dir.parent)}"]
