@@ -8,19 +8,21 @@ Two parts, both running the real ES plan (`rlflow.algorithms.es.es_plan`: the no
   evaluations per second measured in this process with no driver
   (``evaluate_perturbations`` called directly on a `RolloutWorker`), times the number of
   workers: what a free driver and free cores would give.
-- ``simulated``: ``--sim`` (default 64, 128, 256) lightweight actors (``num_cpus=0``, no torch)
-  standing in for rollout workers: each answers a request of k pairs after sleeping
-  ``--episode-ms`` per episode (a slow simulator) with random returns of the request's shape.
-  The baseline is their own rate, ``N * 1000 / episode_ms`` evaluations per second: the ratio
-  says whether the driver (one call per worker and round, the update's numpy) keeps up.
+- ``simulated``: ``--sim`` (default 64, 128, 256) simulated workers standing in for rollout
+  workers: each answers a request of k pairs after sleeping ``--episode-ms`` per episode (a slow
+  simulator) with random returns of the request's shape. They live as threads of
+  ``--sim-hosts`` (default 16) lightweight actors (``num_cpus=0``, no torch), each worker its
+  own handle to the plan, so the driver makes one Ray call per worker and round as with real
+  workers, without 256 processes of memory. The baseline is their own rate,
+  ``N * 1000 / episode_ms`` evaluations per second: the ratio says whether the driver (one call
+  per worker and round, the update's numpy) keeps up.
 
 An evaluation is one episode (a pair is two). Driver CPU is this process's user + sys seconds
 per evaluation over the measured iterations (the first iteration, which starts the workers and
-makes the noise table, is not measured). Memory: each simulated actor is a process of about
-70 MB.
+makes the noise table, is not measured). Memory: each host actor is a process of about 70 MB.
 
-    python benchmarks/es_throughput.py [--workers 2,4] [--sim 64,128,256] [--iterations 5]
-        [--pairs-per-worker 8] [--episode-ms 20] [--noise-size 10000000]
+    python benchmarks/es_throughput.py [--workers 2,4] [--sim 64,128,256] [--sim-hosts 16]
+        [--iterations 5] [--pairs-per-worker 8] [--episode-ms 20] [--noise-size 10000000]
 """
 
 from __future__ import annotations
@@ -50,13 +52,14 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-class SimESWorker:
-    """A rollout worker stand-in for ES: ``apply(fn, key, theta, request, sigma)`` sleeps
-    ``episode_s`` per episode of the request and answers random returns of its shape."""
+class SimESHost:
+    """Simulated rollout workers for ES, one per thread of this actor:
+    ``apply(fn, key, theta, request, sigma)`` sleeps ``episode_s`` per episode of the request
+    and answers random returns of its shape."""
 
     def __init__(self, episode_s: float, seed: int) -> None:
         self.episode_s = episode_s
-        self.rng = np.random.default_rng(seed)
+        self.seed = seed
 
     def apply(self, fn: Any, *args: Any) -> Any:
         """Answer an evaluation request (or take the noise table's reference)."""
@@ -65,11 +68,12 @@ class SimESWorker:
         _key, _theta, request, _sigma = args
         k, e = len(request.noise_indices), request.eval_episodes
         time.sleep(self.episode_s * (2 * k + e))
+        rng = np.random.default_rng([self.seed, request.seed])
         return PerturbationResult(
             np.asarray(request.noise_indices, dtype=np.int64),
-            self.rng.normal(size=(k, 2)),
+            rng.normal(size=(k, 2)),
             np.full((k, 2), 20, dtype=np.int64),
-            self.rng.normal(size=e),
+            rng.normal(size=e),
             np.full(e, 20, dtype=np.int64),
         )
 
@@ -80,6 +84,16 @@ class SimESWorker:
     def ping(self) -> str:
         """Liveness."""
         return "ok"
+
+
+class SimWorker:
+    """One simulated worker as the plan sees it: a handle whose ``apply.remote`` calls its host
+    (one Ray call per worker, as a real worker's)."""
+
+    def __init__(self, host: Any) -> None:
+        self.host = host
+        self.apply = host.apply
+        self.pop_metrics = host.pop_metrics
 
 
 class SimWorkerSet:
@@ -111,8 +125,8 @@ class SimWorkerSet:
         return None
 
     def stop(self) -> None:
-        for actor in self._remote:
-            flow.kill(actor)
+        for host in {id(w.host): w.host for w in self._remote}.values():
+            flow.kill(host)
 
 
 def _config(workers: int, args: argparse.Namespace) -> ESConfig:
@@ -187,10 +201,12 @@ def run_real(workers: int, args: argparse.Namespace, baseline: float) -> dict[st
 
 def run_simulated(workers: int, args: argparse.Namespace) -> dict[str, Any]:
     config = _config(workers, args)
-    cls = flow.remote(SimESWorker).options(num_cpus=0)
-    actors = [cls.remote(args.episode_ms / 1000.0, i) for i in range(workers)]
-    flow.get([a.ping.remote() for a in actors])
-    ws = SimWorkerSet(config, actors)
+    hosts_n = min(args.sim_hosts, workers)
+    per_host = -(-workers // hosts_n)
+    cls = flow.remote(SimESHost).options(num_cpus=0, max_concurrency=per_host)
+    hosts = [cls.remote(args.episode_ms / 1000.0, i) for i in range(hosts_n)]
+    flow.get([h.ping.remote() for h in hosts])
+    ws = SimWorkerSet(config, [SimWorker(hosts[i % hosts_n]) for i in range(workers)])
     plan = es_plan(ws, config)  # type: ignore[arg-type]
     try:
         rate, cpu = _measure(plan, args.iterations)
@@ -210,6 +226,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workers", default="2,4")
     parser.add_argument("--sim", default="64,128,256")
+    parser.add_argument("--sim-hosts", type=int, default=16, help="actors the --sim workers share")
     parser.add_argument("--iterations", type=int, default=5)
     parser.add_argument("--pairs-per-worker", type=int, default=8)
     parser.add_argument("--episode-ms", type=float, default=20.0)
