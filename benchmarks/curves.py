@@ -123,6 +123,8 @@ PPO_DQN = (
     "tests/algorithms/ppo_dqn/test_ppo_dqn.py's target, each policy's return with poles respawning "
     "(there within 300k steps; a third of them here: ~100 env steps/s on a loaded 2-core CPU)"
 )
+DDPPO = "tests/algorithms/ddppo/test_learning_ddppo.py"
+APEX_TD3 = "tests/algorithms/twin_q/test_apex_td3.py (apex_td3's; apex_ddpg at the same)"
 MAML = "benchmarks/maml_adaptation.py; the return after one inner adaptation step"
 TRAINED = "num_env_steps_trained"
 EVAL = "evaluation/episode_return_mean"
@@ -157,11 +159,17 @@ CASES = (
     Case("ppo_dqn", "multi_cartpole", 100_000, 150.0, PPO_DQN, policy="ppo_policy"),
     Case("ppo_dqn", "multi_cartpole", 100_000, 150.0, PPO_DQN, policy="dqn_policy"),
     Case("maml", "rlflow/PointNav2D-v0", 160_000, None, MAML, y_column=ADAPTED),
+    Case("es", "CartPole-v1", 500_000, 475.0, "tests/algorithms/es/test_learning_es.py", "ray"),
+    Case("ars", "Swimmer-v5", 1_000_000, 325.0, "tests/algorithms/es/test_learning_ars.py"),
+    Case("ddppo", "CartPole-v1", 150_000, 475.0, DDPPO, "ray"),
+    Case("apex_td3", "Pendulum-v1", 40_000, -250.0, APEX_TD3, "ray"),
+    Case("apex_ddpg", "Pendulum-v1", 40_000, -250.0, APEX_TD3, "ray"),
 )
 """The cases this script runs: every algorithm with a tuned config on a CartPole- or
-Pendulum-sized env, PPO on the MuJoCo envs at 200k steps. bc, marwil and cql learn from recorded
-experience: the whole run of the recording algorithm (seed 0), recorded once with ``--output``;
-their budget counts rows trained (cql: rows read), their return is the evaluation's. Not here:
+Pendulum-sized env, PPO on the MuJoCo envs at 200k steps, ARS on Swimmer. bc, marwil and cql
+learn from recorded experience: the whole run of the recording algorithm (seed 0), recorded once
+with ``--output``; their budget counts rows trained (cql: rows read), their return is the
+evaluation's. Not here:
 the games (a zero-sum return is 0 for any policy: tests/algorithms/test_learning_games.py), SAC
 and TD3 on MuJoCo (~27 env steps/s here: benchmarks/sac_halfcheetah.py) and the Atari configs
 (hours on a 2-core CPU: benchmarks/impala_throughput.py)."""
