@@ -181,25 +181,27 @@ def worker_rate(args: argparse.Namespace) -> float:
     return n / (time.perf_counter() - start)
 
 
-def run_real(workers: int, args: argparse.Namespace, baseline: float) -> dict[str, Any]:
-    config = _config(workers, args)
-    ws = WorkerSet(config, ESPolicy)
+def _row(kind: str, ws: Any, config: ESConfig, iterations: int, baseline: float) -> dict[str, Any]:
+    """Run ES's plan over ``ws`` (stopped after); its table row."""
     plan = es_plan(ws, config)
     try:
-        rate, cpu = _measure(plan, args.iterations)
+        rate, cpu = _measure(plan, iterations)
     finally:
         plan.close()
         ws.stop()
-    return {
-        "kind": "real",
-        "workers": workers,
-        "evals_per_s": rate,
-        "cpu_ms": cpu * 1e3,
-        "baseline": baseline * workers,
-    }
+    workers = config.num_workers
+    return {"kind": kind, "workers": workers, "evals_per_s": rate, "cpu_ms": cpu * 1e3,
+            "baseline": baseline}  # fmt: skip
+
+
+def run_real(workers: int, args: argparse.Namespace, baseline: float) -> dict[str, Any]:
+    """``workers`` real rollout workers; baseline: ``workers`` times one worker's own rate."""
+    config = _config(workers, args)
+    return _row("real", WorkerSet(config, ESPolicy), config, args.iterations, baseline * workers)
 
 
 def run_simulated(workers: int, args: argparse.Namespace) -> dict[str, Any]:
+    """``workers`` simulated workers on ``--sim-hosts`` actors; baseline: their own rate."""
     config = _config(workers, args)
     hosts_n = min(args.sim_hosts, workers)
     per_host = -(-workers // hosts_n)
@@ -207,19 +209,7 @@ def run_simulated(workers: int, args: argparse.Namespace) -> dict[str, Any]:
     hosts = [cls.remote(args.episode_ms / 1000.0, i) for i in range(hosts_n)]
     flow.get([h.ping.remote() for h in hosts])
     ws = SimWorkerSet(config, [SimWorker(hosts[i % hosts_n]) for i in range(workers)])
-    plan = es_plan(ws, config)  # type: ignore[arg-type]
-    try:
-        rate, cpu = _measure(plan, args.iterations)
-    finally:
-        plan.close()
-        ws.stop()
-    return {
-        "kind": "simulated",
-        "workers": workers,
-        "evals_per_s": rate,
-        "cpu_ms": cpu * 1e3,
-        "baseline": workers * 1000.0 / args.episode_ms,
-    }
+    return _row("simulated", ws, config, args.iterations, workers * 1000.0 / args.episode_ms)
 
 
 def main() -> None:
