@@ -55,11 +55,12 @@ class UnboundedBoxActions(_Env):
 
 MULTI = "MultiDiscrete([3 4])"
 PENDULUM = "Box(-2.0, 2.0, (1,), float32)"
-BOX_ALGOS = (
-    "algorithms for Box actions: pg, a2c, a3c, ppo, impala, appo, apex_td3, apex_ddpg, sac, td3"
+ON_POLICY = "pg, a2c, a3c, ppo, ddppo, impala, appo"
+BOX_ALGOS = f"algorithms for Box actions: {ON_POLICY}, sac, td3, apex_td3, apex_ddpg, es, ars"
+MD_ALGOS = f"algorithms for MultiDiscrete actions: {ON_POLICY}"
+DISCRETE_ALGOS = (
+    f"algorithms for Discrete actions: {ON_POLICY}, dqn, apex, r2d2, apex_r2d2, es, ars"
 )
-MD_ALGOS = "algorithms for MultiDiscrete actions: pg, a2c, a3c, ppo, impala, appo"
-DISCRETE_ALGOS = "algorithms for Discrete actions: pg, a2c, a3c, ppo, impala, appo, dqn, apex"
 
 CASES = [
     ("dqn", MultiDiscreteTargetEnv, f"DQNPolicy takes Discrete action spaces, not {MULTI}; "
@@ -102,6 +103,8 @@ def test_the_hint_lists_agree_with_the_registered_policies() -> None:
             policy_cls = ALGORITHMS[algo].policy_cls
             assert issubclass(space_cls, policy_cls.action_space_types), (algo, kind)
     listed = {a for algos in ALGORITHMS_FOR_ACTIONS.values() for a in algos}
+    # Every algorithm a user can point at an env alone is suggested (a new one must be added).
+    assert listed == set(ALGORITHMS) - {"bc", "marwil", "cql", "maml", "ppo_dqn"}
     for algo in listed:
         for space_cls in ALGORITHMS[algo].policy_cls.action_space_types:
             assert algo in ALGORITHMS_FOR_ACTIONS[space_cls.__name__], (algo, space_cls)

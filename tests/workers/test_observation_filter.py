@@ -461,7 +461,7 @@ def test_every_plan_syncs_the_filters_once_per_iteration(local_backend: None, na
         extra = {"train_batch_size": 20, "sgd_minibatch_size": 10}
     if name == "ddppo":  # each worker's batch is its fragment
         extra = {"train_batch_size": 5, "sgd_minibatch_size": 5}
-    if name in ("sac", "td3"):
+    if spaces.Discrete not in spec.policy_cls.action_space_types:  # sac, td3, apex_td3, ...
         extra = {"env_config": {"episode_len": 3, "continuous": True}, "learning_starts": 20}
     if name == "maml":  # needs a task-settable env
         extra = {"env": POINT_NAV_ID, "env_config": {"horizon": 5}, "inner_adaptation_steps": 1}

@@ -26,13 +26,16 @@ from rlflow.errors import ConfigError
 
 __all__ = ["ALGORITHMS_FOR_ACTIONS", "check_custom_model_support", "check_policy_spaces"]
 
+_ON_POLICY = ("pg", "a2c", "a3c", "ppo", "ddppo", "impala", "appo")
 ALGORITHMS_FOR_ACTIONS: dict[str, tuple[str, ...]] = {
-    "Discrete": ("pg", "a2c", "a3c", "ppo", "impala", "appo", "dqn", "apex"),
-    "MultiDiscrete": ("pg", "a2c", "a3c", "ppo", "impala", "appo"),
-    "Box": ("pg", "a2c", "a3c", "ppo", "impala", "appo", "apex_td3", "apex_ddpg", "sac", "td3"),
+    "Discrete": (*_ON_POLICY, "dqn", "apex", "r2d2", "apex_r2d2", "es", "ars"),
+    "MultiDiscrete": _ON_POLICY,
+    "Box": (*_ON_POLICY, "sac", "td3", "apex_td3", "apex_ddpg", "es", "ars"),
 }
-"""The algorithms that take each kind of action space, for the hint of a refusal (a test
-checks it against the registered policies' ``action_space_types``)."""
+"""The algorithms that take each kind of action space, for the hint of a refusal: every
+registered algorithm but those that need more than an env (bc, marwil, cql: recorded data;
+maml: task-settable envs; ppo_dqn: its two learners' agents). A test checks it against the
+registered policies' ``action_space_types``."""
 
 _CUSTOM_MODEL_ALGORITHMS = "pg, a2c, a3c, ppo, impala, appo"
 
