@@ -91,6 +91,8 @@ PUBLISHED: dict[tuple[str, str], tuple[Published, ...]] = {
         Published("RLlib", 122.0, None, "10M", "BreakoutNoFrameskip-v4"),
     ),
     ("dqn", "ALE/Breakout-v5"): (_zoo(358.327, 61.981, "10M", "BreakoutNoFrameskip-v4"),),
+    ("ars", "Swimmer-v5"): (_zoo(355.267, 12.796, "2M", "Swimmer-v3"),),
+    ("ars", "HalfCheetah-v5"): (_zoo(4815.192, 1340.752, "12M", "HalfCheetah-v3"),),
     ("impala", "ALE/Breakout-v5"): (
         Published("RLlib", 385.0, None, "10M", "BreakoutNoFrameskip-v4"),
     ),
