@@ -29,7 +29,8 @@ def _config_args() -> Parser:
     config_args = Parser(add_help=False)
     config_args.add_argument(
         "--env",
-        help="Gymnasium env id or PettingZoo env module (pettingzoo.classic.rps_v2; "
+        help="Gymnasium env id, or the dotted name of a module with PettingZoo's "
+        "parallel_env()/env() (pettingzoo.classic.rps_v2, mpe2.simple_spread_v3, your own; "
         "env_config are its kwargs) (default: the config's)",
     )
     config_args.add_argument("--num-workers", type=int, help="remote rollout workers")

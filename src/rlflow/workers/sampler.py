@@ -301,5 +301,22 @@ def policy_spaces(
                 f"{list(env.possible_agents)}) maps to it, so give its observation_space "
                 "and action_space in its PolicySpec"
             )
+        if spec.observation_space is None and spec.action_space is None:
+            _check_same_spaces(env, pid, [a for a, p in policy_of.items() if p == source])
         out[pid] = (obs_space, act_space)
     return out
+
+
+def _check_same_spaces(env: Any, pid: str, agents: list[str]) -> None:
+    """`ConfigError` naming the agents of ``env`` that map to policy ``pid`` but differ in
+    their observation or action spaces (one network cannot take both)."""
+    first = agents[0] if agents else None
+    for agent in agents[1:]:
+        for kind, of in (("observation", env.observation_spaces), ("action", env.action_spaces)):
+            if of[agent] != of[first]:
+                raise ConfigError(
+                    f"policy {pid!r}: agents {first!r} and {agent!r} both map to it but their "
+                    f"{kind} spaces differ ({of[first]} vs {of[agent]}); give them policies of "
+                    "their own (policies and policy_mapping_fn, e.g. one policy per agent: "
+                    "policies={agent: PolicySpec()} and policy_mapping_fn=lambda agent: agent)"
+                )
