@@ -443,6 +443,9 @@ class Trainer:
         (`rlflow.models.actors`); without one, its `ActorCritic` model is exported. The
         learner's observation filter of the policy (``observation_filter``) is saved with its
         current statistics: the loaded policy takes raw observations, as this trainer does.
+        When the env's observations are structured (Dict, Tuple, MultiDiscrete, MultiBinary:
+        PettingZoo's ``{"observation", "action_mask"}``), the export records their space, and
+        the loaded policy takes them as the env gives them (or flat, as the network does).
         """
         policy = self._policy("export_policy", policy_id)
         local = self.workers.local_worker()
@@ -454,6 +457,7 @@ class Trainer:
                 policy_id=policy_id,
                 config=self.config,
                 obs_filter=local.filters.get(policy_id),
+                env_observation_space=local.env_observation_spaces.get(policy_id),
             )
 
     # ------------------------------------------------------------------------ checkpoints

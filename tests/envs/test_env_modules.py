@@ -127,7 +127,8 @@ def test_a_users_own_module_trains_by_its_dotted_name(
         result = t.train()
     assert result["episode_len_mean"] == 4 and result["num_env_steps_sampled"] >= 100
     # Each step both players score the same, so the sum is twice either's return.
-    assert result["episode_return_mean"] == pytest.approx(2 * result["policy_reward_mean"]["default_policy"])
+    each = result["policy_reward_mean"]["default_policy"]
+    assert result["episode_return_mean"] == pytest.approx(2 * each)
 
 
 def test_the_cli_resolves_an_mpe2_module() -> None:
