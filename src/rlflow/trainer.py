@@ -52,6 +52,7 @@ from rlflow.models.memory import RecurrentInputs, state_out_key, stored_state
 from rlflow.ops.keys import NUM_ENV_STEPS_SAMPLED, NUM_ENV_STEPS_TRAINED
 from rlflow.ops.learner_thread import learners_paused
 from rlflow.ops.metrics import episode_stats
+from rlflow.ops.self_play import headline_rates, measure_learner
 from rlflow.setup import TrainerSetup, resolve_setup
 
 if TYPE_CHECKING:
@@ -342,6 +343,15 @@ class Trainer:
         generators). Returns ``episode_return_mean/min/max``, ``episode_len_mean`` and
         ``episodes``; for a multi-agent env also ``policy_reward_mean/min/max`` (each agent's
         return with its policy, as in training results). Atari returns are game scores.
+
+        A self-play game (``self_play`` set, its ``evaluation_interval`` not 0), whose mean
+        return says nothing (zero-sum: 0), also plays ``num_episodes`` games of each learner
+        against a random legal player (the learner greedy, or sampling with ``explore``) and
+        as many against its newest snapshot, the seat taking turns
+        (`rlflow.ops.self_play.measure_learner`), and returns them as ``self_play``
+        (``{learner: {"vs_random": rates, "vs_previous": rates}}``, rates overall and by
+        seat) and the headline ``win_rate``, ``draw_rate``, ``loss_rate`` against the random
+        player (the lowest learner's, `rlflow.ops.self_play.headline_rates`).
         """
         self._check_running("evaluate")
         num_episodes = check_int(num_episodes, "Trainer.evaluate: num_episodes", low=1)
@@ -350,7 +360,24 @@ class Trainer:
             seed = self._config.seed + 1_000_003
         local = self.workers.local_worker()
         episodes = local.evaluate(num_episodes, seed=seed, explore=explore, creator=env_creator)
-        return episode_stats(episodes)
+        stats = episode_stats(episodes)
+        settings = self._config.self_play
+        if settings is None or settings.evaluation_interval == 0:
+            return stats
+        games = {
+            learner: measure_learner(
+                local,
+                learner,
+                settings.snapshot_ids(learner)[0],
+                games=num_episodes,
+                seed=seed,
+                explore=explore,
+                creator=env_creator,
+            )
+            for learner in self._config.self_play_learners()
+        }
+        vs_random = {learner: rates["vs_random"] for learner, rates in games.items()}
+        return {**stats, **headline_rates(vs_random), "self_play": games}
 
     def _evaluation_keys(self) -> dict[str, Any]:
         """The ``evaluation/`` keys of the latest iteration: ``evaluation/<key>`` for each key

@@ -25,7 +25,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from rlflow.cli.output import jsonable, make_run_dir, progress_line, summary, write_yaml
+from rlflow.cli.output import (
+    evaluation_games,
+    jsonable,
+    make_run_dir,
+    progress_line,
+    summary,
+    write_yaml,
+)
 from rlflow.cli.resolve import resolve_run, served_spaces, should_stop, stop_criteria
 from rlflow.cli.resume import prepare_progress, resolve_resume
 from rlflow.config.files import tuned_envs
@@ -393,12 +400,15 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             args.episodes, seed=args.seed, explore=args.stochastic, env_creator=creator
         )
     mode = "stochastic" if args.stochastic else "greedy"
-    sys.stdout.write(
-        f"{trainer.algorithm} on {trainer.config.env}, iteration {trainer.iteration}: "
-        f"{stats['episodes']} {mode} episodes, return mean {stats['episode_return_mean']:.2f} "
-        f"(min {stats['episode_return_min']:.2f}, max {stats['episode_return_max']:.2f}), "
-        f"length mean {stats['episode_len_mean']:.1f}\n"
-    )
+    what = f"{trainer.algorithm} on {trainer.config.env}, iteration {trainer.iteration}"
+    if "self_play" in stats:  # a zero-sum game: its mean return is 0, its results are these
+        sys.stdout.write(evaluation_games(what, stats, mode))
+    else:
+        sys.stdout.write(
+            f"{what}: {stats['episodes']} {mode} episodes, return mean "
+            f"{stats['episode_return_mean']:.2f} (min {stats['episode_return_min']:.2f}, max "
+            f"{stats['episode_return_max']:.2f}), length mean {stats['episode_len_mean']:.1f}\n"
+        )
     if args.video:
         videos = sorted(Path(args.video).glob("*.mp4"))
         sys.stdout.write(f"videos: {len(videos)} in {args.video}\n")

@@ -82,6 +82,12 @@ def _run_args() -> Parser:
         help="multi-agent: stop once every policy's policy_reward_mean reaches this",
     )
     run.add_argument(
+        "--stop-win-rate",
+        type=float,
+        help="self-play games: stop once the win_rate against a random legal player (the "
+        "lowest learner's, at its latest measurement) reaches this, in (0, 1]",
+    )
+    run.add_argument(
         "--stop-timesteps",
         type=int,
         help="stop after this many env steps (a run reading recorded experience only: rows "
