@@ -129,6 +129,6 @@ def test_config_error_type_is_used_for_a_bad_rate() -> None:
     flags = dict.fromkeys(
         ("stop_reward", "stop_policy_reward", "stop_timesteps", "stop_time", "stop_iters")
     )
-    with pytest.raises(ConfigError, match="--stop-win-rate 0.0"):
+    with pytest.raises(ConfigError, match=r"--stop-win-rate 0\.0"):
         stop_criteria(Namespace(**flags, stop_win_rate=0.0), {})
     assert stop_criteria(Namespace(**flags, stop_win_rate=0.9), {}) == {"win_rate": 0.9}

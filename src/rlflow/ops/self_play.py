@@ -229,12 +229,13 @@ class SnapshotPolicies:
     while it finished none); ``win_rate``, ``draw_rate``, ``loss_rate`` those against the
     random player at the latest measurement, iteration ``measured_at`` (NaN and 0 before the
     first; none of the four with ``evaluation_interval=0``)); and the headline ``win_rate``,
-    ``draw_rate``, ``loss_rate`` at the top level (`headline_rates`; NaN while unmeasured). Use with ``.for_each`` as a plan's last stage. Side effects: on the
-    learner (the local worker), snapshot policies' weights; remote workers get them by
-    ``set_weights``; counters ``self_play_iterations`` and ``self_play_snapshots`` and the
-    latest measurement (``ctx.info``, `rlflow.ops.keys.SELF_PLAY_LATEST`), all kept in
-    checkpoints, so a restored run keeps its schedule and headline. The constructor fills
-    every pool with its learner's weights and sends them.
+    ``draw_rate``, ``loss_rate`` at the top level (`headline_rates`; NaN while unmeasured).
+    Use with ``.for_each`` as a plan's last stage. Side effects: on the learner (the local
+    worker), snapshot policies' weights; remote workers get them by ``set_weights``; counters
+    ``self_play_iterations`` and ``self_play_snapshots`` and the latest measurement
+    (``ctx.info``, `rlflow.ops.keys.SELF_PLAY_LATEST`), all kept in checkpoints, so a restored
+    run keeps its schedule and headline. The constructor fills every pool with its learner's
+    weights and sends them.
     """
 
     def __init__(self, workers: WorkerSet, config: AlgorithmConfig) -> None:
