@@ -132,3 +132,21 @@ def test_config_error_type_is_used_for_a_bad_rate() -> None:
     with pytest.raises(ConfigError, match=r"--stop-win-rate 0\.0"):
         stop_criteria(Namespace(**flags, stop_win_rate=0.0), {})
     assert stop_criteria(Namespace(**flags, stop_win_rate=0.9), {}) == {"win_rate": 0.9}
+
+
+def test_a_restored_run_keeps_its_latest_measurement(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pytest.importorskip("pettingzoo")
+    run_dir = tmp_path / "run"
+    measure = ["--set", "self_play.evaluation_interval=2"]
+    code, _, err = run(capsys, *TINY_GAME, *measure, "--stop-iters", "2", "--out", str(run_dir))
+    assert code == 0, err
+    code, out, err = run(
+        capsys, "train", "--restore", str(run_dir), "--backend", "local", "--stop-iters", "3"
+    )
+    assert code == 0, err
+    progress = [json.loads(x) for x in (run_dir / "progress.jsonl").read_text().splitlines()]
+    assert progress[2]["win_rate"] == progress[1]["win_rate"]  # iteration 3 measures nothing
+    assert progress[2]["self_play"]["default_policy"]["measured_at"] == 2
+    assert "(iter 2)" in out.splitlines()[-4]
