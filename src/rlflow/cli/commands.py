@@ -404,8 +404,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if "self_play" in stats:  # a zero-sum game: its mean return is 0, its results are these
         sys.stdout.write(evaluation_games(what, stats, mode))
     else:
+        teams = stats.get("team_return_mean") or {}
+        team_returns = "".join(f", team {t} return mean {v:.2f}" for t, v in teams.items())
         sys.stdout.write(
-            f"{what}: {stats['episodes']} {mode} episodes, return mean "
+            f"{what}: {stats['episodes']} {mode} episodes{team_returns}, return mean "
             f"{stats['episode_return_mean']:.2f} (min {stats['episode_return_min']:.2f}, max "
             f"{stats['episode_return_max']:.2f}), length mean {stats['episode_len_mean']:.1f}\n"
         )
