@@ -21,12 +21,16 @@ from rlflow.errors import ConfigError
 
 pytestmark = pytest.mark.timeout(300)
 
-TINY_GAME = [
+TINY = [
     "train", "ppo", "--env", "pettingzoo.classic.tictactoe_v3",
     "--backend", "local", "--num-workers", "0", "--no-tuned", "--seed", "0",
     "--set", "train_batch_size=128", "--set", "sgd_minibatch_size=64", "--set", "num_sgd_iter=1",
-    "--set", "self_play.snapshot_every=2", "--set", "self_play.evaluation_games=10",
 ]  # fmt: skip
+"""Tic-tac-toe, one small PPO iteration at a time (--no-tuned: no self-play)."""
+TINY_GAME = [
+    *TINY, "--set", "self_play.snapshot_every=2", "--set", "self_play.evaluation_games=10"
+]  # fmt: skip
+"""The same by self-play: a snapshot and a measurement of 10 games every 2 iterations."""
 WDL = r"(\d\.\d\d)/(\d\.\d\d)/(\d\.\d\d)"
 """win/draw/loss rates as the progress line writes them."""
 
@@ -63,11 +67,11 @@ def test_a_self_play_run_leads_with_win_draw_loss_in_its_lines_results_and_evalu
     assert re.search(f"vs random {WDL} \\(iter 2\\), vs pool {WDL}", carried), carried
     assert carried.split("vs random ")[1][:14] == measured.split("vs random ")[1][:14]
     assert re.search(r"done \(.*\): 3 iterations, .* win_rate 0\.\d\d", out)
-    # The loggers get the keys: every iteration, NaN before the first measurement.
+    # The loggers get the keys: every iteration from the first measurement on (no NaN).
     progress = [json.loads(x) for x in (run_dir / "progress.jsonl").read_text().splitlines()]
-    win_rates = [r["win_rate"] for r in progress]
-    assert win_rates[0] is None or math.isnan(win_rates[0])
-    assert win_rates[1] == win_rates[2] == progress[1]["self_play"]["default_policy"]["win_rate"]
+    assert "win_rate" not in progress[0]
+    win_rates = [r["win_rate"] for r in progress[1:]]
+    assert win_rates[0] == win_rates[1] == progress[1]["self_play"]["default_policy"]["win_rate"]
     header = (run_dir / "progress.csv").read_text().splitlines()[0].split(",")
     assert {"win_rate", "draw_rate", "loss_rate", "self_play/default_policy/vs_pool/win_rate"} <= (
         set(header)
@@ -93,7 +97,7 @@ def test_stop_win_rate_stops_a_run_at_the_first_measurement_that_reaches_it(
     pytest.importorskip("pettingzoo")
     run_dir = tmp_path / "run"
     # Any policy wins some of 10 games against a random player; nothing is measured before
-    # iteration 2, so the run stops there, not at iteration 1 (NaN) nor at 6.
+    # iteration 2, so the run stops there, not at iteration 1 (no key yet) nor at 6.
     argv = [*TINY_GAME, "--stop-win-rate", "0.05", "--stop-iters", "6", "--out", str(run_dir)]
     code, out, err = run(capsys, *argv)
     assert code == 0, err
@@ -104,6 +108,7 @@ def test_stop_win_rate_stops_a_run_at_the_first_measurement_that_reaches_it(
 
 
 def test_should_stop_waits_while_the_win_rate_is_unmeasured() -> None:
+    assert should_stop({"iteration": 1}, {"win_rate": 0.5}) is None
     assert should_stop({"win_rate": math.nan}, {"win_rate": 0.5}) is None
     assert should_stop({"win_rate": 0.6}, {"win_rate": 0.5}) == "win_rate=0.6 >= 0.5"
 
@@ -150,3 +155,20 @@ def test_a_restored_run_keeps_its_latest_measurement(
     assert progress[2]["win_rate"] == progress[1]["win_rate"]  # iteration 3 measures nothing
     assert progress[2]["self_play"]["default_policy"]["measured_at"] == 2
     assert "(iter 2)" in out.splitlines()[-4]
+
+
+def test_a_zero_sum_game_without_self_play_shows_each_seats_rates(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pytest.importorskip("pettingzoo")
+    run_dir = tmp_path / "run"
+    code, out, err = run(capsys, *TINY, "--stop-iters", "1", "--out", str(run_dir))
+    assert code == 0, err
+    (line,) = [x for x in out.splitlines() if x.startswith("iter ")]
+    found = re.search(f"\\| win/draw/loss by seat player_1 {WDL}, player_2 {WDL} \\|", line)
+    assert found is not None, line
+    # One seat's win is the other's loss.
+    assert found.group(1) == found.group(6) and found.group(3) == found.group(4)
+    code, out, err = run(capsys, "evaluate", str(run_dir), "--episodes", "6")
+    assert code == 0, err
+    assert re.search(f"6 greedy episodes, win/draw/loss by seat player_1 {WDL}", out), out

@@ -30,6 +30,7 @@ from rlflow.cli.output import (
     jsonable,
     make_run_dir,
     progress_line,
+    seat_outcomes,
     summary,
     write_yaml,
 )
@@ -403,6 +404,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     what = f"{trainer.algorithm} on {trainer.config.env}, iteration {trainer.iteration}"
     if "self_play" in stats:  # a zero-sum game: its mean return is 0, its results are these
         sys.stdout.write(evaluation_games(what, stats, mode))
+    elif (seats := seat_outcomes(stats)) is not None:  # a zero-sum game without self-play
+        sys.stdout.write(f"{what}: {stats['episodes']} {mode} episodes, {seats}\n")
     else:
         teams = stats.get("team_return_mean") or {}
         team_returns = "".join(f", team {t} return mean {v:.2f}" for t, v in teams.items())

@@ -20,6 +20,7 @@ __all__ = [
     "jsonable",
     "make_run_dir",
     "progress_line",
+    "seat_outcomes",
     "summary",
     "write_yaml",
 ]
@@ -37,7 +38,8 @@ def progress_line(result: Mapping[str, Any]) -> str:
     self-play game (a zero-sum game's mean return is 0) each learner's win / draw / loss rates
     against a random legal player (the latest measurement: by seat when measured in this
     iteration, else the iteration it was measured in) and against its pool in training
-    (`game_line`); with teams (``team_return_mean`` in the result) each team's return. Then
+    (`game_line`); in another zero-sum game each seat's win / draw / loss rates in training
+    (`seat_outcomes`); with teams (``team_return_mean`` in the result) each team's return. Then
     env steps, throughput, time, the evaluation's return in an iteration that evaluated, and
     the per-policy returns (not in self-play)."""
     self_play = result.get("self_play")
@@ -45,6 +47,8 @@ def progress_line(result: Mapping[str, Any]) -> str:
     teams = result.get("team_return_mean")
     if learners:
         head = "; ".join(game_line(pid, stats) for pid, stats in learners.items())
+    elif (seats := seat_outcomes(result)) is not None:
+        head = seats
     elif isinstance(teams, Mapping) and teams:
         head = "team return " + " ".join(f"{t} {fmt(v, '.2f')}" for t, v in teams.items())
     else:
@@ -62,6 +66,31 @@ def progress_line(result: Mapping[str, Any]) -> str:
     if isinstance(per_policy, Mapping) and per_policy and not learners:
         line += " | " + " ".join(f"{pid} {fmt(v, '.1f')}" for pid, v in per_policy.items())
     return line
+
+
+def seat_outcomes(result: Mapping[str, Any]) -> str | None:
+    """Each seat's win / draw / loss rates over a zero-sum game's episodes (``agent_wins``,
+    ``agent_draws``, ``agent_losses`` of a result or an evaluation), or None when the episodes
+    are not those of a zero-sum game: every episode's return (summed over its agents) 0, and
+    some agent won or lost.
+
+    >>> seat_outcomes({"episode_return_min": 0.0, "episode_return_max": 0.0,
+    ...                "agent_wins": {"x": 3, "o": 1}, "agent_draws": {"x": 0, "o": 0},
+    ...                "agent_losses": {"x": 1, "o": 3}})
+    'win/draw/loss by seat x 0.75/0.00/0.25, o 0.25/0.00/0.75'
+    """
+    counts = [result.get(k) for k in ("agent_wins", "agent_draws", "agent_losses")]
+    wins, draws, losses = (c if isinstance(c, Mapping) else {} for c in counts)
+    if not wins or result.get("episode_return_min") != 0 or result.get("episode_return_max") != 0:
+        return None
+    if not any(wins.values()) and not any(losses.values()):
+        return None
+    parts = []
+    for seat, won in wins.items():
+        n = [won, draws.get(seat, 0), losses.get(seat, 0)]
+        total = sum(n) or 1
+        parts.append(f"{seat} " + "/".join(f"{c / total:.2f}" for c in n))
+    return "win/draw/loss by seat " + ", ".join(parts)
 
 
 def _wdl(rates: Mapping[str, Any]) -> str:

@@ -204,16 +204,16 @@ _RATES = ("win_rate", "draw_rate", "loss_rate")
 def headline_rates(per_learner: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
     """The rates that lead a self-play run's results: ``win_rate``, ``draw_rate`` and
     ``loss_rate`` of the learner with the lowest win rate among ``per_learner`` (``{learner:
-    rates}``, each with those three keys); NaN while none was measured (a stop criterion on
-    ``win_rate`` then waits, and Tune compares NaN without error).
+    rates}``, each with those three keys, or empty while unmeasured); empty while none was
+    measured (no NaN for the loggers; a stop criterion on ``win_rate`` waits for the key).
 
     >>> headline_rates({"a": {"win_rate": 0.9, "draw_rate": 0.1, "loss_rate": 0.0},
     ...                 "b": {"win_rate": 0.5, "draw_rate": 0.0, "loss_rate": 0.5}})
     {'win_rate': 0.5, 'draw_rate': 0.0, 'loss_rate': 0.5}
     """
-    measured = [r for r in per_learner.values() if not np.isnan(r.get("win_rate", np.nan))]
+    measured = [r for r in per_learner.values() if "win_rate" in r]
     if not measured:
-        return dict.fromkeys(_RATES, float("nan"))
+        return {}
     lowest = min(measured, key=lambda r: r["win_rate"])
     return {key: float(lowest[key]) for key in _RATES}
 
@@ -227,9 +227,9 @@ class SnapshotPolicies:
     ``vs_random`` and ``vs_previous`` on measuring iterations only; ``vs_pool`` the learner's
     training games against its pool among the result's smoothing window of episodes (absent
     while it finished none); ``win_rate``, ``draw_rate``, ``loss_rate`` those against the
-    random player at the latest measurement, iteration ``measured_at`` (NaN and 0 before the
-    first; none of the four with ``evaluation_interval=0``)); and the headline ``win_rate``,
-    ``draw_rate``, ``loss_rate`` at the top level (`headline_rates`; NaN while unmeasured).
+    random player at the latest measurement, iteration ``measured_at`` (absent before the
+    first)); and the headline ``win_rate``, ``draw_rate``, ``loss_rate`` at the top level
+    (`headline_rates`; absent before the first measurement).
     Use with ``.for_each`` as a plan's last stage. Side effects: on the learner (the local
     worker), snapshot policies' weights; remote workers get them by ``set_weights``; counters
     ``self_play_iterations`` and ``self_play_snapshots`` and the latest measurement
@@ -279,14 +279,12 @@ class SnapshotPolicies:
             self._snapshot()
             counters[keys.NUM_SELF_PLAY_SNAPSHOTS] += 1
         window = ctx.info.get(keys.RECENT_EPISODES, [])
-        unmeasured = {**dict.fromkeys(_RATES, float("nan")), "measured_at": 0}
         for learner in self.pools:
             stats[learner]["snapshots"] = int(counters[keys.NUM_SELF_PLAY_SNAPSHOTS])
             vs_pool = game_outcomes(window, learner)
             if vs_pool["games"]:
                 stats[learner]["vs_pool"] = vs_pool
-            if self.settings.evaluation_interval != 0:
-                stats[learner].update(latest.get(learner, unmeasured))
+            stats[learner].update(latest.get(learner, {}))
         return {**result, **headline_rates(stats), "self_play": stats}
 
     def _snapshot(self) -> None:
