@@ -122,7 +122,7 @@ def test_a_run_killed_on_s3_resumes_from_its_latest_complete_checkpoint(
             proc.send_signal(signal.SIGKILL)  # no checkpoint, no last sync: the machine died
             proc.wait(timeout=30)
     written = _complete_checkpoints(run_dir)
-    assert written[: KILL_AFTER] == list(range(1, KILL_AFTER + 1)), written
+    assert written[:KILL_AFTER] == list(range(1, KILL_AFTER + 1)), written
     before = {row["iteration"]: row for row in _progress(run_dir)}
     assert set(before) >= set(range(1, written[-1] + 1))  # synced before each checkpoint
     # The newest checkpoint loses its marker, as when the kill lands mid-upload: skipped.
@@ -149,7 +149,7 @@ def test_a_run_killed_on_s3_resumes_from_its_latest_complete_checkpoint(
     for row in after[resumed_from:unpublished]:
         assert row["episode_return_mean"] == before[row["iteration"]]["episode_return_mean"]
     assert _complete_checkpoints(run_dir)[-1] == stop
-    assert load_checkpoint(latest_checkpoint(run_dir))["iteration"] == stop  # the latest: the resumed run's
+    assert load_checkpoint(latest_checkpoint(run_dir))["iteration"] == stop  # the resumed run's
     names = storage.list_files(run_dir)
     assert "result.json" in names and "plan.json" in names and "progress.csv" in names
     events = [n for n in names if n.startswith("events.out.tfevents.")]
@@ -226,7 +226,8 @@ def test_parquet_output_to_s3_is_read_back_as_input(s3: str) -> None:
     assert "schema.json" in storage.list_files(data)
     assert experience_files(f"{data}/default_policy/worker0-00000[12].parquet") == files[1:]
     config = {"env": "CartPole-v1", "model": {"hidden": (8,)}, "input": data}
-    with Trainer("bc", config={**config, "train_batch_size": 200, "sgd_minibatch_size": 100}, backend="local") as trainer:
+    bc = {**config, "train_batch_size": 200, "sgd_minibatch_size": 100}
+    with Trainer("bc", config=bc, backend="local") as trainer:
         learned = trainer.train()
     assert learned["num_env_steps_trained"] >= 200
     with pytest.raises(ConfigError, match=r"input='s3://bucket/none': no such folder or file"):
@@ -251,6 +252,8 @@ def test_export_to_s3_then_load_evaluate_and_plot_from_there(
     np.testing.assert_array_equal(policy.compute_actions(obs), expected)
     assert main(["evaluate", run_dir, "--episodes", "2"]) == 0
     assert "ppo on CartPole-v1, iteration 2: 2 greedy episodes" in capsys.readouterr().out
+    assert main(["plan", run_dir]) == 0  # the saved graph with its measured stages
+    assert "TrainOneStep" in capsys.readouterr().out
     pytest.importorskip("matplotlib")
     assert main(["plot", run_dir, "-o", f"s3://{BUCKET}/plots/curve.png"]) == 0
     assert storage.read_bytes(f"s3://{BUCKET}/plots/curve.png")[:4] == b"\x89PNG"

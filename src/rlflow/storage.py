@@ -83,9 +83,11 @@ def _scheme(location: str | os.PathLike[str], what: str = "") -> str | None:
     if scheme == "gcs":
         scheme = "gs"
     if scheme not in SCHEMES:
+        where = f"{what} " if what else ""
+        known = ", ".join(s + "://" for s in SCHEMES)
         raise ConfigError(
-            f"{what + ' ' if what else ''}{os.fspath(location)!r}: unknown storage scheme {scheme + '://'!r}; rlflow "
-            f"accepts a local path or {', '.join(s + '://' for s in SCHEMES)}"
+            f"{where}{os.fspath(location)!r}: unknown storage scheme {scheme + '://'!r}; rlflow "
+            f"accepts a local path or {known}"
         )
     return scheme
 
@@ -308,9 +310,7 @@ def list_files(location: str | os.PathLike[str], *, recursive: bool = True) -> l
         if not root.is_dir():
             return []
         found = root.rglob("*") if recursive else root.iterdir()
-        return sorted(
-            p.relative_to(root).as_posix() for p in found if not recursive or p.is_file()
-        )
+        return sorted(p.relative_to(root).as_posix() for p in found if not recursive or p.is_file())
     import pyarrow.fs as pafs
 
     fs, path = _filesystem(text)

@@ -469,12 +469,13 @@ def _export_onnx(args: argparse.Namespace, path: str) -> Path | None:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from rlflow.cli.dataflow import RunDataflow, format_table, load_dataflow
+    from rlflow.cli.dataflow import RunDataflow, format_table
     from rlflow.cli.plan_html import write_html
     from rlflow.trainer import Trainer
 
-    if Path(args.algo).is_dir():  # a run dir: its saved graph with the measured stages
-        measured = load_dataflow(args.algo)
+    remote = storage.is_remote(args.algo) if "://" in args.algo else False
+    if remote or Path(args.algo).is_dir():  # a run dir: its saved graph with measured stages
+        measured = _load_dataflow(args.algo, remote=remote)
         sys.stdout.write(format_table(measured) + "\n")
         if args.html:
             sys.stdout.write(f"wrote {write_html(measured, args.html)}\n")
@@ -487,6 +488,26 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         bare = RunDataflow.unmeasured(graph, run.algo, str(run.config.env))
         sys.stdout.write(f"wrote {write_html(bare, args.html)}\n")
     return EXIT_OK
+
+
+def _load_dataflow(run_dir: str, *, remote: bool) -> Any:
+    """`rlflow.cli.dataflow.load_dataflow` of a local run dir, or of a copy of the files it
+    reads from one in object storage."""
+    from rlflow.cli.dataflow import load_dataflow
+
+    if not remote:
+        return load_dataflow(run_dir)
+    storage.probe(run_dir, "RUN_DIR")
+    with tempfile.TemporaryDirectory(prefix="rlflow-plan-") as tmp:
+        local = Path(tmp) / storage.name_of(run_dir)
+        local.mkdir()
+        for name in ("plan.json", "progress.jsonl", "config.yaml"):
+            if storage.is_file(storage.join(run_dir, name)):
+                storage.download_file(storage.join(run_dir, name), local / name)
+        try:
+            return load_dataflow(local)
+        except ConfigError as err:
+            raise ConfigError(str(err).replace(str(local), run_dir.rstrip("/"))) from None
 
 
 def _cmd_list(args: argparse.Namespace) -> int:

@@ -120,8 +120,8 @@ def plot_runs(
     labels: Sequence[str] | None = None,
 ) -> Path | str:
     """Draw the runs' ``y`` over ``x`` into the image ``out`` (format from its suffix); return
-    its path (a URI as a string). ConfigError without matplotlib, for a dir that is no run dir or lacks a column.
-    Run dirs and ``out`` may be object-storage URIs."""
+    its path (a URI as a string). ConfigError without matplotlib, for a dir that is no run dir
+    or lacks a column. Run dirs and ``out`` may be object-storage URIs."""
     figure = _figure()
     with tempfile.TemporaryDirectory(prefix="rlflow-plot-") as tmp:
         local = [_local_run_dir(d, Path(tmp), i) for i, d in enumerate(run_dirs)]

@@ -62,9 +62,7 @@ def _overrides(
     return fields, dict(file.stop) if file else {}
 
 
-def _run_dir(
-    args: argparse.Namespace, checkpoint: Path | str, algo: str, env: Any
-) -> Path | str:
+def _run_dir(args: argparse.Namespace, checkpoint: Path | str, algo: str, env: Any) -> Path | str:
     """``--out``, else the checkpoint's run dir, else (a checkpoint saved elsewhere) a new one."""
     parent = storage.parent_of(checkpoint)
     if not args.out and any(

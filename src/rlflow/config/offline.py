@@ -44,7 +44,8 @@ def _remote_files_of(item: str, label: str) -> list[str]:
     matches = [
         storage.join(base, n)
         for n in storage.list_files(base)
-        if fnmatch.fnmatchcase(storage.join(base, n), uri) and not n.rpartition("/")[2][:1] == "."
+        if fnmatch.fnmatchcase(storage.join(base, n), uri)
+        and not n.rpartition("/")[2].startswith(".")
     ]
     if not matches:
         raise ConfigError(f"{label}={item!r}: no file in object storage matches it")
@@ -93,16 +94,18 @@ class OfflineConfig(FieldGroup):
     """Where sampled experience is written and where recorded experience is read from."""
 
     output: str | None = None
-    """A folder: every batch the rollout workers sample is also written there as Parquet files
-    (`rlflow.offline.ExperienceWriter`, needs ``pip install "rl-flow[offline]"``). None: not
-    written. CLI: ``--output DIR``."""
+    """A folder, local or in object storage (``s3://``, ``gs://``, ``file://``;
+    `rlflow.storage`): every batch the rollout workers sample is also written there as Parquet
+    files (`rlflow.offline.ExperienceWriter`, needs ``pip install "rl-flow[offline]"``). None:
+    not written. CLI: ``--output DIR``."""
     output_max_rows_per_file: int = 10_000
     """Rows (of one policy) per written file, >= 1; a worker's last file holds the rest."""
     input: str | list[str] = SAMPLER
     """Where the offline algorithms (``bc``, ``marwil``) read experience: a folder (its
     ``*.parquet`` files, recursively), a glob, a file, or a list of them; ``"sampler"``: the
-    rollout workers (what online algorithms always use). Checked when the config is built: each
-    item must name at least one file."""
+    rollout workers (what online algorithms always use). Each may be an ``s3://`` / ``gs://``
+    URI (`rlflow.storage`). Checked when the config is built: each item must name at least one
+    file."""
     num_input_readers: int = 1
     """Reader shards that read and decode ``input``'s files in parallel (an actor each on Ray),
     >= 1; at most one per file."""
