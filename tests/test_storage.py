@@ -110,7 +110,7 @@ def test_a_run_killed_on_s3_resumes_from_its_latest_complete_checkpoint(
         proc = subprocess.Popen(
             [sys.executable, "-m", "rlflow", "train", *TINY, "--out", run_dir,
              "--checkpoint-every", "1", "--stop-iters", "100000"],
-            stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ),
+            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "TMPDIR": str(tmp_path)},
         )  # fmt: skip
         try:
             deadline = time.monotonic() + 90
@@ -196,6 +196,34 @@ def test_checkpoints_in_s3_are_published_by_their_marker(s3: str) -> None:
         write_checkpoint(f"{root}/mine", state, {})
     with pytest.raises(ConfigError, match="does not exist"):
         latest_checkpoint(f"s3://{BUCKET}/nothing-here")
+
+
+def test_a_trainers_logdir_in_s3_is_staged_locally_and_synced_at_each_save(s3: str) -> None:
+    logdir = f"s3://{BUCKET}/api-run"
+    config = {
+        "env": "CartPole-v1",
+        "num_workers": 0,
+        "train_batch_size": 64,
+        "rollout_fragment_length": 32,
+        "sgd_minibatch_size": 32,
+        "model": {"hidden": (8,)},
+    }
+    trainer = Trainer("ppo", config=config, logdir=logdir, backend="local")  # fmt: skip
+    staging = trainer.loggers.logdir
+    try:
+        assert trainer.loggers.location == logdir
+        assert staging is not None and staging.is_dir() and "s3:" not in str(staging)
+        trainer.train()
+        assert "progress.jsonl" not in storage.list_files(logdir)  # not synced yet
+        trainer.save(f"{logdir}/checkpoint_000001")
+        names = storage.list_files(logdir)
+        assert {"plan.json", "progress.jsonl", "progress.csv"} <= set(names)
+        assert any(n.startswith("events.out.tfevents.") for n in names)
+        trainer.train()
+    finally:
+        trainer.stop()
+    assert [row["iteration"] for row in _progress(logdir)] == [1, 2]  # the last sync: at stop
+    assert not staging.exists()
 
 
 # --------------------------------------------------------------------------- offline data
