@@ -12,7 +12,8 @@ S3 credentials come from the usual places (``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_
 gets them from its instance role says so with ``RLFLOW_S3_CREDENTIALS=instance``. Without any,
 an ``s3://`` URI is a `ConfigError` before anything starts. An S3-compatible server (MinIO,
 Ceph, moto) is reached through ``AWS_ENDPOINT_URL`` (or ``AWS_ENDPOINT_URL_S3``), e.g.
-``http://127.0.0.1:9000``; the region is ``AWS_REGION`` / ``AWS_DEFAULT_REGION``.
+``http://127.0.0.1:9000``; the region is ``AWS_REGION`` / ``AWS_DEFAULT_REGION``, else (AWS
+itself) the bucket's own.
 
 Object storage has no rename, so what must appear whole is written whole: a file is one
 upload (an object appears complete or not at all); a checkpoint publishes its marker file last
@@ -213,6 +214,8 @@ def _filesystem(location: str) -> tuple[Any, str]:
     if scheme == "s3":
         endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or ""
         region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or ""
+        if not endpoint and not region:  # AWS itself: the bucket's region
+            region = _bucket_region(parts.netloc)
         key: tuple[Any, ...] = ("s3", endpoint, region, env.get("AWS_ACCESS_KEY_ID"))
     else:
         key = ("gs",)
@@ -228,6 +231,22 @@ def _filesystem(location: str) -> tuple[Any, str]:
                 options["region"] = region
         fs = _FILESYSTEMS[key] = cls(**options)
     return fs, path
+
+
+_REGIONS: dict[str, str] = {}
+
+
+def _bucket_region(bucket: str) -> str:
+    """The AWS region of ``bucket`` (asked once per process; "" when it cannot be found: the
+    SDK's default then)."""
+    if bucket not in _REGIONS:
+        try:
+            import pyarrow.fs as pafs
+
+            _REGIONS[bucket] = pafs.resolve_s3_region(bucket)
+        except (OSError, ValueError):
+            _REGIONS[bucket] = ""
+    return _REGIONS[bucket]
 
 
 def _storage_error(location: str, what: str, err: BaseException) -> ConfigError:
