@@ -121,7 +121,8 @@ class Trainer:
         backend: ``"ray"`` or ``"local"``. ``None``: the running flow backend if there is one,
             else ``"ray"`` (a local Ray is started for you).
         address: Ray cluster address to connect to (``backend="ray"`` only).
-        logdir: run dir where the config's ``loggers`` write every result (`rlflow.loggers`);
+        logdir: run dir where the config's ``loggers`` write every result (`rlflow.loggers`),
+            a local path or an ``s3://`` / ``gs://`` URI (staged locally, `rlflow.storage`);
             None: none of them (loggers added with ``trainer.loggers.add`` still get results).
         config: the algorithm's config as an instance of its config class or a dict of fields
             (RLlib style); keyword arguments override its fields.
@@ -189,14 +190,21 @@ class Trainer:
         self.loggers = LoggerSet(self._config.loggers, logdir)
         """Where each result goes (`rlflow.loggers.LoggerSet`); ``.add(logger)`` adds yours."""
         self._owns_backend = False
-        self.workers: Any = self._start_workers(setup, backend, address, started_workers)
-        """The run's WorkerSet: ``local_worker()`` (the learner) and ``remote_workers()``."""
+        try:
+            self.workers: Any = self._start_workers(setup, backend, address, started_workers)
+            """The run's WorkerSet: ``local_worker()`` (the learner) and ``remote_workers()``."""
+        except BaseException:
+            self.loggers.close()  # a remote logdir's staging folder
+            raise
         try:
             self._plan = self._build_plan()
         except BaseException:
-            self.workers.stop()  # the learner with the remote workers
-            if self._owns_backend:
-                release_backend()
+            try:
+                self.workers.stop()  # the learner with the remote workers
+                if self._owns_backend:
+                    release_backend()
+            finally:
+                self.loggers.close()
             raise
         self._stopped = False
         self._iteration = 0
@@ -497,6 +505,12 @@ class Trainer:
         plan's replay buffers; plus a small JSON metadata file. Atomic: a checkpoint already at
         ``checkpoint_dir`` is replaced only once the new one is complete
         (`rlflow.checkpoint.write_checkpoint`). Restore with :meth:`restore`.
+
+        ``checkpoint_dir`` may be an ``s3://`` / ``gs://`` URI (`rlflow.storage`): the
+        checkpoint is published by its metadata file, uploaded last. A ``logdir`` in object
+        storage is synced at each save, before the checkpoint is written
+        (`rlflow.loggers.LoggerSet.sync`), so its progress files reach the checkpoint's
+        iteration.
         """
         self._check_running("save")
         meta = {
@@ -507,6 +521,7 @@ class Trainer:
             _SAMPLED: int(self._context.counters.get(_SAMPLED, 0)),
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
+        self.loggers.sync()  # a remote logdir's files up to here, before the checkpoint
         return write_checkpoint(checkpoint_dir, self._get_state(), meta)
 
     def _get_state(self) -> dict[str, Any]:

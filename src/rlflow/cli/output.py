@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from rlflow import storage
 from rlflow.cli.resolve import is_number
 from rlflow.errors import ConfigError
 from rlflow.loggers import jsonable
@@ -141,10 +142,14 @@ def evaluation_games(what: str, stats: Mapping[str, Any], mode: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def make_run_dir(out: str | None, algo: str, env: Any) -> Path:
-    """Create ``out``, or a fresh ``runs/<algo>_<env>_<time>`` dir; ConfigError if it cannot."""
+def make_run_dir(out: str | None, algo: str, env: Any) -> Path | str:
+    """Create ``out``, or a fresh ``runs/<algo>_<env>_<time>`` dir; ConfigError if it cannot.
+    An ``out`` in object storage (``s3://``, ``gs://``) is checked and returned as it is (a
+    prefix needs no creating)."""
+    if out and storage.is_remote(out):
+        return storage.probe(out, "--out").rstrip("/")
     if out:
-        path = Path(out)
+        path = storage.local_path(out)
     else:
         env_name = re.sub(r"[^\w.\-]+", "-", env if isinstance(env, str) else "env")
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -161,7 +166,12 @@ def make_run_dir(out: str | None, algo: str, env: Any) -> Path:
 
 
 def summary(
-    out: IO[str], trainer: Any, result: Mapping[str, Any] | None, reason: str, ckpt: Path, d: Path
+    out: IO[str],
+    trainer: Any,
+    result: Mapping[str, Any] | None,
+    reason: str,
+    ckpt: Path | str,
+    d: Path | str,
 ) -> None:
     """Write the end-of-run lines: why it stopped, totals (the mean return, or the evaluation's
     when no episode was sampled; a self-play game's headline ``win_rate`` against a random
@@ -181,8 +191,9 @@ def summary(
     )
 
 
-def write_yaml(path: Path, data: Mapping[str, Any]) -> None:
-    """Write ``data`` (made `jsonable`) to ``path`` as YAML, keys in order."""
+def write_yaml(path: Path | str, data: Mapping[str, Any]) -> None:
+    """Write ``data`` (made `jsonable`) to ``path`` (a local path or a storage URI) as YAML,
+    keys in order."""
     import yaml
 
-    path.write_text(yaml.safe_dump(jsonable(data), sort_keys=False))
+    storage.write_text(path, yaml.safe_dump(jsonable(data), sort_keys=False))

@@ -73,8 +73,8 @@ def _run_args() -> Parser:
     run.add_argument(
         "--output",
         metavar="DIR",
-        help="also write every sampled batch to DIR as Parquet files (config output; "
-        "train bc or marwil on them with --set input=DIR)",
+        help="also write every sampled batch to DIR (a path or s3://, gs://, file:// URI) as "
+        "Parquet files (config output; train bc or marwil on them with --set input=DIR)",
     )
     run.add_argument(
         "--stop-policy-reward",
@@ -95,7 +95,12 @@ def _run_args() -> Parser:
     )
     run.add_argument("--stop-time", type=float, help="stop after this many seconds")
     run.add_argument("--stop-iters", type=int, help="stop after this many iterations")
-    run.add_argument("--out", metavar="DIR", help="run dir (default runs/<algo>_<env>_<time>)")
+    run.add_argument(
+        "--out",
+        metavar="DIR",
+        help="run dir: a path or an s3://, gs://, file:// URI (object storage: checkpoints "
+        "uploaded as written, logs synced at each checkpoint; default runs/<algo>_<env>_<time>)",
+    )
     run.add_argument("--address", help="Ray cluster address (backend ray)")
     run.add_argument(
         "--ray-init-timeout",
@@ -136,8 +141,9 @@ def _add_train(
     train.add_argument(
         "--restore",
         metavar="CHECKPOINT_OR_RUN_DIR",
-        help="continue a run from a checkpoint (a run dir: its latest) in its run dir, with its "
-        "config (flags override; no tuned config); stop criteria count over the whole run",
+        help="continue a run from a checkpoint (a run dir: its latest complete one; a path or an "
+        "s3://, gs://, file:// URI) in its run dir, with its config (flags override; no tuned "
+        "config); stop criteria count over the whole run",
     )
 
 
@@ -190,7 +196,9 @@ def _add_plot(sub: argparse._SubParsersAction[Parser]) -> None:
         "label (default: algorithm and env of their config.yaml, e.g. seeds) are drawn as the "
         "mean with a min/max band.",
     )
-    plot.add_argument("run_dirs", metavar="RUN_DIR", nargs="+", help="run dirs to plot")
+    plot.add_argument(
+        "run_dirs", metavar="RUN_DIR", nargs="+", help="run dirs to plot (paths or storage URIs)"
+    )
     plot.add_argument("--x", default="num_env_steps_sampled", help="x column (nested: a/b)")
     plot.add_argument("--y", default="episode_return_mean", help="y column (nested: a/b)")
     plot.add_argument("-o", "--output", default="plot.png", metavar="FILE", help="image file")
@@ -207,8 +215,16 @@ def _add_export(sub: argparse._SubParsersAction[Parser]) -> None:
         "export",
         help="write a checkpoint's policy for rlflow.load_policy (no Ray needed to load it)",
     )
-    export.add_argument("checkpoint", metavar="CHECKPOINT_OR_RUN_DIR", help="a run dir: its latest")
-    export.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write")
+    export.add_argument(
+        "checkpoint", metavar="CHECKPOINT_OR_RUN_DIR", help="a run dir: its latest (path or URI)"
+    )
+    export.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="directory to write (a path or an s3://, gs://, file:// URI)",
+    )
     export.add_argument("--policy-id", default="default_policy", help="the policy to export")
     export.add_argument(
         "--format",
@@ -223,7 +239,9 @@ def _add_evaluate(sub: argparse._SubParsersAction[Parser]) -> None:
     evaluate = sub.add_parser(
         "evaluate", help="play episodes with a checkpoint's policies; watch or record them"
     )
-    evaluate.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint or run dir")
+    evaluate.add_argument(
+        "checkpoint", metavar="CHECKPOINT", help="checkpoint or run dir (a path or storage URI)"
+    )
     evaluate.add_argument("--episodes", type=int, default=10, metavar="N", help="episodes")
     evaluate.add_argument(
         "--seed", type=int, help="seed of the env's first reset (default: the run's seed + 1000003)"
@@ -258,7 +276,9 @@ def build_parser() -> Parser:
         help="print a plan's Mermaid graph (ALGO), or a run's measured stages (RUN_DIR)",
     )
     plan.add_argument(
-        "algo", metavar="ALGO_OR_RUN_DIR", help="an algorithm, or a run dir (its saved plan.json)"
+        "algo",
+        metavar="ALGO_OR_RUN_DIR",
+        help="an algorithm, or a run dir (a path or storage URI: its saved plan.json)",
     )
     plan.add_argument(
         "--html",

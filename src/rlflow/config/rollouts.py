@@ -88,6 +88,29 @@ VECTOR_ENVS = ("auto", "rlflow", "gymnasium", "gymnasium-sync", "gymnasium-async
 """The values of ``vector_env``, the env engine of a rollout worker (`rlflow.envs.gym_vector`)."""
 
 
+def check_groups(groups: Any, label: str = "groups") -> dict[str, list[Any]]:
+    """``groups`` checked: a dict of group id -> non-empty list of agent ids, no agent in two
+    groups; `ConfigError` naming ``label`` otherwise."""
+    if not isinstance(groups, Mapping):
+        raise ConfigError(f"{label}={groups!r}: must be a dict of group id -> list of agent ids")
+    checked: dict[str, list[Any]] = {}
+    owner: dict[Any, str] = {}
+    for name, members in groups.items():
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{label}: group id {name!r} must be a non-empty string")
+        if isinstance(members, str) or not isinstance(members, list | tuple) or not members:
+            raise ConfigError(f"{label}.{name}={members!r}: must be a non-empty list of agent ids")
+        for agent in members:
+            if agent in owner:
+                raise ConfigError(
+                    f"{label}: agent {agent!r} is in two groups ({owner[agent]!r} and {name!r}); "
+                    "an agent belongs to at most one group"
+                )
+            owner[agent] = name
+        checked[name] = list(members)
+    return checked
+
+
 @dataclass(frozen=True, kw_only=True)
 class RolloutConfig(FieldGroup):
     """The env, the rollout workers and their envs, fragments and the seed."""
@@ -102,6 +125,13 @@ class RolloutConfig(FieldGroup):
     each a dotted path (``"gymnasium.wrappers.ClipAction"``) or a dict ``{"name": path,
     "kwargs": {...}}`` (``Wrapper(env, **kwargs)``). An unknown name is a `ConfigError` naming
     it. Single-agent Gymnasium envs only. Empty: none."""
+    groups: dict[str, list[Any]] = field(default_factory=dict)
+    """Multi-agent: teams of agents that act as one (group id -> its agents, e.g. ``{"team":
+    ["agent_0", "agent_1", "agent_2"]}``): each group becomes one agent of the env
+    (`rlflow.envs.groups.GroupAgents`) whose rows hold its members' observations, actions and
+    the global state, rewarded with the sum of its members' rewards; team algorithms (QMIX,
+    VDN, MADDPG, MAPPO) learn from them. An agent belongs to at most one group; a group naming
+    an agent the env does not have is a `ConfigError` before any actor starts. Empty: none."""
     vector_env: str = "auto"
     """The env engine of each rollout worker (`rlflow.envs.gym_vector`): ``"rlflow"`` (N envs
     stepped in one in-process loop), ``"gymnasium-sync"`` / ``"gymnasium-async"``
@@ -141,6 +171,7 @@ class RolloutConfig(FieldGroup):
             raise self._bad("env_config", "must be a dict of env keyword arguments")
         name = type(self).__name__
         wrapper_specs(self.env_wrappers, f"{name}.env_wrappers")
+        object.__setattr__(self, "groups", check_groups(self.groups, f"{name}.groups"))
         label = f"{name}.observation_filter"
         check_type(self.observation_filter, label, str, "'NoFilter' or 'MeanStdFilter'")
         if self.observation_filter not in OBSERVATION_FILTERS:

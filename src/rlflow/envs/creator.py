@@ -200,14 +200,21 @@ def config_env_creator(config: Any) -> EnvCreator:
     ``config.env_config``, each env wrapped by ``config.env_wrappers`` in order, then its
     observations flattened if they are structured (`flatten_if_structured`: Dict, Tuple,
     MultiDiscrete and MultiBinary observations become one float32 vector, Discrete parts
-    one-hot; see `rlflow.envs.flatten`)."""
+    one-hot; see `rlflow.envs.flatten`), then, with ``config.groups``, its agents grouped into
+    teams (`rlflow.envs.groups.group_agents`)."""
     from rlflow.config.rollouts import wrapper_specs
 
     creator = make_env_creator(config.env, **config.env_config)
     wrappers = tuple(wrapper_specs(config.env_wrappers, "env_wrappers"))
     if wrappers:
         creator = functools.partial(_apply_wrappers, creator, wrappers)
-    return functools.partial(flatten_if_structured, creator)
+    flat = functools.partial(flatten_if_structured, creator)
+    groups = getattr(config, "groups", None)
+    if groups:
+        from rlflow.envs.groups import group_agents
+
+        return functools.partial(group_agents, flat, dict(groups))  # type: ignore[return-value]
+    return flat
 
 
 def make_env_creator(env: str | Callable[..., gym.Env[Any, Any]], **env_kwargs: Any) -> EnvCreator:

@@ -22,7 +22,6 @@ array([[1., 0., 1., 1., 1.],
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from gymnasium import spaces
 
 from rlflow.envs.flatten import ObservationFlattener
 from rlflow.errors import ConfigError
-from rlflow.export.files import SPEC_FILE
+from rlflow.export.files import read_export
 from rlflow.export.spaces import space_from_json
 
 __all__ = ["EnvObservations", "flat_observations"]
@@ -136,20 +135,15 @@ def flat_observations(export: str | Path | Mapping[str, Any], observations: Any)
     network, and its ONNX graph's input ``obs``), from ``observations`` as the env gives them
     (`EnvObservations.batch`: a list of them, or one batched observation); flat ones are
     returned as they are. ``export``: the export's directory, or its spec (``policy.json``
-    parsed; the ONNX model's ``rlflow_policy`` metadata). A policy over flat observations
+    parsed; the ONNX model's ``rlflow_policy`` metadata; a directory in object storage too, as
+    `rlflow.load_policy` reads it). A policy over flat observations
     (no ``env_observation_space`` recorded) takes them as given.
 
     Example (an ONNX session of a tic-tac-toe policy; the mask is the last 9 values)::
 
         session.run(None, {"obs": flat_observations("exported/ttt", [env.observe(agent)])})
     """
-    spec = export
-    if not isinstance(spec, Mapping):
-        path = Path(export) / SPEC_FILE  # type: ignore[arg-type]
-        try:
-            spec = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise ConfigError(f"flat_observations: cannot read {str(path)!r} ({err})") from None
+    spec = export if isinstance(export, Mapping) else read_export(export)[0]
     recorded = spec.get("env_observation_space")
     if recorded is None:
         return np.asarray(observations)
