@@ -51,7 +51,7 @@ from rlflow.loggers import LoggerSet
 from rlflow.models.memory import RecurrentInputs, state_out_key, stored_state
 from rlflow.ops.keys import NUM_ENV_STEPS_SAMPLED, NUM_ENV_STEPS_TRAINED
 from rlflow.ops.learner_thread import learners_paused
-from rlflow.ops.metrics import episode_stats
+from rlflow.ops.metrics import episode_stats, team_return_stats
 from rlflow.ops.self_play import headline_rates, measure_learner
 from rlflow.setup import TrainerSetup, resolve_setup
 
@@ -369,6 +369,8 @@ class Trainer:
         local = self.workers.local_worker()
         episodes = local.evaluate(num_episodes, seed=seed, explore=explore, creator=env_creator)
         stats = episode_stats(episodes)
+        # A group (`groups`) is one agent: its return is the team's.
+        stats.update(team_return_stats(episodes, {g: [g] for g in self._config.groups}))
         settings = self._config.self_play
         if settings is None or settings.evaluation_interval == 0:
             return stats

@@ -206,5 +206,8 @@ def test_any_algorithm_trains_a_group_as_one_agent_with_a_joint_action() -> None
         # until both fell: its return lies between its length and twice its length.
         length, ret = result["episode_len_mean"], result["episode_return_mean"]
         assert length < ret <= 2 * length
+        assert result["team_return_mean/pair"] == ret  # the team's return leads the line
+        evaluation = trainer.evaluate(num_episodes=2)
+        assert evaluation["team_return_mean"]["pair"] == evaluation["episode_return_mean"]
     finally:
         trainer.stop()

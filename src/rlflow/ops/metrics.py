@@ -428,10 +428,15 @@ def standard_metrics_reporting(
     ``observation_filter`` other than ``"NoFilter"`` the workers' filters are synced once per
     iteration, before the metrics (:class:`~rlflow.ops.filters.SyncObservationFilters`). With
     ``config.self_play`` the last stage is `rlflow.ops.self_play.SnapshotPolicies` (snapshots
-    and win rates).
+    and win rates). With ``config.groups`` each group's return leads the results as
+    ``team_return_mean/<group>`` (:func:`team_return_stats`).
     """
     done = _IterationDone(config.min_steps_per_iteration, config.min_time_s_per_iteration)
-    collect = CollectMetrics(workers, smoothing_episodes=config.metrics_num_episodes_for_smoothing)
+    # A group of agents (``groups``) is one agent of the env: its return is the team's.
+    teams = {group: [group] for group in config.groups}
+    collect = CollectMetrics(
+        workers, smoothing_episodes=config.metrics_num_episodes_for_smoothing, teams=teams
+    )
     iterations = train_op.for_each(_LearnerTimestep(workers)).filter(done)
     if config.observation_filter != "NoFilter":
         sync = SyncObservationFilters(workers, timeout_s=config.sample_timeout_s)
