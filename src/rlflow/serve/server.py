@@ -305,6 +305,7 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
 
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 1024
 
     def __init__(self, address: tuple[str, int], policy_server: PolicyServer) -> None:
         self.policy_server = policy_server
