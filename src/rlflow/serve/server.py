@@ -332,7 +332,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._discard_body()
             self.close_connection = True
             raise EpisodeError(
-                413, f"a body of {length} bytes: this server takes at most {limit} (--max-body-bytes)"
+                413,
+                f"a body of {length} bytes: this server takes at most {limit} (--max-body-bytes)",
             )
         raw = self.rfile.read(length)
         if len(raw) < length:
@@ -588,13 +589,12 @@ class PolicyServer:
         """The token every request carries (None: no auth)."""
         self.ssl_context = _ssl_context(tls_cert, tls_key)
         """The TLS context of HTTPS (None: plain HTTP)."""
-        if self.auth_token_bytes is not None and self.ssl_context is None:
-            if not is_loopback(host):
-                logger.warning(
-                    "PolicyServer on %s: the auth token travels in clear text without TLS "
-                    "(--tls-cert, --tls-key); anyone on the path can read it",
-                    host,
-                )
+        if self.auth_token_bytes is not None and self.ssl_context is None and not is_loopback(host):
+            logger.warning(
+                "PolicyServer on %s: the auth token travels in clear text without TLS "
+                "(--tls-cert, --tls-key); anyone on the path can read it",
+                host,
+            )
         self.hub = EpisodeHub(self.episode_timeout_s)
         self._http: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
