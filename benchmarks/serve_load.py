@@ -41,102 +41,108 @@ def _rss_mib() -> float:
 
 
 # ------------------------------------------------------------------------------ client process
-def _client_process(args: argparse.Namespace) -> None:
-    """``--clients`` client threads until ``--start-at`` + ``--seconds``; prints one JSON
-    line: their counts and latencies within the measured window."""
-    import urllib.error
-    import urllib.request
+class _Client:
+    """One simulated client: CartPole stepped through the server until ``stop``; what it did
+    within the window ``[start, end]`` (times of `time.time`, the driver's clock)."""
 
-    import gymnasium as gym
+    def __init__(self, args: argparse.Namespace, index: int) -> None:
+        import gymnasium as gym
 
-    from rlflow.serve.client import PolicyClient, ServeError
+        from rlflow.serve.client import PolicyClient
 
-    start = args.start_at  # time.time() of the window's start, the driver's
-    end = start + args.seconds
-    stop = end + 5.0  # stepping on past the window: the server stops first, at its end + 1 s
-    lock = threading.Lock()
-    totals: dict[str, Any] = {"steps": 0, "errors": 0, "get_action": [], "all": [], "kinds": {}}
+        self.address, self.mode = args.address, args.mode
+        self.start = args.start_at
+        self.end = self.start + args.seconds
+        self.stop = self.end + 5.0  # stepping on past the window: the server stops at end + 1
+        self.env = gym.make("CartPole-v1")
+        self.obs, _ = self.env.reset(seed=index)
+        self.client = PolicyClient(args.address, timeout_s=120)
+        self.steps = self.errors = 0
+        self.kinds: dict[str, int] = {}
+        self.get_action: list[float] = []
+        self.every: list[float] = []
 
-    def per_request(command: str, body: dict[str, Any]) -> Any:
+    def _call(self, command: str, body: dict[str, Any]) -> Any:
+        if self.mode == "keepalive":
+            return self.client._request("POST", command, body)
+        import urllib.request
+
         request = urllib.request.Request(
-            f"http://{args.address}/{command}",
+            f"http://{self.address}/{command}",
             data=json.dumps(body).encode(),
             headers={"Content-Type": "application/json"},
         )
         with urllib.request.urlopen(request, timeout=120) as answer:
             return json.loads(answer.read())
 
-    def run(index: int) -> None:
-        env = gym.make("CartPole-v1")
-        obs, _ = env.reset(seed=index)
-        client = PolicyClient(args.address, timeout_s=120)
-        if args.mode == "keepalive":
+    def _timed(self, command: str, body: dict[str, Any]) -> Any:
+        began = time.time()
+        answer = self._call(command, body)
+        now = time.time()
+        if self.start <= began and now <= self.end:
+            self.every.append(now - began)
+            if command == "get_action":
+                self.get_action.append(now - began)
+                self.steps += 1
+        return answer
 
-            def call(command: str, body: dict[str, Any]) -> Any:
-                return client._request("POST", command, body)
+    def _episode(self) -> None:
+        episode = self._timed("start_episode", {})["episode_id"]
+        while time.time() < self.stop:
+            body = {"episode_id": episode, "observation": self.obs.tolist()}
+            action = self._timed("get_action", body)["action"]
+            self.obs, reward, terminated, truncated, _ = self.env.step(action)
+            self._timed("log_returns", {"episode_id": episode, "reward": float(reward)})
+            if terminated or truncated:
+                body = {
+                    "episode_id": episode,
+                    "observation": self.obs.tolist(),
+                    "truncated": bool(truncated and not terminated),
+                }
+                self._timed("end_episode", body)
+                self.obs, _ = self.env.reset()
+                return
 
-        else:
-            call = per_request
-        steps, errors, kinds = 0, 0, {}
-        get_action: list[float] = []
-        every: list[float] = []
+    def run(self) -> None:
+        """Episodes until ``stop``; an error within the window is counted, one after it (the
+        server stopped) ends the client."""
+        import urllib.error
 
-        def timed(command: str, body: dict[str, Any]) -> Any:
-            began = time.time()
-            answer = call(command, body)
-            now = time.time()
-            if start <= began and now <= end:
-                every.append(now - began)
-                if command == "get_action":
-                    get_action.append(now - began)
-            return answer
+        from rlflow.serve.client import ServeError
 
-        while time.time() < stop:
+        while time.time() < self.stop:
             try:
-                episode = timed("start_episode", {})["episode_id"]
-                while time.time() < stop:
-                    body = {"episode_id": episode, "observation": obs.tolist()}
-                    action = timed("get_action", body)["action"]
-                    if start <= time.time() <= end:
-                        steps += 1
-                    obs, reward, terminated, truncated, _ = env.step(action)
-                    timed("log_returns", {"episode_id": episode, "reward": float(reward)})
-                    if terminated or truncated:
-                        body = {
-                            "episode_id": episode,
-                            "observation": obs.tolist(),
-                            "truncated": bool(truncated and not terminated),
-                        }
-                        timed("end_episode", body)
-                        obs, _ = env.reset()
-                        break
+                self._episode()
             except (OSError, ServeError, urllib.error.URLError, ValueError) as err:
-                if time.time() >= end:
-                    break  # the server stops serving once the window is over
-                errors += 1
+                if time.time() >= self.end:
+                    break
+                self.errors += 1
                 kind = type(err).__name__ + (
                     f" {err.status}" if isinstance(err, ServeError) else ""
                 )
-                kinds[kind] = kinds.get(kind, 0) + 1
-                obs, _ = env.reset()
+                self.kinds[kind] = self.kinds.get(kind, 0) + 1
+                self.obs, _ = self.env.reset()
                 time.sleep(0.1)
-        client.close()
-        with lock:
-            totals["steps"] += steps
-            totals["errors"] += errors
-            totals["get_action"].extend(get_action)
-            totals["all"].extend(every)
-            for kind, n in kinds.items():
-                totals["kinds"][kind] = totals["kinds"].get(kind, 0) + n
+        self.client.close()
 
-    threads = [
-        threading.Thread(target=run, args=(args.first + i,), daemon=True)
-        for i in range(args.clients)
-    ]
+
+def _client_process(args: argparse.Namespace) -> None:
+    """``--clients`` client threads until past ``--start-at`` + ``--seconds``; prints one JSON
+    line: their counts and latencies within that window."""
+    clients = [_Client(args, args.first + i) for i in range(args.clients)]
+    threads = [threading.Thread(target=c.run, daemon=True) for c in clients]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=max(0.0, stop - time.time()) + 180)
+        thread.join(timeout=max(0.0, clients[0].stop - time.time()) + 180)
+    totals: dict[str, Any] = {"steps": 0, "errors": 0, "get_action": [], "all": [], "kinds": {}}
+    for c in clients:
+        totals["steps"] += c.steps
+        totals["errors"] += c.errors
+        totals["get_action"] += c.get_action
+        totals["all"] += c.every
+        for kind, n in c.kinds.items():
+            totals["kinds"][kind] = totals["kinds"].get(kind, 0) + n
     print(json.dumps(totals))
 
 
@@ -173,31 +179,14 @@ def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
             start_at = time.time() + args.warmup  # the clients' startup is in the warm-up
             shares = [args.clients // args.procs + (i < args.clients % args.procs)
                       for i in range(args.procs)]  # fmt: skip
-            procs = [
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        __file__,
-                        "--client-process",
-                        "--mode",
-                        mode,
-                        "--address",
-                        server.address,
-                        "--clients",
-                        str(n),
-                        "--first",
-                        str(sum(shares[:i])),
-                        "--seconds",
-                        str(args.seconds),
-                        "--start-at",
-                        str(start_at),
-                    ],
-                    stdout=subprocess.PIPE,
-                    text=True,
-                )  # fmt: skip
+            commands = [
+                [sys.executable, __file__, "--client-process", "--mode", mode, "--address",
+                 server.address, "--clients", str(n), "--first", str(sum(shares[:i])),
+                 "--seconds", str(args.seconds), "--start-at", str(start_at)]
                 for i, n in enumerate(shares)
                 if n
-            ]
+            ]  # fmt: skip
+            procs = [subprocess.Popen(c, stdout=subprocess.PIPE, text=True) for c in commands]
             sampling = threading.Event()
             sampling.set()
             sampler_error: list[BaseException] = []
@@ -206,7 +195,7 @@ def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
                 try:
                     while sampling.is_set():
                         worker.sample()
-                except BaseException as err:  # noqa: BLE001 - reported: the server stopped
+                except BaseException as err:  # reported unless the server was stopped
                     if sampling.is_set():
                         sampler_error.append(err)
 

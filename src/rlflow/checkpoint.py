@@ -12,6 +12,10 @@ renamed into place: a crash or a second Ctrl-C mid-save never leaves a half chec
 final name, and an old checkpoint at the same path is replaced only once the new one is complete.
 Anything wrong on reading (a missing or truncated file, bytes that do not unpickle, a foreign
 directory, a newer format) raises `ConfigError` naming the file and what is wrong.
+
+A checkpoint is code: reading one unpickles it, which runs whatever the file says to run. Load
+only checkpoints you trust; exports (`rlflow.export`) hold JSON and tensors only and are read
+without unpickling anything else (``torch.load(weights_only=True)``).
 """
 
 from __future__ import annotations
@@ -261,6 +265,9 @@ def load_checkpoint(checkpoint_dir: str | Path) -> dict[str, Any]:
     files; the metadata is rlflow's, of a format version this rlflow reads; the state file has
     the size and SHA-256 recorded at save time; it unpickles (code it refers to is importable);
     it is a trainer state.
+
+    Unpickling runs code the file names (cloudpickle saves functions by value): load only
+    checkpoints you trust. The SHA-256 check guards against damage, not against a forged file.
     """
     path = Path(checkpoint_dir)
     if path.is_file():

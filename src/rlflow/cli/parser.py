@@ -228,7 +228,12 @@ def _add_export(sub: argparse._SubParsersAction[Parser]) -> None:
         "export",
         help="write a checkpoint's policy for rlflow.load_policy (no Ray needed to load it)",
     )
-    export.add_argument("checkpoint", metavar="CHECKPOINT_OR_RUN_DIR", help="a run dir: its latest")
+    export.add_argument(
+        "checkpoint",
+        metavar="CHECKPOINT_OR_RUN_DIR",
+        help="a run dir: its latest. A checkpoint is unpickled with cloudpickle (loading runs "
+        "code): only trusted ones; the export written holds JSON and tensors only",
+    )
     export.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write")
     export.add_argument("--policy-id", default="default_policy", help="the policy to export")
     export.add_argument(
@@ -244,7 +249,12 @@ def _add_evaluate(sub: argparse._SubParsersAction[Parser]) -> None:
     evaluate = sub.add_parser(
         "evaluate", help="play episodes with a checkpoint's policies; watch or record them"
     )
-    evaluate.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint or run dir")
+    evaluate.add_argument(
+        "checkpoint",
+        metavar="CHECKPOINT",
+        help="checkpoint or run dir (unpickled with cloudpickle: loading runs code, only "
+        "trusted ones)",
+    )
     evaluate.add_argument("--episodes", type=int, default=10, metavar="N", help="episodes")
     evaluate.add_argument(
         "--seed", type=int, help="seed of the env's first reset (default: the run's seed + 1000003)"

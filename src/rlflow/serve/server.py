@@ -30,14 +30,23 @@ The protocol (version `PROTOCOL_VERSION`; JSON bodies, UTF-8, ``Content-Length``
   value after it), true that it was cut (a time limit: the learner bootstraps from
   ``observation``).
 - Errors: a JSON ``{"error": message}`` with 400 (bad JSON, a missing or ill-typed key, an
-  observation that does not fit the space), 404 (unknown path, or an episode never started,
-  ended or dropped), 405 (wrong method), 409 (an episode id already running, or a request for
-  an episode whose ``get_action`` is still waiting), 411 (no ``Content-Length``), 503 (the
-  server is stopping).
-- A client that keeps its connection open (HTTP/1.1 keep-alive, as `rlflow.serve.PolicyClient`
-  does) owns the episodes it sends requests for: closing that connection, or dying, ends them
-  (truncated where they were). Any episode without a request for ``episode_timeout_s`` is ended
-  the same way. The server and the run go on.
+  observation that does not fit the space or holds NaN or an infinity), 401 (no or a wrong
+  token), 404 (unknown path, or an episode never started, ended or dropped), 405 (wrong
+  method), 409 (an episode id already running, or a request for an episode whose
+  ``get_action`` is still waiting), 411 (no ``Content-Length``), 413 (a body over
+  ``max_body_bytes``, 1 MiB by default), 503 (the server is stopping, or no action within
+  ``action_timeout_s``). A 5xx other than 503 is a bug of the server.
+- Auth: a server given a token (``auth_token``, ``rlflow serve --auth-token`` or the
+  environment variable ``RLFLOW_SERVE_TOKEN``; required unless it listens on a loopback
+  address) answers only requests with ``Authorization: Bearer TOKEN`` (compared in constant
+  time), ``GET /policy`` and ``GET /info`` included. With ``tls_cert`` (and ``tls_key``) it
+  speaks HTTPS only.
+- Connections: HTTP/1.1 with or without keep-alive. A client that keeps its connection open
+  (as `rlflow.serve.PolicyClient` does) owns the episodes it sends requests for: closing that
+  connection, or dying, ends them (truncated where they were). A client that opens a
+  connection per request (``Connection: close``, HTTP/1.0, curl, urllib) owns none: its
+  episodes end by ``end_episode`` or, without a request for ``episode_timeout_s``, as dropped.
+  The server and the run go on.
 """
 
 from __future__ import annotations
@@ -470,7 +479,7 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
             logger.debug("TLS handshake with %s failed: %s", client_address, err)
             return
         try:
-            self.RequestHandlerClass(tls, client_address, self)
+            _Handler(tls, client_address, self)
         finally:
             self.shutdown_request(tls)
 
