@@ -14,8 +14,9 @@ through the server (``get_action``, ``log_returns`` per step; ``start_episode``,
 
 Reported per mode: env steps/s served (``get_action`` answers over the measured window, after
 ``--warmup`` s), p50/p99 latency of ``get_action`` and of all requests (a ``get_action`` waits
-for the lockstep step of all clients), the server's RSS at the window's start and end, and the
-errors (client exceptions, 4xx/5xx answers, episodes the server dropped).
+for the lockstep step of all clients), the server's RSS at the window's start and end and its
+least-squares slope over samples every 5 s, and the errors (client exceptions, 4xx/5xx
+answers, episodes the server dropped).
 
     python benchmarks/serve_load.py [--clients 256] [--seconds 60] [--modes keepalive,per-request]
 """
@@ -147,6 +148,16 @@ def _client_process(args: argparse.Namespace) -> None:
 
 
 # ------------------------------------------------------------------------------ server process
+def _slope(points: list[tuple[float, float]]) -> float:
+    """The least-squares slope of ``(x, y)`` points (0 for fewer than 2)."""
+    if len(points) < 2:
+        return 0.0
+    mx = sum(x for x, _ in points) / len(points)
+    my = sum(y for _, y in points) / len(points)
+    var = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (y - my) for x, y in points) / var if var else 0.0
+
+
 def _percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -203,8 +214,11 @@ def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
             thread.start()
             time.sleep(max(0.0, start_at - time.time()))
             rss_start, dropped_start = _rss_mib(), server.hub.counts["dropped"]
-            time.sleep(max(0.0, start_at + args.seconds - time.time()))
-            rss_end, dropped = _rss_mib(), server.hub.counts["dropped"] - dropped_start
+            rss = [(0.0, rss_start)]
+            while time.time() < start_at + args.seconds:
+                time.sleep(max(0.0, min(5.0, start_at + args.seconds - time.time())))
+                rss.append((time.time() - start_at, _rss_mib()))
+            rss_end, dropped = rss[-1][1], server.hub.counts["dropped"] - dropped_start
             time.sleep(1.0)  # the clients go on past the window, until the server stops
             # The clients stop at the window's end; the requests they have in flight wait for
             # a lockstep step that will not come: stopping the server answers them (503).
@@ -231,6 +245,7 @@ def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         "requests": len(totals["all"]),
         "rss_start_mib": rss_start,
         "rss_end_mib": rss_end,
+        "rss_slope_mib_per_min": 60 * _slope(rss),
         "client_errors": totals["errors"],
         "error_kinds": totals["kinds"],
         "episodes_dropped": dropped,
@@ -266,13 +281,14 @@ def main() -> None:
     print(f"CartPole-v1 spaces, PG's policy, {args.clients} clients in {args.procs} processes "
           f"on loopback, {args.seconds:g} s measured after {args.warmup:g} s")  # fmt: skip
     print(f"{'mode':<12} {'steps/s':>8} {'get_action p50/p99 ms':>22} "
-          f"{'any request p50/p99 ms':>23} {'RSS start/end MiB':>18} {'errors':>7} "
+          f"{'any request p50/p99 ms':>23} {'RSS start/end MiB':>18} {'MiB/min':>8} {'errors':>7} "
           f"{'dropped':>8}")  # fmt: skip
     for row in rows:
         print(f"{row['mode']:<12} {row['steps_per_s']:>8,.0f} "
               f"{row['get_action_p50_ms']:>10.1f} / {row['get_action_p99_ms']:<9.1f} "
               f"{row['request_p50_ms']:>10.1f} / {row['request_p99_ms']:<10.1f} "
               f"{row['rss_start_mib']:>8.0f} / {row['rss_end_mib']:<7.0f} "
+              f"{row['rss_slope_mib_per_min']:>8.2f} "
               f"{row['client_errors']:>7} {row['episodes_dropped']:>8}")  # fmt: skip
         if row["error_kinds"] or row["sampler_error"]:
             print(f"  {row['mode']}: errors {row['error_kinds']}, sampler {row['sampler_error']}")
