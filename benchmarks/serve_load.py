@@ -206,6 +206,7 @@ def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
                 try:
                     while sampling.is_set():
                         worker.sample()
+                        worker.pop_metrics()  # as a training run's metrics reporting does
                 except BaseException as err:  # reported unless the server was stopped
                     if sampling.is_set():
                         sampler_error.append(err)

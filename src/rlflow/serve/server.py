@@ -108,8 +108,9 @@ token from when none is given (safer than ``--auth-token`` on a command line oth
 list)."""
 
 _DRAIN_BYTES = 64 * 2**20
-"""A refused body (401, 413) up to this size is read and discarded before the connection
-closes, so its client reads the answer instead of a reset; a larger one is not read."""
+"""A body refused with 413 up to this size is read and discarded before the connection closes,
+so its client reads the answer instead of a reset; a larger one is not read. (A request
+refused with 401 has its body read only up to ``max_body_bytes``.)"""
 
 _HANDSHAKE_TIMEOUT_S = 10.0
 """How long a TLS handshake may take (on the connection's own thread)."""
@@ -312,16 +313,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         length = (self.headers.get("Content-Length") or "").strip()
         return int(length) if length.isdigit() and len(length) < 20 else None
 
-    def _discard_body(self) -> None:
+    def _discard_body(self, limit: int | None = None) -> None:
         """Read and drop the request's body (so the connection reads the next request, or its
-        client its answer); one over `_DRAIN_BYTES`, chunked or of no stated length is not
-        read and the connection closes after the answer."""
+        client its answer); one over ``limit`` (default: the server's ``max_body_bytes``),
+        chunked or of no stated length is not read and the connection closes after the
+        answer."""
+        if limit is None:
+            limit = self.server.policy_server.max_body_bytes
         length = self._declared_length()
         if length is None:
             if self.headers.get("Content-Length") or self.headers.get("Transfer-Encoding"):
                 self.close_connection = True
             return
-        if length > _DRAIN_BYTES:
+        if length > limit:
             self.close_connection = True
             return
         while length > 0:
@@ -338,7 +342,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             raise EpisodeError(411, "a POST needs a Content-Length header (a number of bytes)")
         limit = self.server.policy_server.max_body_bytes
         if length > limit:
-            self._discard_body()
+            self._discard_body(_DRAIN_BYTES)  # an authorized client: let it read the 413
             self.close_connection = True
             raise EpisodeError(
                 413,
