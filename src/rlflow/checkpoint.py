@@ -19,6 +19,10 @@ state file is uploaded and its metadata file last. The metadata file is the mark
 checkpoint is complete: a checkpoint there without it (a run killed mid-upload) is skipped by
 `latest_checkpoint`, and replacing a checkpoint deletes the old marker before the new state
 goes up. Reading downloads both files to a temporary folder and checks them as above.
+
+A checkpoint is code: reading one unpickles it, which runs whatever the file says to run. Load
+only checkpoints you trust; exports (`rlflow.export`) hold JSON and tensors only and are read
+without unpickling anything else (``torch.load(weights_only=True)``).
 """
 
 from __future__ import annotations
@@ -310,6 +314,9 @@ def load_checkpoint(checkpoint_dir: str | Path) -> dict[str, Any]:
     the size and SHA-256 recorded at save time; it unpickles (code it refers to is importable);
     it is a trainer state. A checkpoint in object storage is downloaded first; its errors
     name the URI.
+
+    Unpickling runs code the file names (cloudpickle saves functions by value): load only
+    checkpoints you trust. The SHA-256 check guards against damage, not against a forged file.
     """
     if storage.is_remote(checkpoint_dir):
         return _load_remote(str(checkpoint_dir))

@@ -570,6 +570,10 @@ class Trainer:
         whole; its algorithm and env must be the saved ones. A damaged, truncated or foreign
         checkpoint raises `ConfigError` naming the file. A synchronous run restored on the local
         backend continues exactly as the saved one would have.
+
+        A checkpoint is code: its state is unpickled with cloudpickle, which runs whatever the
+        file says to run. Only restore checkpoints you trust; `export_policy`'s exports are
+        JSON and tensors only, loaded without running any of their contents.
         """
         state = checkpoint if isinstance(checkpoint, Mapping) else load_checkpoint(checkpoint)
         saved = state["algorithm"]

@@ -309,6 +309,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         episode_timeout_s=args.episode_timeout,
+        auth_token=args.auth_token,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        max_body_bytes=args.max_body_bytes,
     )
     config = run.config.replace(num_envs_per_worker=args.concurrent_episodes)
     server.check_config(config)  # before the port is taken

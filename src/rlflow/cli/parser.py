@@ -143,7 +143,9 @@ def _add_train(
         metavar="CHECKPOINT_OR_RUN_DIR",
         help="continue a run from a checkpoint (a run dir: its latest complete one; a path or an "
         "s3://, gs://, file:// URI) in its run dir, with its config (flags override; no tuned "
-        "config); stop criteria count over the whole run",
+        "config); stop criteria count over the whole run. A checkpoint is code: it is unpickled "
+        "with cloudpickle, and loading one runs what it holds; only restore checkpoints you "
+        "trust (exports of rlflow export hold tensors only)",
     )
 
 
@@ -167,7 +169,11 @@ def _add_serve(
         help='{"observation_space": SPACE, "action_space": SPACE}, each as rlflow.export '
         'writes spaces (e.g. {"type": "Discrete", "n": 2}) (default: --env\'s)',
     )
-    serve.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="interface (default 127.0.0.1); any but a loopback address needs --auth-token",
+    )
     serve.add_argument("--port", type=int, default=9900, help="port (default 9900; 0: any)")
     serve.add_argument(
         "--concurrent-episodes",
@@ -183,6 +189,28 @@ def _add_serve(
         default=60.0,
         metavar="S",
         help="end an episode without a request for S seconds (default 60)",
+    )
+    serve.add_argument(
+        "--auth-token",
+        metavar="TOKEN",
+        help="every request must carry 'Authorization: Bearer TOKEN' (401 otherwise); "
+        "required unless --host is a loopback address (default: the environment variable "
+        "RLFLOW_SERVE_TOKEN, which unlike this flag other users cannot list)",
+    )
+    serve.add_argument(
+        "--tls-cert",
+        metavar="CERT.pem",
+        help="serve HTTPS with this PEM certificate chain (clients: https://HOST:PORT)",
+    )
+    serve.add_argument(
+        "--tls-key", metavar="KEY.pem", help="the private key of --tls-cert (default: in its file)"
+    )
+    serve.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=2**20,
+        metavar="N",
+        help="a request body over N bytes gets 413 (default 1048576: 1 MiB)",
     )
     serve.add_argument("--backend", choices=["ray", "local"], default="local")
     serve.set_defaults(restore=None)
@@ -216,7 +244,10 @@ def _add_export(sub: argparse._SubParsersAction[Parser]) -> None:
         help="write a checkpoint's policy for rlflow.load_policy (no Ray needed to load it)",
     )
     export.add_argument(
-        "checkpoint", metavar="CHECKPOINT_OR_RUN_DIR", help="a run dir: its latest (path or URI)"
+        "checkpoint",
+        metavar="CHECKPOINT_OR_RUN_DIR",
+        help="a run dir: its latest (path or URI). A checkpoint is unpickled with cloudpickle "
+        "(loading runs code): only trusted ones; the export written holds JSON and tensors only",
     )
     export.add_argument(
         "-o",
@@ -240,7 +271,10 @@ def _add_evaluate(sub: argparse._SubParsersAction[Parser]) -> None:
         "evaluate", help="play episodes with a checkpoint's policies; watch or record them"
     )
     evaluate.add_argument(
-        "checkpoint", metavar="CHECKPOINT", help="checkpoint or run dir (a path or storage URI)"
+        "checkpoint",
+        metavar="CHECKPOINT",
+        help="checkpoint or run dir (a path or storage URI; unpickled with cloudpickle: loading "
+        "runs code, only trusted ones)",
     )
     evaluate.add_argument("--episodes", type=int, default=10, metavar="N", help="episodes")
     evaluate.add_argument(
