@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from rlflow.algorithms.ppo.config import PPOConfig
 from rlflow.checks import check_bool, check_number
+from rlflow.errors import ConfigError
 
 __all__ = ["MAPPOConfig"]
 
@@ -39,7 +40,9 @@ class MAPPOConfig(
     },
 ):
     """MAPPO: PPO with decentralized actors (each member's own observation) and a centralized
-    critic (the team's global state)."""
+    critic (the team's global state). ``model.hidden`` and ``model.activation`` shape both;
+    ``use_critic`` stays true and ``model.shared`` false (the actors and the critic read
+    different inputs)."""
 
     share_policy: bool = True
     """One actor network for every member of the team (parameter sharing, MAPPO's default);
@@ -64,6 +67,16 @@ class MAPPOConfig(
         super().__post_init__()
         for name in ("share_policy", "agent_id_input", "clip_per_agent", "use_valuenorm"):
             check_bool(getattr(self, name), self._label(name))
+        if self.use_critic is not True:
+            raise self._bad(
+                "use_critic", "but MAPPO's centralized critic is what it is; set it to true"
+            )
+        if self.model.shared:
+            raise ConfigError(
+                f"{self._label('model')}.shared=True: MAPPO's actors read the members' own "
+                "observations and its critic the global state, so they share no trunk; set "
+                "model.shared to false"
+            )
         check_number(
             self.valuenorm_beta,
             self._label("valuenorm_beta"),
