@@ -167,6 +167,8 @@ class TeamActors(nn.Module):
         agent_id_input: append the one-hot member index to a shared network's input.
     """
 
+    agent_ids: torch.Tensor
+
     def __init__(
         self,
         *,
@@ -435,6 +437,8 @@ class MemberActor(ExportableActor):
         out_features: the network's output width (at least the member's action size).
     """
 
+    agent_id: torch.Tensor
+
     def __init__(
         self,
         observation_space: gym.Space[Any],
@@ -476,7 +480,7 @@ class MemberActor(ExportableActor):
         x = F.pad(own, (0, pad))
         if self.agent_id.numel():
             x = torch.cat([x, self.agent_id.expand(*x.shape[:-1], -1)], dim=-1)
-        out = self.net(x)[..., : self.action_size]
+        out: torch.Tensor = self.net(x)[..., : self.action_size]
         if self.mask_size:
             out = out.masked_fill(obs[..., -self.mask_size :] < 0.5, MASKED_LOGIT)
         if self.log_std is not None:
