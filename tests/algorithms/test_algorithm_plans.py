@@ -71,10 +71,10 @@ def test_config_validation_names_class_field_value_and_rule() -> None:
         PPOConfig(lambda_=2)
 
 
-# maml needs a task-settable env, ppo_dqn a multi-agent one, the offline ones recorded experience:
-# their own test files run them.
+# maml needs a task-settable env, ppo_dqn a multi-agent one, mappo a team of agents (groups), the
+# offline ones recorded experience: their own test files run them.
 OFFLINE = {"bc", "marwil", "cql"}
-SINGLE_AGENT_ALGORITHMS = sorted(set(ALGORITHMS) - {"maml", "ppo_dqn"} - OFFLINE)
+SINGLE_AGENT_ALGORITHMS = sorted(set(ALGORITHMS) - {"maml", "ppo_dqn", "mappo"} - OFFLINE)
 BOX_ALGORITHMS = {"sac", "td3", "apex_td3", "apex_ddpg"}
 """Algorithms for Box actions only: they run CountingEnv(continuous=True)."""
 

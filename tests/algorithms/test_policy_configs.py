@@ -27,6 +27,7 @@ from rlflow.algorithms.dqn import DQNPolicy
 from rlflow.algorithms.es import ESPolicy
 from rlflow.algorithms.impala import VTracePolicy
 from rlflow.algorithms.maml import MAMLPolicy
+from rlflow.algorithms.mappo.policy import MAPPOPolicy
 from rlflow.algorithms.marwil import MARWILPolicy
 from rlflow.algorithms.pg import PGPolicy
 from rlflow.algorithms.ppo import PPOPolicy
@@ -36,6 +37,7 @@ from rlflow.algorithms.sac import SACPolicy
 from rlflow.algorithms.td3 import TD3Policy
 from rlflow.algorithms.twin_q.policy import TwinQPolicy
 from rlflow.config import AlgorithmConfig, resolve_policies
+from rlflow.envs.groups import TeamBox
 from rlflow.policy import TorchPolicy
 
 pytestmark = pytest.mark.timeout(120)
@@ -44,6 +46,17 @@ OBS_SPACE = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT_SPACE = gym.spaces.Discrete(2)
 BOX_ACT_SPACE = gym.spaces.Box(-2.0, 2.0, (2,), dtype=np.float32)
 """SAC and TD3 take Box actions only."""
+
+TEAM_OBS_SPACE = TeamBox(
+    -np.ones(12, np.float32),
+    np.ones(12, np.float32),
+    agent_ids=["a", "b"],
+    agent_obs_size=3,
+    agent_mask_size=0,
+    state_size=6,
+    agent_action_sizes=[2, 2],
+)
+"""MAPPO takes a team's observations (`rlflow.envs.groups`)."""
 
 Check = Callable[[Any, Any], bool]
 """``check(policy, value)``: does the policy use ``value``?"""
@@ -161,6 +174,22 @@ FIELDS: dict[type, list[tuple[str, Callable[[Any], Any], Check]]] = {
         ("vf_clip_param", lambda d: 4.5, _reads),
         ("kl_coeff", lambda d: 0.45, lambda p, v: p.kl_coeff == v),
         ("kl_target", lambda d: 0.035, _reads),
+    ],
+    MAPPOPolicy: [
+        *BASE,
+        ("model", lambda d: {"hidden": (7,), "activation": "relu"}, _hidden),
+        ("use_gae", _flip, _reads),
+        ("lambda_", lambda d: 0.55, _reads),
+        *COEFFS,
+        ("clip_param", lambda d: 0.15, _reads),
+        ("vf_clip_param", lambda d: 4.5, _reads),
+        ("kl_coeff", lambda d: 0.45, lambda p, v: p.kl_coeff == v),
+        ("kl_target", lambda d: 0.035, _reads),
+        ("share_policy", _flip, lambda p, v: (len(p.model.actors.nets) == 1) == v),
+        ("agent_id_input", _flip, lambda p, v: p.model.actors.agent_id_input == v),
+        ("clip_per_agent", _flip, _reads),
+        ("use_valuenorm", _flip, lambda p, v: (p.model.value_norm is not None) == v),
+        ("valuenorm_beta", lambda d: 0.99, _reads),
     ],
     DQNPolicy: [
         *BASE,
@@ -281,8 +310,12 @@ def test_policy_uses_every_setting_of_its_config(name: str) -> None:
     assert set(resolved) == set(expected)
     for pid, (cls, policy_config) in resolved.items():
         assert isinstance(policy_config, cls.config_class)
-        act_space = BOX_ACT_SPACE if issubclass(cls, TwinQPolicy) else ACT_SPACE
-        policy = cls(OBS_SPACE, act_space, policy_config, seed=0, worker_index=2)
+        obs_space, act_space = OBS_SPACE, ACT_SPACE
+        if issubclass(cls, TwinQPolicy):
+            act_space = BOX_ACT_SPACE
+        if cls is MAPPOPolicy:  # a team of two: observations of 3, state of 6
+            obs_space, act_space = TEAM_OBS_SPACE, gym.spaces.MultiDiscrete([2, 2])
+        policy = cls(obs_space, act_space, policy_config, seed=0, worker_index=2)
         assert policy.worker_index == 2
         unused = [
             field
