@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from rlflow.checks import check_choice
 from rlflow.config import AlgorithmConfig
+from rlflow.config.learning import SGDConfig
 from rlflow.config.model import ModelConfig
 
 __all__ = ["EVALUATORS", "AlphaZeroConfig"]
@@ -23,7 +24,10 @@ EVALUATORS = ("local", "shared")
 @dataclass(frozen=True, kw_only=True)
 class AlphaZeroConfig(
     AlgorithmConfig,
+    SGDConfig,
     defaults={
+        "num_sgd_iter": 10,
+        "sgd_minibatch_size": 128,
         "env": "pettingzoo.classic.tictactoe_v3",
         "num_workers": 1,
         "lr": 1e-3,
@@ -39,7 +43,8 @@ class AlphaZeroConfig(
     ``games_per_worker`` games at once, every move chosen by a search of ``num_simulations``
     simulations whose leaves are evaluated in batches across the worker's games; the positions
     go to a replay of the last ``replay_capacity`` positions and the learner takes
-    ``num_sgd_iter`` minibatches of ``sgd_minibatch_size`` from it. The env must be a
+    ``num_sgd_iter`` minibatches of ``sgd_minibatch_size`` (>= 1) positions drawn from it
+    (here ``num_sgd_iter`` counts minibatches, not epochs). The env must be a
     two-player, turn-based, zero-sum game with action masks whose state can be copied
     (`rlflow.algorithms.alpha_zero.game`). ``train_batch_size``, ``rollout_fragment_length``,
     ``num_envs_per_worker`` and ``gamma`` are not used: games run to their end.
@@ -72,13 +77,7 @@ class AlphaZeroConfig(
     dataflow; it gets the learner's weights every iteration)."""
     replay_capacity: int = 20_000
     """Positions kept in the replay (the most recent), >= 1."""
-    num_sgd_iter: int = 10
-    """Minibatches the learner takes from the replay per iteration, >= 1."""
-    sgd_minibatch_size: int = 128
-    """Positions per minibatch, drawn uniformly from the replay, >= 1."""
-    learning_starts: int = 0
-    """Positions in the replay before the learner starts, >= 0."""
-    l2_coeff: float = 1e-4
+    l2_regularization: float = 1e-4
     """Weight of the L2 penalty on the network's weights in the loss, >= 0."""
     value_loss_coeff: float = 1.0
     """Weight of the value's squared error in the loss (the policy's cross-entropy has 1), >= 0."""
@@ -95,10 +94,8 @@ class AlphaZeroConfig(
         self._check_int("games_per_worker", 1)
         check_choice(self.evaluator, self._label("evaluator"), EVALUATORS)
         self._check_int("replay_capacity", 1)
-        self._check_int("num_sgd_iter", 1)
         self._check_int("sgd_minibatch_size", 1)
-        self._check_int("learning_starts", 0)
-        self._check_range("l2_coeff", 0.0, float("inf"))
+        self._check_range("l2_regularization", 0.0, float("inf"))
         self._check_range("value_loss_coeff", 0.0, float("inf"))
         if self.observation_filter != "NoFilter":
             raise self._bad(

@@ -203,7 +203,11 @@ def check_game(env: Any, name: str) -> None:
     before = game.position.obs
     assert before is not None
     same = _same(first.position, second.position) and not _same(first.position, game.position)
-    if not same or game.position.obs is not before or not np.array_equal(game.legal(), game.legal()):
+    if (
+        not same
+        or game.position.obs is not before
+        or not np.array_equal(game.legal(), game.legal())
+    ):
         raise ConfigError(
             f"{where}: its state cannot be copied for search (a copy stepped did not show the "
             "move, or changed the original); give the env a clone() method that copies its "

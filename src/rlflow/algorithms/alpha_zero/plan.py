@@ -222,7 +222,7 @@ class StoreGames:
 
 class TrainOnReplay:
     """``num_sgd_iter`` optimizer steps on minibatches of ``sgd_minibatch_size`` positions
-    drawn from the replay (none before ``learning_starts`` positions).
+    drawn from the replay.
 
     Items: ``GamesPlayed -> TrainResult``. Use with ``.for_each`` after :class:`StoreGames`.
     Side effects: the learner's network; counters ``num_env_steps_trained``,
@@ -236,7 +236,7 @@ class TrainOnReplay:
 
     def __call__(self, _games: GamesPlayed) -> TrainResult:
         config, ctx = self.config, flow.current_metrics()
-        if len(self.replay) < max(1, config.learning_starts):
+        if not len(self.replay):
             return TrainResult(0, {})
         stats: dict[str, float] = {}
         for _ in range(config.num_sgd_iter):

@@ -3,7 +3,7 @@
 The loss (Silver et al. 2018, eq. 1): ``(z - v)^2 - pi^T log p + c ||theta||^2``, the value's
 squared error against the game's outcome ``z`` from the mover's view, the cross-entropy of the
 network's policy ``p`` against the search's visit counts ``pi``, and an L2 penalty
-(``l2_coeff``), the value term weighted by ``value_loss_coeff``. Acting through
+(``l2_regularization``), the value term weighted by ``value_loss_coeff``. Acting through
 `compute_actions` (the samplers, an evaluation, ``Trainer.compute_actions``) uses the priors
 alone, since a search needs the game and not only an observation; self-play and
 `rlflow.algorithms.alpha_zero.self_play.play_games` search.
@@ -75,7 +75,7 @@ class AlphaZeroPolicy(TorchPolicy):
         policy_loss = -(target * log_p).sum(-1).mean()
         value_loss = (values - batch_tensors[VALUE_TARGET]).pow(2).mean()
         l2 = sum(p.pow(2).sum() for name, p in self.model.named_parameters() if "bias" not in name)
-        total = policy_loss + config.value_loss_coeff * value_loss + config.l2_coeff * l2
+        total = policy_loss + config.value_loss_coeff * value_loss + config.l2_regularization * l2
         entropy = -(torch.softmax(logits, -1) * log_p).sum(-1).mean()
         return total, {
             "policy_loss": policy_loss,
