@@ -36,8 +36,8 @@ from rlflow.algorithms.r2d2.policy import R2D2Policy
 from rlflow.algorithms.sac import SACPolicy
 from rlflow.algorithms.td3 import TD3Policy
 from rlflow.algorithms.twin_q.policy import TwinQPolicy
-from rlflow.envs.flatten import ActionMaskBox
 from rlflow.config import AlgorithmConfig, resolve_policies
+from rlflow.envs.flatten import ActionMaskBox
 from rlflow.policy import TorchPolicy
 
 pytestmark = pytest.mark.timeout(120)

@@ -192,12 +192,13 @@ class TorchPolicy(abc.ABC):
         )
 
     @classmethod
-    def check_env(cls, env: Any, name: str) -> None:  # noqa: B027 (a hook, no-op by default)
+    def check_env(cls, env: Any, name: str) -> None:
         """Refuse an env this policy class cannot act in beyond what its spaces say, with a
         `ConfigError` (a hook: AlphaZero refuses a game its search cannot copy). Called on the
         learner's rollout worker, before any actor starts, with a probe env built from the
         config (``name``: the config's env, for messages), which it may reset and step. Here:
         any env is accepted."""
+        return None  # a hook: nothing to refuse here
 
     def make_model(self) -> nn.Module:
         """The policy's network, built once under the policy's seed (a hook: DQN builds its Q

@@ -257,7 +257,7 @@ def test_games_the_search_cannot_play_are_refused_before_any_actor_starts(
 
 
 def test_a_single_agent_env_is_refused(local_backend: None) -> None:
-    with pytest.raises(ConfigError, match="alpha_zero.*CartPole-v1.*action mask"):
+    with pytest.raises(ConfigError, match=r"alpha_zero.*CartPole-v1.*action mask"):
         Trainer("alpha_zero", env="CartPole-v1", backend="local", num_workers=0)
 
 
@@ -265,7 +265,7 @@ def test_simultaneous_moves_are_refused() -> None:
     config = SimpleNamespace(
         env="pettingzoo.classic.rps_v2", env_config={}, env_wrappers=(), groups=None
     )
-    with pytest.raises(ConfigError, match="no action mask|not turn-based"):
+    with pytest.raises(ConfigError, match=r"no action mask|not turn-based"):
         check_game(config_env_creator(config)(), "rps")
 
 

@@ -67,37 +67,43 @@ def _copy(value: Any, memo: dict[int, Any]) -> Any:
         return memo[key]
     if isinstance(value, _SHARED_TYPES):
         return value
+    if isinstance(value, list | dict) or hasattr(value, "__dict__"):
+        return _copy_container(value, memo)
     if isinstance(value, np.ndarray):
         out: Any = value.copy()
-    elif isinstance(value, list):
-        out = []
-        memo[key] = out
-        out.extend(_copy(v, memo) for v in value)
-        return out
-    elif isinstance(value, dict):
-        out = type(value)() if type(value) is dict else value.copy()
-        memo[key] = out
-        for k, v in value.items():
-            out[k] = _copy(v, memo)
-        return out
     elif isinstance(value, tuple):
         items = [_copy(v, memo) for v in value]
         out = type(value)(*items) if hasattr(value, "_fields") else tuple(items)
     elif isinstance(value, set | frozenset):
         out = type(value)(_copy(v, memo) for v in value)
-    elif hasattr(value, "__dict__"):
-        out = object.__new__(type(value))
-        memo[key] = out
-        state = out.__dict__
-        for k, v in vars(value).items():
-            state[k] = _copy(v, memo)
-        return out
     else:
         raise ConfigError(
             f"copy_game: cannot copy a {type(value).__name__} in the game's state; give the env "
             "a clone() method that copies its position"
         )
     memo[key] = out
+    return out
+
+
+def _copy_container(value: Any, memo: dict[int, Any]) -> Any:
+    """A list, dict or plain object: registered in ``memo`` before its items are copied, so
+    references back to it (an env's wrapper and its inner env) stay one object."""
+    if isinstance(value, list):
+        out: Any = []
+        memo[id(value)] = out
+        out.extend(_copy(v, memo) for v in value)
+        return out
+    if isinstance(value, dict):
+        out = type(value)() if type(value) is dict else value.copy()
+        memo[id(value)] = out
+        for k, v in value.items():
+            out[k] = _copy(v, memo)
+        return out
+    out = object.__new__(type(value))
+    memo[id(value)] = out
+    state = out.__dict__
+    for k, v in vars(value).items():
+        state[k] = _copy(v, memo)
     return out
 
 

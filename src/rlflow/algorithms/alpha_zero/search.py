@@ -185,17 +185,9 @@ def run_search(
             _add_noise(root, noise[0], noise[1], gen)
     done = [0] * len(roots)
     while any(d < num_simulations for d in done):
-        waiting: list[tuple[int, Node, list[Any]]] = []
-        for i, root in enumerate(roots):
-            for _ in range(min(leaves_per_search, num_simulations - done[i])):
-                kind, leaf, path = _descend(root, c_puct, virtual_loss)
-                if kind == "collision":
-                    break
-                if kind == "terminal":
-                    backup(path, leaf.game.position.rewards, virtual_loss)
-                    done[i] += 1
-                else:
-                    waiting.append((i, leaf, path))
+        waiting = _select_round(
+            roots, done, num_simulations, c_puct, virtual_loss, leaves_per_search
+        )
         if waiting:
             obs = np.stack([leaf.game.position.obs for _, leaf, _ in waiting])  # type: ignore[misc]
             priors, values = evaluate(obs)
@@ -205,6 +197,30 @@ def run_search(
                 backup(path, _leaf_values(leaf, float(value), players), virtual_loss)
                 done[i] += 1
     return batches
+
+
+def _select_round(
+    roots: Sequence[Node],
+    done: list[int],
+    num_simulations: int,
+    c_puct: float,
+    virtual_loss: float,
+    leaves_per_search: int,
+) -> list[tuple[int, Node, list[Any]]]:
+    """One round's selections in every tree: terminal visits backed up (counted in ``done``)
+    at once, the new leaves returned with their tree's index and path."""
+    waiting: list[tuple[int, Node, list[Any]]] = []
+    for i, root in enumerate(roots):
+        for _ in range(min(leaves_per_search, num_simulations - done[i])):
+            kind, leaf, path = _descend(root, c_puct, virtual_loss)
+            if kind == "collision":
+                break
+            if kind == "terminal":
+                backup(path, leaf.game.position.rewards, virtual_loss)
+                done[i] += 1
+            else:
+                waiting.append((i, leaf, path))
+    return waiting
 
 
 def _players(roots: Sequence[Node]) -> list[str]:
