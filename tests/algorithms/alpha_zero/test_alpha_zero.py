@@ -318,10 +318,19 @@ def test_the_shared_evaluator_plays_the_same_games_as_the_local_one(local_backen
 
 def test_an_export_acts_with_and_without_search(local_backend: None, tmp_path: Path) -> None:
     trainer = Trainer(
-        "alpha_zero", backend="local", num_workers=0, seed=2, num_simulations=4, games_per_worker=1
+        "alpha_zero",
+        backend="local",
+        num_workers=0,
+        seed=2,
+        num_simulations=4,
+        games_per_worker=1,
+        evaluation_games=4,
     )
     try:
-        trainer.train()
+        vs_random = trainer.train()["info"]["alpha_zero"]["vs_random"]
+        rates = [vs_random["win_rate"], vs_random["draw_rate"], vs_random["loss_rate"]]
+        assert sum(rates) == pytest.approx(1.0) and all(r in (0, 0.25, 0.5, 0.75, 1) for r in rates)
+        assert set(vs_random["seats"]) == {"player_1", "player_2"}  # two games from each seat
         path = trainer.export_policy(tmp_path / "az")
         policy = trainer.workers.local_worker().get_policy()
     finally:

@@ -79,6 +79,11 @@ class AlphaZeroConfig(
     """Positions kept in the replay (the most recent), >= 1."""
     l2_regularization: float = 1e-4
     """Weight of the L2 penalty on the network's weights in the loss, >= 0."""
+    evaluation_games: int = 0
+    """Games against a uniformly random legal player after each iteration, every move of the
+    learner searched (``num_simulations``, no noise, the most visited move), its seat taking
+    turns; reported as ``alpha_zero/vs_random`` (win, draw and loss rates, by seat too), >= 0
+    (0: none). The trainer's own ``evaluation_interval`` plays the network without search."""
     value_loss_coeff: float = 1.0
     """Weight of the value's squared error in the loss (the policy's cross-entropy has 1), >= 0."""
 
@@ -97,6 +102,7 @@ class AlphaZeroConfig(
         self._check_int("sgd_minibatch_size", 1)
         self._check_range("l2_regularization", 0.0, float("inf"))
         self._check_range("value_loss_coeff", 0.0, float("inf"))
+        self._check_int("evaluation_games", 0)
         if self.observation_filter != "NoFilter":
             raise self._bad(
                 "observation_filter",

@@ -14,7 +14,9 @@ through self-play" (Science, 2018), as a dataflow::
     (3) -> TrainOnReplay                     # num_sgd_iter minibatches drawn from it:
                                              # cross-entropy to the visit counts, squared
                                              # error to the outcome, L2
-    (4) -> standard_metrics_reporting        # the games' outcomes, simulations/s, results
+    (4) -> EvaluateWithSearch                # with evaluation_games: games against a
+                                             # random player, every move searched
+    (5) -> standard_metrics_reporting        # the games' outcomes, simulations/s, results
 
 The new weights reach the workers (or the inference server) with the next round of (1).
 """
@@ -30,7 +32,12 @@ import numpy.typing as npt
 from rlflow import flow
 from rlflow.algorithms.alpha_zero.config import AlphaZeroConfig
 from rlflow.algorithms.alpha_zero.policy import MCTS_POLICY, VALUE_TARGET, AlphaZeroPolicy
-from rlflow.algorithms.alpha_zero.self_play import GamesPlayed, InferenceServer, play_games
+from rlflow.algorithms.alpha_zero.self_play import (
+    GamesPlayed,
+    InferenceServer,
+    evaluate_against_random,
+    play_games,
+)
 from rlflow.data.sample_batch import OBS, SampleBatch
 from rlflow.errors import ConfigError, WorkerError
 from rlflow.flow import LocalIterator
@@ -39,6 +46,7 @@ from rlflow.ops.metrics import report_episodes
 from rlflow.workers import WorkerSet
 
 __all__ = [
+    "EvaluateWithSearch",
     "PlayGames",
     "PositionReplay",
     "StoreGames",
@@ -57,7 +65,8 @@ def alpha_zero_plan(workers: WorkerSet, config: AlphaZeroConfig) -> LocalIterato
     # (2) Into the replay; (3) minibatches from it train the network.
     replay = PositionReplay(config.replay_capacity, seed=config.seed)
     train_op = games.for_each(StoreGames(replay)).for_each(TrainOnReplay(workers, replay, config))
-    # (4) Results.
+    # (4) Evaluation with search; (5) results.
+    train_op = train_op.for_each(EvaluateWithSearch(workers, config))
     return standard_metrics_reporting(train_op, workers, config)
 
 
@@ -251,3 +260,25 @@ class TrainOnReplay:
         ctx.counters[keys.NUM_TRAIN_STEPS] += config.num_sgd_iter
         record_learner_info({self.policy.policy_id: stats})
         return TrainResult(rows, {self.policy.policy_id: stats})
+
+
+class EvaluateWithSearch:
+    """Games against a uniformly random legal player after each update, the learner's moves
+    searched (`rlflow.algorithms.alpha_zero.self_play.evaluate_against_random`, on the local
+    worker's network); nothing with ``evaluation_games`` 0.
+
+    Items: ``TrainResult -> TrainResult``. Use with ``.for_each`` after :class:`TrainOnReplay`.
+    Side effects: ``info["alpha_zero"]["vs_random"]`` (win, draw and loss rates; by seat).
+    """
+
+    def __init__(self, workers: WorkerSet, config: AlphaZeroConfig) -> None:
+        """Keep the local worker and the number of games."""
+        self.worker, self.games = workers.local_worker(), config.evaluation_games
+        self.rng = np.random.default_rng(None if config.seed is None else config.seed + 1)
+
+    def __call__(self, item: TrainResult) -> TrainResult:
+        if self.games:
+            seed = int(self.rng.integers(0, 2**31 - 1))
+            rates = evaluate_against_random(self.worker, self.games, seed)
+            flow.current_metrics().info.setdefault("alpha_zero", {})["vs_random"] = rates
+        return item

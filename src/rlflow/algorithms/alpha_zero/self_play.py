@@ -35,7 +35,13 @@ from rlflow.algorithms.alpha_zero.search import (
 from rlflow.envs.records import AgentReturn, EpisodeStat
 from rlflow.workers.rollout_worker import RolloutWorker
 
-__all__ = ["GamesPlayed", "InferenceServer", "play_games", "remote_evaluator"]
+__all__ = [
+    "GamesPlayed",
+    "InferenceServer",
+    "evaluate_against_random",
+    "play_games",
+    "remote_evaluator",
+]
 
 Array = npt.NDArray[Any]
 
@@ -156,6 +162,56 @@ def _answer(
         evaluations,
         seconds,
     )
+
+
+def evaluate_against_random(worker: RolloutWorker, games: int, seed: int) -> dict[str, Any]:
+    """Play ``games`` games at once against a uniformly random legal player, the worker's
+    network searching every one of its moves (no noise, the most visited move); the learner
+    moves first in the even-numbered games. Returns ``{"win_rate", "draw_rate", "loss_rate",
+    "seats": {agent: {...}}}`` (rates over the games; by the learner's seat)."""
+    config = worker.config
+    assert isinstance(config, AlphaZeroConfig)
+    policy = worker.get_policy()
+    evaluate = network_evaluator(policy.model, policy.device)
+    rng = np.random.default_rng(seed)
+    num_actions = int(policy.action_space.n)  # type: ignore[attr-defined]
+    tables = [TurnGame.start(worker.sampler_spec.creator(), seed=seed + k) for k in range(games)]
+    learner: dict[int, str] = {}
+    active, move = list(range(games)), 0
+    while active:
+        searched = [k for k in active if move % 2 == k % 2]
+        roots = [Node(tables[k], num_actions) for k in searched]
+        if roots:
+            run_search(
+                roots, evaluate, num_simulations=config.num_simulations, c_puct=config.c_puct
+            )
+        chosen = {
+            k: select_action(r, explore=False, rng=rng)
+            for k, r in zip(searched, roots, strict=True)
+        }
+        for k in active:
+            if k in chosen:
+                learner.setdefault(k, str(tables[k].position.player))
+                tables[k].step(chosen[k])
+            else:
+                tables[k].step(int(rng.choice(np.flatnonzero(tables[k].legal()))))
+        move += 1
+        active = [k for k in active if not tables[k].position.over]
+    outcomes = {k: tables[k].position.rewards[learner[k]] for k in range(games)}
+    seats = {learner[k] for k in range(games)}
+    return {
+        **_rates(list(outcomes.values())),
+        "seats": {s: _rates([r for k, r in outcomes.items() if learner[k] == s]) for s in seats},
+    }
+
+
+def _rates(rewards: list[float]) -> dict[str, float]:
+    n = max(1, len(rewards))
+    return {
+        "win_rate": sum(r > 0 for r in rewards) / n,
+        "draw_rate": sum(r == 0 for r in rewards) / n,
+        "loss_rate": sum(r < 0 for r in rewards) / n,
+    }
 
 
 def remote_evaluator(server: Any) -> Evaluator:
