@@ -105,12 +105,12 @@ class AlphaZeroActor(ExportableActor):
 
     def action_inputs(self, obs: torch.Tensor) -> torch.Tensor:
         """The masked logits."""
-        logits, _ = self.net(obs)
+        logits: torch.Tensor = self.net(obs)[0]
         return logits
 
     def act(self, obs: torch.Tensor, *, explore: bool, generator: torch.Generator) -> torch.Tensor:
         """The most probable legal move, or a draw from the priors with ``explore``."""
-        logits, _ = self.net(obs)
+        logits: torch.Tensor = self.net(obs)[0]
         if explore:
             return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)[:, 0]
         return logits.argmax(-1)

@@ -237,8 +237,8 @@ def _add_noise(root: Node, alpha: float, epsilon: float, rng: np.random.Generato
 
 def visit_policy(root: Node) -> Array:
     """The search's policy at ``root``: visit counts normalized (the policy target)."""
-    total = root.visits.sum()
-    return (root.visits / total).astype(np.float32)
+    policy: Array = (root.visits / root.visits.sum()).astype(np.float32)
+    return policy
 
 
 def select_action(root: Node, *, explore: bool, rng: np.random.Generator) -> int:
