@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -18,7 +19,7 @@ from rlflow.algorithms import get_algorithm
 from rlflow.algorithms.alpha_zero import AlphaZeroConfig, AlphaZeroPolicy
 from rlflow.algorithms.alpha_zero.game import TurnGame, check_game, copy_game
 from rlflow.algorithms.alpha_zero.search import Node, puct_scores, run_search
-from rlflow.algorithms.alpha_zero.self_play import play_games
+from rlflow.algorithms.alpha_zero.self_play import InferenceServer, play_games
 from rlflow.envs.creator import config_env_creator
 from rlflow.envs.flatten import ActionMaskBox
 from rlflow.envs.multi_agent import MultiAgentEnv, MultiAgentStep
@@ -355,3 +356,49 @@ def test_an_export_acts_with_and_without_search(local_backend: None, tmp_path: P
     with pytest.raises(ConfigError, match="needs env="):
         loaded.compute_single_action(flat, num_simulations=5)
     assert get_algorithm("alpha_zero").policy_cls is AlphaZeroPolicy
+
+
+def test_the_inference_server_batches_the_calls_that_wait_and_answers_each_its_rows() -> None:
+    server = InferenceServer(5, 2, (4,), "relu")
+    own = server.evaluate_batch
+    started, release = threading.Event(), threading.Event()
+
+    def slow(obs: np.ndarray) -> Any:
+        if not started.is_set():
+            started.set()
+            assert release.wait(10)
+        return own(obs)
+
+    server.evaluate_batch = slow
+    rng = np.random.default_rng(0)
+    inputs = [rng.random((k, 5), dtype=np.float32) for k in (1, 2, 3)]
+    inputs = [np.concatenate([x[:, :3], np.ones((len(x), 2), np.float32)], 1) for x in inputs]
+    answers: dict[int, Any] = {}
+
+    def call(k: int) -> None:
+        answers[k] = server.evaluate(inputs[k])
+
+    threads = [threading.Thread(target=call, args=(0,))]
+    threads[0].start()
+    assert started.wait(10)  # the first call computes; the next two wait for it
+    threads += [threading.Thread(target=call, args=(k,)) for k in (1, 2)]
+    for t in threads[1:]:
+        t.start()
+    deadline = time.monotonic() + 10
+    while len(server._queue) < 2 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert server.stats() == {"batches": 2, "requests": 3}  # the two that waited: one batch
+    for k, x in enumerate(inputs):
+        priors, values = own(x)
+        np.testing.assert_allclose(answers[k][0], priors, rtol=1e-6)
+        np.testing.assert_allclose(answers[k][1], values, rtol=1e-6)
+
+    def broken(obs: np.ndarray) -> Any:
+        raise RuntimeError("network failed")
+
+    server.evaluate_batch = broken
+    with pytest.raises(RuntimeError, match="network failed"):
+        server.evaluate(inputs[0])

@@ -272,7 +272,7 @@ class InferenceServer:
 
     def evaluate(self, obs: Array) -> tuple[Array, Array]:
         """``(priors, values)`` of ``obs``, evaluated in one batch with whatever other calls
-        are waiting."""
+        are waiting (an error of that batch is raised in each of them)."""
         request = _Request(np.asarray(obs, np.float32))
         with self._cond:
             self._queue.append(request)
@@ -283,7 +283,9 @@ class InferenceServer:
                 batch, self._queue, self._busy = self._queue, [], True
                 self._cond.release()
                 try:
-                    results = self._run(batch)
+                    results: list[Any] = self._run(batch)
+                except Exception as err:  # noqa: BLE001 - every waiting caller gets it
+                    results = [err] * len(batch)
                 finally:
                     self._cond.acquire()
                     self._busy = False
@@ -292,6 +294,8 @@ class InferenceServer:
                 self.batches += 1
                 self.requests += len(batch)
                 self._cond.notify_all()
+        if isinstance(request.result, BaseException):
+            raise request.result
         return request.result
 
     def _run(self, batch: list[_Request]) -> list[tuple[Array, Array]]:
@@ -306,4 +310,4 @@ class _Request:
 
     def __init__(self, obs: Array) -> None:
         self.obs = obs
-        self.result: tuple[Array, Array] | None = None
+        self.result: Any = None  # (priors, values), or the error of its batch
