@@ -18,7 +18,7 @@ Parts (``--part``, default all):
 
     python benchmarks/alpha_zero.py [--part throughput|tictactoe] [--workers 2] [--games 16]
         [--simulations 25] [--iterations 120] [--eval-every 20] [--eval-games 100]
-        [--eval-simulations 100]
+        [--eval-simulations 100,400] [--set num_simulations=50] [--out results.jsonl]
 """
 
 from __future__ import annotations
@@ -163,19 +163,27 @@ def play_match(
     return out
 
 
-def tictactoe(iterations: int, eval_every: int, eval_games: int, eval_sims: int) -> None:
-    """Train with the tuned config; the curve against minimax and random from both seats."""
+def tictactoe(
+    iterations: int,
+    eval_every: int,
+    eval_games: int,
+    eval_sims: list[int],
+    overrides: dict[str, Any],
+    results: Path,
+) -> None:
+    """Train with the tuned config (and ``overrides``); the curve against minimax and random
+    from both seats, with search of each of ``eval_sims`` simulations."""
     flow.init(backend="local")
-    config = tuned_config("alpha_zero", TICTACTOE)
+    config = tuned_config("alpha_zero", TICTACTOE).replace(**overrides)
     make = config_env_creator(
         SimpleNamespace(env=TICTACTOE, env_config={}, env_wrappers=(), groups=None)
     )
     trainer = Trainer("alpha_zero", backend="local", config=config, seed=0)
     rng = np.random.default_rng(0)
     start, train_s = time.perf_counter(), 0.0
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    results.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with RESULTS.open("w") as out:
+        with results.open("w") as out:
             for it in range(1, iterations + 1):
                 t = time.perf_counter()
                 result = trainer.train()
@@ -183,23 +191,25 @@ def tictactoe(iterations: int, eval_every: int, eval_games: int, eval_sims: int)
                 if it % eval_every:
                     continue
                 net = trainer.workers.local_worker().get_policy().model
-                me = search_player(net, eval_sims, config.c_puct, 9)
-                row: dict[str, Any] = {
-                    "iteration": it,
-                    "games": result["episodes_total"],
-                    "train_s": round(train_s, 1),
-                    "eval_simulations": eval_sims,
-                }
-                for seat in (0, 1):
-                    row[f"seat{seat}_vs_minimax"] = play_match(
-                        make, me, minimax_player(rng), games=eval_games, seat=seat
-                    )
-                    row[f"seat{seat}_vs_random"] = play_match(
-                        make, me, random_player(rng), games=eval_games, seat=seat
-                    )
-                row["wall_s"] = round(time.perf_counter() - start, 1)
-                print(json.dumps(row), flush=True)
-                out.write(json.dumps(row) + "\n")
+                for sims in eval_sims:
+                    me = search_player(net, sims, config.c_puct, 9)
+                    row: dict[str, Any] = {
+                        "iteration": it,
+                        "games": result["episodes_total"],
+                        "train_s": round(train_s, 1),
+                        "eval_simulations": sims,
+                        "overrides": overrides,
+                    }
+                    for seat in (0, 1):
+                        row[f"seat{seat}_vs_minimax"] = play_match(
+                            make, me, minimax_player(rng), games=eval_games, seat=seat
+                        )
+                        row[f"seat{seat}_vs_random"] = play_match(
+                            make, me, random_player(rng), games=eval_games, seat=seat
+                        )
+                    row["wall_s"] = round(time.perf_counter() - start, 1)
+                    print(json.dumps(row), flush=True)
+                    out.write(json.dumps(row) + "\n")
     finally:
         trainer.stop()
         flow.shutdown()
@@ -216,12 +226,20 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=120)
     parser.add_argument("--eval-every", type=int, default=20)
     parser.add_argument("--eval-games", type=int, default=100)
-    parser.add_argument("--eval-simulations", type=int, default=100)
+    parser.add_argument("--eval-simulations", default="100", help="comma-separated")
+    parser.add_argument("--set", action="append", default=[], help="KEY=VALUE (an int/float)")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     if args.part in (None, "throughput"):
         throughput(args.workers, args.games, args.simulations, args.throughput_iterations)
     if args.part in (None, "tictactoe"):
-        tictactoe(args.iterations, args.eval_every, args.eval_games, args.eval_simulations)
+        overrides = {k: _number(v) for k, v in (item.split("=", 1) for item in args.set)}
+        sims = [int(x) for x in args.eval_simulations.split(",")]
+        tictactoe(args.iterations, args.eval_every, args.eval_games, sims, overrides, args.out)
+
+
+def _number(text: str) -> int | float:
+    return int(text) if text.lstrip("-").isdigit() else float(text)
 
 
 if __name__ == "__main__":
