@@ -1,18 +1,24 @@
 """Learning tier: AlphaZero on tic-tac-toe (issue 47), the smaller CI target.
 
-Issue 47's figure -- with search, never losing to a perfect (minimax) player from either seat
-and winning >= 0.95 against a uniformly random legal player from either seat -- is not reached
-within a CI budget (nor within 120 iterations: ``benchmarks/README.md``, AlphaZero). Measured on
-2026-11-29 (2 cores, loaded) with the tuned config (``alpha_zero/tuned/
-pettingzoo.classic.tictactoe_v3.yaml``: the local worker, 16 games and 25 simulations per move
-per iteration) and search of 100 simulations, 100 games per seat: after 40, 80 and 120
-iterations the first mover drew every game against minimax and won 97-100 against random; the
-second mover lost 22, 13 and 26 to minimax and won 90-93 against random (never losing). So this
-test trains 40 iterations (640 games) and asserts, with search of 25 simulations and 50 games
-each, what that reaches with margin: as the first mover no loss to minimax and >= 0.95 wins
-against random; as the second mover at most 10% losses against random. Its run: 82 s (the
-call) on the loaded machine; first mover 50 draws against minimax and 49 wins (1 draw) against
-random, second mover 44 wins and 6 draws against random.
+Issue 47's figure is with search, never losing to a perfect (minimax) player from either seat
+and winning >= 0.95 against a uniformly random legal player from either seat. The second half
+cannot be met as the second mover: against a uniformly random first mover, the best a player
+can do (maximizing its chance to win at every move, computed here by expectimax) is to win
+93.9% of games (``test_no_second_mover_wins_95_percent_against_random``); a minimax-optimal
+player wins fewer. Measured on 2026-11-29 (2 cores, loaded) with the tuned config
+(``alpha_zero/tuned/pettingzoo.classic.tictactoe_v3.yaml``: the local worker, 16 games and 25
+simulations per move per iteration), evaluated with search of 100 simulations, 100 games per
+seat: after 40, 80 and 120 iterations the first mover drew every game against minimax and won
+97-100 against random; the second mover lost 22, 13 and 26 to minimax and won 90-93 against
+random, never losing. With 50 simulations per move in self-play and 400 at evaluation, after 60
+iterations it drew all 100 games against minimax from both seats (``benchmarks/README.md``,
+AlphaZero). That is beyond a CI budget, so this test trains 40 iterations (640 games) and
+asserts, with search of 25 simulations and 50 games each, what that reaches with margin: as the
+first mover no loss to minimax and >= 0.95 wins against random; as the second mover at most 10%
+losses and at least 80% wins against random. Its run: 82 s (the call; 138 s with a benchmark
+beside it) on the loaded machine, the same games each time (the local backend and the search
+are deterministic): first mover 50 draws against minimax and 49 wins (1 draw) against random,
+second mover 44 wins and 6 draws against random.
 """
 
 from __future__ import annotations
@@ -166,3 +172,29 @@ def test_alpha_zero_learns_tictactoe_to_a_draw_with_minimax_as_first_mover(
     assert first_minimax["loss"] == 0, first_minimax
     assert first_random["win"] >= 0.95 * GAMES, first_random
     assert second_random["loss"] <= 0.1 * GAMES, second_random
+    assert second_random["win"] >= 0.8 * GAMES, second_random
+
+
+@functools.cache
+def best_win_chance(board: tuple[int, ...], learner_moves: bool) -> float:
+    """The learner's (+1) highest chance to win against a uniformly random player (-1)."""
+    for line in LINES:
+        total = sum(board[i] for i in line)
+        if abs(total) == 3:
+            return 1.0 if total == 3 else 0.0
+    empty = [a for a in range(9) if board[a] == 0]
+    if not empty:
+        return 0.0
+    mark = 1 if learner_moves else -1
+    chances = [
+        best_win_chance(
+            tuple(mark if i == a else v for i, v in enumerate(board)), not learner_moves
+        )
+        for a in empty
+    ]
+    return max(chances) if learner_moves else sum(chances) / len(chances)
+
+
+def test_no_second_mover_wins_95_percent_against_random() -> None:
+    assert best_win_chance((0,) * 9, False) == pytest.approx(0.9386, abs=1e-4)
+    assert best_win_chance((0,) * 9, True) == pytest.approx(0.9948, abs=1e-4)
