@@ -43,6 +43,7 @@ from rlflow.envs.creator import config_env_creator
 from rlflow.trainer import Trainer
 
 TICTACTOE = "pettingzoo.classic.tictactoe_v3"
+CONNECT_FOUR = "pettingzoo.classic.connect_four_v3"
 RESULTS = Path(__file__).parent / "results" / "alpha_zero_tictactoe.jsonl"
 
 
@@ -215,10 +216,38 @@ def tictactoe(
         flow.shutdown()
 
 
+def connect_four(minutes: float, eval_games: int, overrides: dict[str, Any]) -> None:
+    """Connect four with the tuned file on the local backend (``num_workers`` 0 unless set),
+    for ``minutes`` of training; then ``eval_games`` games against a random legal player with
+    search (the plan's ``evaluation_games``: half from each seat)."""
+    flow.init(backend="local")
+    config = tuned_config("alpha_zero", CONNECT_FOUR).replace(**{"num_workers": 0, **overrides})
+    trainer = Trainer("alpha_zero", backend="local", config=config, seed=0)
+    start = time.perf_counter()
+    try:
+        while time.perf_counter() - start < minutes * 60:
+            result = trainer.train()
+            info = result["info"]["alpha_zero"]
+            print(
+                f"iteration {trainer.iteration}: {result['episodes_total']} games, "
+                f"{time.perf_counter() - start:.0f} s, {info['simulations_per_s']:.0f} sims/s",
+                flush=True,
+            )
+        worker = trainer.workers.local_worker()
+        from rlflow.algorithms.alpha_zero.self_play import evaluate_against_random
+
+        rates = evaluate_against_random(worker, eval_games, seed=123)
+        print(json.dumps({"connect_four_vs_random": rates, "games": result["episodes_total"]}))
+    finally:
+        trainer.stop()
+        flow.shutdown()
+
+
 def main() -> None:
     """Parse the arguments and run the parts."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=["throughput", "tictactoe"], default=None)
+    parser.add_argument("--part", choices=["throughput", "tictactoe", "connect_four"], default=None)
+    parser.add_argument("--minutes", type=float, default=15.0, help="connect four's training")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--games", type=int, default=16)
     parser.add_argument("--simulations", type=int, default=25)
@@ -232,6 +261,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.part in (None, "throughput"):
         throughput(args.workers, args.games, args.simulations, args.throughput_iterations)
+    overrides = {k: _number(v) for k, v in (item.split("=", 1) for item in args.set)}
+    if args.part == "connect_four":
+        connect_four(args.minutes, args.eval_games, overrides)
     if args.part in (None, "tictactoe"):
         overrides = {k: _number(v) for k, v in (item.split("=", 1) for item in args.set)}
         sims = [int(x) for x in args.eval_simulations.split(",")]
