@@ -17,6 +17,7 @@ from torch import nn
 from rlflow import Trainer, load_policy
 from rlflow.cli import main as cli_main
 from rlflow.config import AlgorithmConfig
+from rlflow.envs.flatten import ActionMaskBox
 from rlflow.export import LoadedPolicy, export_policy
 from rlflow.export.onnx import ONNX_FILE, export_onnx
 
@@ -111,6 +112,10 @@ def test_every_algorithms_policy_runs_in_onnxruntime(name: str, tmp_path: Path) 
     # Box for the policies that take only Box actions (and MAML's point navigation).
     continuous = name == "maml" or spaces.Discrete not in spec.policy_cls.action_space_types
     obs_space: spaces.Box = spaces.Box(-1.0, 1.0, (3,), np.float32)
+    if name == "alpha_zero":  # a board with its action mask last (a game's observations)
+        obs_space = ActionMaskBox(
+            np.zeros(5, np.float32), np.ones(5, np.float32), action_mask_size=3
+        )
     act_space = spaces.Box(-0.5, 2.0, (2,), np.float32) if continuous else spaces.Discrete(3)
     if name == "mappo":  # a team's policy: the team's observations, the joint action
         from rlflow.envs.groups import TeamBox

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from rlflow.algorithms import ALGORITHMS
+from rlflow.algorithms.alpha_zero import AlphaZeroPolicy
 from rlflow.algorithms.apex_td3 import ApexTD3Policy
 from rlflow.algorithms.appo import APPOPolicy
 from rlflow.algorithms.ars import ARSPolicy
@@ -37,6 +38,7 @@ from rlflow.algorithms.sac import SACPolicy
 from rlflow.algorithms.td3 import TD3Policy
 from rlflow.algorithms.twin_q.policy import TwinQPolicy
 from rlflow.config import AlgorithmConfig, resolve_policies
+from rlflow.envs.flatten import ActionMaskBox
 from rlflow.envs.groups import TeamBox
 from rlflow.policy import TorchPolicy
 
@@ -44,6 +46,10 @@ pytestmark = pytest.mark.timeout(120)
 
 OBS_SPACE = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT_SPACE = gym.spaces.Discrete(2)
+# AlphaZero's network takes a board with its action mask last (a game's observations).
+MASKED_OBS_SPACE = ActionMaskBox(
+    np.zeros(5, np.float32), np.ones(5, np.float32), action_mask_size=2
+)
 BOX_ACT_SPACE = gym.spaces.Box(-2.0, 2.0, (2,), dtype=np.float32)
 """SAC and TD3 take Box actions only."""
 
@@ -241,6 +247,14 @@ FIELDS: dict[type, list[tuple[str, Callable[[Any], Any], Check]]] = {
         ),
         ("max_advantage_weight", lambda d: 7.0, _reads),
     ],
+    AlphaZeroPolicy: [
+        ("lr", lambda d: 0.0123, _lr),
+        ("grad_clip", lambda d: 3.5, _reads),
+        ("num_torch_threads", lambda d: 2, _threads),
+        ("model", lambda d: {"hidden": (7,), "activation": "elu"}, _hidden),
+        ("l2_regularization", lambda d: 0.25, _reads),
+        ("value_loss_coeff", lambda d: 0.5, _reads),
+    ],
     ESPolicy: [
         ("model", lambda d: {"hidden": (7,), "activation": "relu"}, _hidden),
         ("num_torch_threads", lambda d: 2, _threads),
@@ -315,6 +329,8 @@ def test_policy_uses_every_setting_of_its_config(name: str) -> None:
             act_space = BOX_ACT_SPACE
         if cls is MAPPOPolicy:  # a team of two: observations of 3, state of 6
             obs_space, act_space = TEAM_OBS_SPACE, gym.spaces.MultiDiscrete([2, 2])
+        if name == "alpha_zero":
+            obs_space = MASKED_OBS_SPACE
         policy = cls(obs_space, act_space, policy_config, seed=0, worker_index=2)
         assert policy.worker_index == 2
         unused = [

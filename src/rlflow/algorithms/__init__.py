@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlflow.algorithms.a2c import A2CConfig
 from rlflow.algorithms.a3c import A3CConfig
+from rlflow.algorithms.alpha_zero import AlphaZeroConfig
 from rlflow.algorithms.apex import ApexConfig
 from rlflow.algorithms.apex_ddpg import ApexDDPGConfig
 from rlflow.algorithms.apex_r2d2 import ApexR2D2Config
@@ -66,6 +67,7 @@ __all__ = [
     "A3CConfig",
     "APPOConfig",
     "ARSConfig",
+    "AlphaZeroConfig",
     "AlgorithmSpec",
     "BCConfig",
     "CQLConfig",
@@ -238,6 +240,12 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             "marwil:MARWILPolicy",
             "MARWIL: advantage-weighted imitation from recorded experience",
             reads_input=True,
+        ),
+        _spec(
+            "alpha_zero",
+            AlphaZeroConfig,
+            "alpha_zero:AlphaZeroPolicy",
+            "AlphaZero: self-play with batched PUCT search; two-player turn-based games",
         ),
         _spec(
             "es",

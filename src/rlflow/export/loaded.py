@@ -202,12 +202,33 @@ class LoadedPolicy:
         state: Sequence[npt.ArrayLike] | None = None,
         prev_action: Any = None,
         prev_reward: float | None = None,
+        num_simulations: int = 0,
+        env: Any = None,
     ) -> Any:
         """The action for one observation (an ``int`` for a Discrete action space); a policy
         with memory returns ``(action, state_out)`` from ``state`` (None: the initial one).
         ``obs`` is the env's own observation (a dict such as a PettingZoo game's
         ``{"observation", "action_mask"}``, flattened as in training: :attr:`env_observations`)
-        or the flat vector the network takes."""
+        or the flat vector the network takes.
+
+        A policy that plans (its actor has a ``search`` method: AlphaZero's) searches with
+        ``num_simulations`` > 0: ``env`` is then the game in the position ``obs`` was seen in
+        (for AlphaZero, the multi-agent env as ``rlflow.envs.config_env_creator`` builds it; it
+        is copied, never stepped); 0 (the default) acts with the network alone."""
+        if num_simulations:
+            search = getattr(self.actor, "search", None)
+            if not callable(search):
+                raise ConfigError(
+                    f"LoadedPolicy.compute_single_action: num_simulations={num_simulations!r}, "
+                    f"but a {self.algorithm} policy does not search (AlphaZero's does)"
+                )
+            if env is None:
+                raise ConfigError(
+                    "LoadedPolicy.compute_single_action: a search (num_simulations > 0) needs "
+                    "env=, the game in the position of obs"
+                )
+            with torch.inference_mode():
+                return search(env, obs, num_simulations=int(num_simulations))
         if self.env_observations is not None:
             batch = self.env_observations.one(obs)
         else:

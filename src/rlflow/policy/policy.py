@@ -191,6 +191,15 @@ class TorchPolicy(abc.ABC):
             "(rlflow.models.recurrent)"
         )
 
+    @classmethod
+    def check_env(cls, env: Any, name: str) -> None:
+        """Refuse an env this policy class cannot act in beyond what its spaces say, with a
+        `ConfigError` (a hook: AlphaZero refuses a game its search cannot copy). Called on the
+        learner's rollout worker, before any actor starts, with a probe env built from the
+        config (``name``: the config's env, for messages), which it may reset and step. Here:
+        any env is accepted."""
+        return None  # a hook: nothing to refuse here
+
     def make_model(self) -> nn.Module:
         """The policy's network, built once under the policy's seed (a hook: DQN builds its Q
         network, SAC and TD3 their actor and critics). Here: `rlflow.models.custom.

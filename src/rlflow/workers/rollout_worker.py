@@ -186,6 +186,8 @@ class RolloutWorker(ParallelIteratorWorker):
                 # the env's spaces, its probe is reset and stepped once (an old Gym env). An
                 # external env (rlflow.serve) is not: its steps are its clients' episodes.
                 check_calls(probe, env_name(config.env))
+            if worker_index == 0:  # a policy's own demands on the env (its class's hook)
+                policy_class.check_env(probe, env_name(config.env))
         finally:
             probe.close()
         self._sampler: Sampler | None = None
