@@ -292,6 +292,12 @@ def test_every_algorithms_policy_exports(name: str, tmp_path: Path) -> None:
             agent_action_sizes=[3, 3],
         )
         act_space = spaces.MultiDiscrete([3, 3])
+    if name == "alpha_zero":  # a board with its action mask last (a game's observations)
+        from rlflow.envs.flatten import ActionMaskBox
+
+        obs_space = ActionMaskBox(
+            np.zeros(5, np.float32), np.ones(5, np.float32), action_mask_size=3
+        )
     model: dict[str, Any] = {"hidden": [8, 8], "activation": "relu"}
     if name in ("pg", "ppo", "impala"):
         model["shared"] = True  # one trunk for both heads
@@ -300,6 +306,9 @@ def test_every_algorithms_policy_exports(name: str, tmp_path: Path) -> None:
     path = export_policy(policy, tmp_path / name, algorithm=name, policy_id="p", config=config)
     assert actor_export(policy).options["activation"] == "relu"
     obs = np.random.default_rng(0).uniform(-1, 1, (50, obs_space.shape[0])).astype(np.float32)
+    if name == "alpha_zero":  # masks of 0/1 with a legal move each
+        obs[:, -3:] = np.random.default_rng(1).integers(0, 2, (50, 3))
+        obs[:, -1] = 1.0
     expected, _ = policy.compute_actions(obs, explore=False)
     if continuous:
         expected = np.clip(expected, -0.5, 2.0)  # as the env gets them

@@ -296,7 +296,8 @@ class InferenceServer:
                 self._cond.notify_all()
         if isinstance(request.result, BaseException):
             raise request.result
-        return request.result
+        priors, values = request.result
+        return priors, values
 
     def _run(self, batch: list[_Request]) -> list[tuple[Array, Array]]:
         sizes = [len(r.obs) for r in batch]
