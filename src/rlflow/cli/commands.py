@@ -417,13 +417,21 @@ def _cmd_export(args: argparse.Namespace) -> int:
         f"(iteration {trainer.iteration}) to {path}; load it with rlflow.load_policy({path!r})\n"
     )
     if args.format == "onnx":
+        from rlflow.export.files import SPEC_FILE, TEAM_FILE
         from rlflow.export.onnx import ONNX_FILE, export_onnx
 
-        onnx_path = export_onnx(path, Path(path) / ONNX_FILE)
-        sys.stdout.write(
-            f"ONNX: {onnx_path} (inputs and outputs: rlflow.export.onnx; run it with "
-            "onnxruntime.InferenceSession)\n"
+        root = Path(path)
+        members = (
+            sorted(p for p in root.iterdir() if (p / SPEC_FILE).is_file())
+            if (root / TEAM_FILE).is_file()
+            else [root]
         )
+        for member in members:  # a team: one ONNX file per member
+            onnx_path = export_onnx(member, member / ONNX_FILE)
+            sys.stdout.write(
+                f"ONNX: {onnx_path} (inputs and outputs: rlflow.export.onnx; run it with "
+                "onnxruntime.InferenceSession)\n"
+            )
     return EXIT_OK
 
 

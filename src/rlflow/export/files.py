@@ -28,9 +28,12 @@ __all__ = [
     "FORMAT_VERSION",
     "READ_VERSIONS",
     "SPEC_FILE",
+    "TEAM_FILE",
+    "TEAM_FORMAT",
     "WEIGHTS_FILE",
     "read_export",
     "write_export",
+    "write_team_export",
 ]
 
 FORMAT = "rlflow-policy"
@@ -44,24 +47,60 @@ SPEC_FILE = "policy.json"
 """The spec's file name inside an export directory."""
 WEIGHTS_FILE = "weights.pt"
 """The weights' file name inside an export directory."""
+TEAM_FILE = "team.json"
+"""The file of a team's export directory (one sub-directory per member)."""
+TEAM_FORMAT = "rlflow-team"
+"""The ``format`` field of every ``team.json``."""
+
+
+def _write_files(directory: Path, spec: dict[str, Any], weights: dict[str, Any]) -> None:
+    text = json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION, **spec}, indent=2)
+    (directory / SPEC_FILE).write_text(text + "\n")
+    tensors = {str(k): torch.as_tensor(np.array(v)) for k, v in weights.items()}
+    torch.save(tensors, directory / WEIGHTS_FILE)
 
 
 def write_export(path: str | Path, spec: dict[str, Any], weights: dict[str, Any]) -> str:
     """Write ``spec`` (JSON-able) and ``weights`` (``{name: array}``) as the directory
     ``path``; return its path. An export already there is replaced once the new one is
     complete; anything else there is a `ConfigError`."""
-    path = Path(path)
-    if path.exists() and not (path / SPEC_FILE).is_file():
+    return _write_directory(Path(path), lambda tmp: _write_files(tmp, spec, weights))
+
+
+def write_team_export(
+    path: str | Path,
+    team: dict[str, Any],
+    members: dict[str, tuple[dict[str, Any], dict[str, Any]]],
+) -> str:
+    """Write a team's export as the directory ``path``: ``team.json`` (``team``, JSON-able,
+    with the members' ids) and one export directory per member, ``<path>/<agent_id>/``
+    (``members``: agent id -> its spec and weights, as `write_export` takes them); return its
+    path. Replaces an export (a team's or a policy's) already there once complete."""
+
+    def write(tmp: Path) -> None:
+        record = {"format": TEAM_FORMAT, "format_version": FORMAT_VERSION, **team}
+        (tmp / TEAM_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        for agent, (spec, weights) in members.items():
+            if not agent or Path(agent).name != agent or agent in (".", ".."):
+                raise ConfigError(
+                    f"export_policy: member id {agent!r} cannot name a directory; rename it"
+                )
+            (tmp / agent).mkdir()
+            _write_files(tmp / agent, spec, weights)
+
+    return _write_directory(Path(path), write)
+
+
+def _write_directory(path: Path, write: Any) -> str:
+    """Run ``write(tmp)`` on a fresh directory beside ``path``, then put it at ``path``."""
+    if path.exists() and not ((path / SPEC_FILE).is_file() or (path / TEAM_FILE).is_file()):
         raise ConfigError(
             f"export_policy: {str(path)!r} exists and is not an exported policy; give a new path"
         )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
-        text = json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION, **spec}, indent=2)
-        (tmp / SPEC_FILE).write_text(text + "\n")
-        tensors = {str(k): torch.as_tensor(np.array(v)) for k, v in weights.items()}
-        torch.save(tensors, tmp / WEIGHTS_FILE)
+        write(tmp)
         if path.exists():
             old = path.with_name(f"{tmp.name}.old")
             os.replace(path, old)
@@ -76,6 +115,12 @@ def write_export(path: str | Path, spec: dict[str, Any], weights: dict[str, Any]
 
 def _read_spec(path: Path) -> dict[str, Any]:
     spec_file = path / SPEC_FILE
+    if (path / TEAM_FILE).is_file() and not spec_file.is_file():
+        members = sorted(p.name for p in path.iterdir() if (p / SPEC_FILE).is_file())
+        raise ConfigError(
+            f"load_policy: {str(path)!r} is a team's export, one policy per member; load a "
+            f"member's: {', '.join(repr(str(path / m)) for m in members)}"
+        )
     if not path.is_dir() or not spec_file.is_file():
         what = "no such directory" if not path.exists() else f"no {SPEC_FILE} in it"
         raise ConfigError(
