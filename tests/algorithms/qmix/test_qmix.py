@@ -155,6 +155,8 @@ def test_qmix_settings_are_checked_before_anything_starts(local_backend: None) -
         QMIXConfig(model={"use_lstm": True, "use_gru": False})
     with pytest.raises(ConfigError, match=r"QMIXConfig\.dueling=True is not supported"):
         QMIXConfig(dueling=True)
+    with pytest.raises(ConfigError, match=r"observation_filter='MeanStdFilter' is not supported"):
+        QMIXConfig(observation_filter="MeanStdFilter")
     assert QMIXConfig().model.use_gru
     with pytest.raises(ConfigError, match=r"set groups"):
         Trainer("qmix", config={"env": "two_step_game"}, backend="local")

@@ -16,6 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from rlflow.algorithms.dqn.config import DQNConfig
+from rlflow.algorithms.q_learning.config import SequenceReplayConfig
 from rlflow.config.model import ModelConfig
 
 __all__ = ["MIXERS", "QMIXConfig"]
@@ -28,7 +29,9 @@ sharing the replay: each agent's own Q-value learns from the team reward)."""
 @dataclass(frozen=True, kw_only=True)
 class QMIXConfig(
     DQNConfig,
+    SequenceReplayConfig,
     defaults={
+        "replay_sequence_length": 25,
         "lr": 5e-4,
         "grad_clip": 10.0,
         "dueling": False,
@@ -48,9 +51,10 @@ class QMIXConfig(
     """QMIX (Rashid et al., ICML 2018): per-agent recurrent Q networks mixed into Q_tot by a
     monotonic network conditioned on the global state; trained end to end on the team reward.
 
-    Units: "steps" are team steps (env steps) sampled unless stated otherwise. The agent
-    network always has memory: a ``model`` with neither ``use_gru`` nor ``use_lstm`` gets
-    ``use_gru``; ``use_lstm`` is refused (the agents' state is one GRU state each).
+    Units: "steps" are team steps (env steps) sampled unless stated otherwise;
+    ``replay_sequence_length`` as long as the episodes replays whole episodes, as QMIX does.
+    The agent network always has memory: a ``model`` with neither ``use_gru`` nor ``use_lstm``
+    gets ``use_gru``; ``use_lstm`` is refused (the agents' state is one GRU state each).
     """
 
     mixer: str = "qmix"
@@ -70,9 +74,6 @@ class QMIXConfig(
     obs_agent_id: bool = True
     """With ``share_parameters``, append the member's one-hot id to its observation
     (EPyMARL's name); ignored without sharing."""
-    replay_sequence_length: int = 25
-    """Team steps per stored and replayed sequence, >= 1 (RLlib's name; an episode's length
-    replays whole episodes, as QMIX does)."""
     td_loss: str = "mse"
     """The TD loss: ``"mse"`` (QMIX's squared error, halved) or ``"huber"`` (with
     ``huber_delta``)."""
@@ -86,7 +87,6 @@ class QMIXConfig(
         if self.hypernet_layers not in (1, 2):
             raise self._bad("hypernet_layers", "must be 1 or 2")
         self._check_int("hypernet_embed", 1)
-        self._check_int("replay_sequence_length", 1)
         if self.td_loss not in ("mse", "huber"):
             raise self._bad("td_loss", "must be 'mse' or 'huber'")
         if self.train_batch_size < self.replay_sequence_length:
@@ -99,6 +99,12 @@ class QMIXConfig(
             raise self._bad("dueling", "is not supported by QMIX's agent networks (set false)")
         if self.worker_side_prioritization:
             raise self._bad("worker_side_prioritization", "is not supported by QMIX (set false)")
+        if self.observation_filter != "NoFilter":
+            raise self._bad(
+                "observation_filter",
+                "is not supported by QMIX: the team's observation holds its members' action "
+                "masks, which a filter would rescale (set NoFilter)",
+            )
         if self.per_worker_exploration:
             raise self._bad("per_worker_exploration", "is not supported by QMIX (set false)")
 
