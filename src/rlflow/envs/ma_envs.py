@@ -272,7 +272,8 @@ class TwoStepGame(MultiAgentEnv):
 
     def state(self) -> npt.NDArray[np.float32]:
         """The global state: the one-hot of state 1, 2A or 2B."""
-        return np.eye(3, dtype=np.float32)[self._state]
+        state: npt.NDArray[np.float32] = np.eye(3, dtype=np.float32)[self._state]
+        return state
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None

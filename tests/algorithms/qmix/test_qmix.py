@@ -159,7 +159,7 @@ def test_qmix_settings_are_checked_before_anything_starts(local_backend: None) -
         QMIXConfig(observation_filter="MeanStdFilter")
     assert QMIXConfig().model.use_gru
     with pytest.raises(ConfigError, match=r"set groups"):
-        Trainer("qmix", config={"env": "two_step_game"}, backend="local")
+        Trainer("qmix", config={"env": "multi_cartpole", "groups": {}}, backend="local")
 
 
 def test_member_observation_sizes_come_from_the_team_layout() -> None:

@@ -84,7 +84,8 @@ class QMIXAgentActor(StatefulActor):
         member's observations ``[B, 1, obs_size + mask_size]`` and its state."""
         obs, state = inputs[0], inputs[1]
         own = obs[..., : self.obs_size].float()
-        x = F.pad(own, (0, self.pad)) + self.agent_id
+        agent_id: torch.Tensor = self.agent_id  # type: ignore[assignment]
+        x = F.pad(own, (0, self.pad)) + agent_id
         q, values, after = self.net(x, list(state))
         q = q[..., : self.num_actions]
         if self.mask_size:

@@ -31,6 +31,8 @@ class QMIXConfig(
     DQNConfig,
     SequenceReplayConfig,
     defaults={
+        "env": "two_step_game",
+        "groups": {"team": ["agent_0", "agent_1"]},
         "replay_sequence_length": 25,
         "lr": 5e-4,
         "grad_clip": 10.0,
@@ -50,6 +52,9 @@ class QMIXConfig(
 ):
     """QMIX (Rashid et al., ICML 2018): per-agent recurrent Q networks mixed into Q_tot by a
     monotonic network conditioned on the global state; trained end to end on the team reward.
+
+    The default env is the two-step game of the QMIX paper with its two agents as the team
+    (`rlflow.envs.ma_envs.TwoStepGame`); another env needs its own ``groups``.
 
     Units: "steps" are team steps (env steps) sampled unless stated otherwise;
     ``replay_sequence_length`` as long as the episodes replays whole episodes, as QMIX does.

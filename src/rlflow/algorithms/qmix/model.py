@@ -114,7 +114,8 @@ class QMixer(nn.Module):
         hidden = F.elu(torch.bmm(qs, w_1) + b_1)
         w_final = self.hyper_w_final(s).abs().view(-1, self.embed_dim, 1)
         v = self.V(s).view(-1, 1, 1)
-        return (torch.bmm(hidden, w_final) + v).reshape(lead)
+        q_tot: torch.Tensor = (torch.bmm(hidden, w_final) + v).reshape(lead)
+        return q_tot
 
 
 class TeamQNetwork(nn.Module):
@@ -189,12 +190,12 @@ class TeamQNetwork(nn.Module):
 
     def initial_state(self, batch_size: int) -> list[torch.Tensor]:
         """Zeros ``[batch_size, num_agents, cell_size]``: every member's GRU state."""
-        weight = self.agents[0].pi.weight
-        return [weight.new_zeros(batch_size, self.num_agents, self.cell_size)]
+        device = next(self.agents[0].parameters()).device
+        return [torch.zeros(batch_size, self.num_agents, self.cell_size, device=device)]
 
     def agent_inputs(self, obs: torch.Tensor) -> torch.Tensor:
         """The members' network inputs ``[B, T, n, d]`` of team observations ``[B, T, D]``."""
-        members = self.space.split(obs.float()).agents
+        members: torch.Tensor = self.space.split(obs.float()).agents
         if not self.obs_agent_id:
             return members
         ids = torch.eye(self.num_agents, device=obs.device).expand(*members.shape[:2], -1, -1)
@@ -203,7 +204,8 @@ class TeamQNetwork(nn.Module):
     def legal(self, obs: torch.Tensor) -> torch.Tensor:
         """Which actions each member may take, ``[B, T, n, A]`` (bool), for team observations
         ``[B, T, D]``: those within its action count and allowed by its action mask."""
-        allowed = ~self.beyond.expand(*obs.shape[:2], -1, -1)
+        beyond: torch.Tensor = self.beyond  # type: ignore[assignment]
+        allowed = ~beyond.expand(*obs.shape[:2], -1, -1)
         masks = self.space.split(obs).masks
         if masks is not None:
             width = min(self.num_actions, masks.shape[-1])
