@@ -235,16 +235,31 @@ def test_exported_members_act_from_their_own_observations(
                 np.testing.assert_allclose(states[i][0], team_state[0][0, i], atol=1e-5)
             step = env.step({"team": joint[0]})
             obs = step.obs
-        pytest.importorskip("onnx")
-        ort = pytest.importorskip("onnxruntime")
-        from rlflow.export.onnx import export_onnx
+        checkpoint = trainer.save(tmp_path / "run")
+    pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from rlflow.cli import main as cli_main
 
-        file = export_onnx(tmp_path / "team" / "agent_1", tmp_path / "agent_1.onnx")
-        session = ort.InferenceSession(str(file))
+    out = tmp_path / "cli"
+    assert cli_main(["export", str(checkpoint), "-o", str(out), "--format", "onnx"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["agent_0", "agent_1", "team.json"]
+    for agent in GROUPS["team"]:  # one ONNX file per member, beside its export
+        assert (out / agent / "policy.onnx").is_file()
+        session = ort.InferenceSession(str(out / agent / "policy.onnx"))
         x = np.eye(3, dtype=np.float32)[[0, 2]]
         outs = session.run(None, {"obs": x, "state_in_0": np.zeros((2, 8), np.float32)})
-        actions, _ = members[1].compute_actions(x)
+        actions, _ = load_policy(out / agent).compute_actions(x)
         np.testing.assert_array_equal(outs[0], actions)
+
+
+def test_a_teams_replay_counts_train_batch_size_and_learning_starts_in_env_steps() -> None:
+    from rlflow.algorithms.q_learning.replay import make_replay_buffer
+    from rlflow.ops.replay import _ReplayLocal
+
+    config = small_config(replay_sequence_length=5, train_batch_size=20, learning_starts=12)
+    buffer = make_replay_buffer(config, multi_agent=True)  # a grouped env is multi-agent
+    step = _ReplayLocal(buffer, config.train_batch_size, config.learning_starts, None)
+    assert (step.num_items, step.starts) == (4, 3)  # sequences of 5 steps
 
 
 def _memory(state: Any) -> Any:
