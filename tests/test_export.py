@@ -297,7 +297,9 @@ def test_every_team_algorithms_members_export_and_act_from_their_own_observation
     spec = get_algorithm(name)
     team = masked_team_space()
     model = {"hidden": [8], "lstm_cell_size": 8}
-    policy = spec.policy_cls(team, spaces.MultiDiscrete([3, 2]), spec.config_cls(model=model))
+    shared = name == "qmix"  # vdn: a network per member
+    config = spec.config_cls(model=model, share_parameters=shared)
+    policy = spec.policy_cls(team, spaces.MultiDiscrete([3, 2]), config)
     path = Path(
         export_policy(
             policy, tmp_path / name, algorithm=name, policy_id="p", config=AlgorithmConfig()

@@ -266,3 +266,29 @@ def _memory(state: Any) -> Any:
     from rlflow.models.memory import RecurrentInputs
 
     return RecurrentInputs(state) if state is not None else None
+
+
+def test_without_a_mixer_each_member_learns_its_own_value_from_n_step_targets(
+    local_backend: None,
+) -> None:
+    from rlflow.trainer import Trainer
+
+    config = {
+        "mixer": "none",
+        "n_step": 2,
+        "replay_sequence_length": 2,
+        "rollout_fragment_length": 2,
+        "num_envs_per_worker": 4,
+        "train_batch_size": 16,
+        "learning_starts": 16,
+        "min_steps_per_iteration": 64,
+        "min_time_s_per_iteration": 0,
+        "model": {"hidden": (8,), "lstm_cell_size": 8},
+    }
+    with Trainer("qmix", config=config, backend="local") as trainer:
+        trainer.train()
+        result = trainer.train()
+        policy = trainer.workers.local_worker().get_policy()
+    assert policy.model.mixer is None
+    assert result["num_env_steps_trained"] > 0
+    assert result["info"]["learner"]["default_policy"]["mean_td_error"] > 0
