@@ -264,8 +264,70 @@ def test_cli_exports_a_checkpoint(
 def _policy_cases() -> list[Any]:
     from rlflow.algorithms import ALGORITHMS
 
-    names = [n for n in ALGORITHMS if n != "ppo_dqn"]  # its policies are PPO's and DQN's
+    # ppo_dqn's policies are PPO's and DQN's; team policies export per member (below).
+    names = [n for n in ALGORITHMS if n != "ppo_dqn" and n not in TEAM_ALGORITHMS]
     return [pytest.param(n, id=n) for n in names]
+
+
+TEAM_ALGORITHMS = ("qmix", "vdn")
+"""Algorithms of a team (``groups``): their export is one directory per member."""
+
+
+def masked_team_space() -> Any:
+    """A team of two: observations of 2 and 1 values (padded to 2), action masks of 3, a
+    state of 4; 3 and 2 actions."""
+    from rlflow.envs.groups import TeamBox
+
+    low = np.array([-1, -1, 0, 0, 0, -1, 0, 0, 0, 0, -5, -5, -5, -5], np.float32)
+    high = np.array([1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 5, 5, 5, 5], np.float32)
+    return TeamBox(
+        low,
+        high,
+        agent_ids=["a", "b"],
+        agent_obs_size=2,
+        agent_mask_size=3,
+        state_size=4,
+        agent_action_sizes=[3, 2],
+    )
+
+
+@pytest.mark.parametrize("name", TEAM_ALGORITHMS)
+def test_every_team_algorithms_members_export_and_act_from_their_own_observations(
+    name: str, tmp_path: Path
+) -> None:
+    from rlflow.algorithms import get_algorithm
+    from rlflow.config import AlgorithmConfig
+    from rlflow.export import export_policy
+
+    spec = get_algorithm(name)
+    team = masked_team_space()
+    model = {"hidden": [8], "lstm_cell_size": 8}
+    shared = name == "qmix"  # vdn: a network per member
+    config = spec.config_cls(model=model, share_parameters=shared)
+    policy = spec.policy_cls(team, spaces.MultiDiscrete([3, 2]), config)
+    path = Path(
+        export_policy(
+            policy, tmp_path / name, algorithm=name, policy_id="p", config=AlgorithmConfig()
+        )
+    )
+    assert sorted(p.name for p in path.iterdir()) == ["a", "b", "team.json"]
+    rng = np.random.default_rng(0)
+    obs = rng.uniform(-1, 1, (50, team.shape[0])).astype(np.float32)
+    obs[:, 2:5] = rng.integers(0, 2, (50, 3))
+    obs[:, 2] = 1.0  # a legal action at least
+    obs[:, 6] = 0.0  # b's padding
+    obs[:, 7:10] = 1.0
+    expected, _ = policy.compute_actions(obs, explore=False)
+    parts = team.split(obs)
+    for i, (agent, size) in enumerate([("a", 2), ("b", 1)]):
+        loaded = load_policy(path / agent)
+        assert loaded.observation_space.shape == (size + 3,)
+        own = np.concatenate([parts.agents[:, i, :size], parts.masks[:, i]], axis=1)
+        actions, _ = loaded.compute_actions(own)
+        np.testing.assert_array_equal(actions, expected[:, i])
+        explored, _ = loaded.compute_actions(own, explore=True)
+        legal = own[:, size:][np.arange(50), explored]
+        assert (legal > 0.5).all()  # a masked action never explored
 
 
 @pytest.mark.parametrize("name", _policy_cases())

@@ -101,7 +101,27 @@ def check_onnx_acts_as_loaded(path: Path, obs: np.ndarray | None = None) -> dict
 def _algorithms() -> list[Any]:
     from rlflow.algorithms import ALGORITHMS
 
-    return [pytest.param(n, id=n) for n in ALGORITHMS if n != "ppo_dqn"]
+    team = ("qmix", "vdn")  # a team's export is one directory per member: below
+    return [pytest.param(n, id=n) for n in ALGORITHMS if n != "ppo_dqn" and n not in team]
+
+
+@pytest.mark.parametrize("name", ["qmix", "vdn"])
+def test_every_team_members_policy_runs_in_onnxruntime(name: str, tmp_path: Path) -> None:
+    from rlflow.algorithms import get_algorithm
+    from rlflow.envs.groups import GroupAgents
+    from rlflow.envs.ma_envs import TwoStepGame
+
+    spec = get_algorithm(name)
+    team = GroupAgents(TwoStepGame(), {"team": ["agent_0", "agent_1"]})
+    model = {"hidden": [8], "lstm_cell_size": 8}
+    policy = spec.policy_cls(
+        team.observation_spaces["team"], team.action_spaces["team"], spec.config_cls(model=model)
+    )
+    path = export_policy(
+        policy, tmp_path / name, algorithm=name, policy_id="p", config=AlgorithmConfig()
+    )
+    for agent in ("agent_0", "agent_1"):
+        check_onnx_acts_as_loaded(Path(path) / agent)
 
 
 @pytest.mark.parametrize("name", _algorithms())

@@ -125,7 +125,8 @@ def test_imports_point_down_the_layers() -> None:
 # recurrent Q network (its config, policy and plan extended); apex_r2d2 is R2D2 on Ape-X's
 # dataflow (both configs, Ape-X's plan); mappo is PPO for a team (PPO's config and policy
 # extended); apex_td3 is TD3 on Ape-X's dataflow (TD3's config and
-# policy extended, Ape-X's dataflow config and plan); apex_ddpg is apex_td3 with DDPG's defaults.
+# policy extended, Ape-X's dataflow config and plan); apex_ddpg is apex_td3 with DDPG's defaults;
+# qmix is DQN's replay for a team (config, policy and plan extended); vdn is qmix's sum mixer.
 FAMILIES = {"q_learning", "twin_q", "actor_learner", "perturbation"}
 ALLOWED_ALGORITHM_IMPORTS = {
     "a2c": {"rlflow.algorithms.pg.config"},
@@ -159,6 +160,12 @@ ALLOWED_ALGORITHM_IMPORTS = {
         "rlflow.algorithms.apex.plan",
     },
     "apex_ddpg": {"rlflow.algorithms.apex_td3.config", "rlflow.algorithms.apex_td3.plan"},
+    "qmix": {
+        "rlflow.algorithms.dqn.config",
+        "rlflow.algorithms.dqn.policy",
+        "rlflow.algorithms.dqn.plan",
+    },
+    "vdn": {"rlflow.algorithms.qmix.config", "rlflow.algorithms.qmix.plan"},
     "ppo_dqn": {
         "rlflow.algorithms.ppo.config",
         "rlflow.algorithms.ppo.policy",

@@ -72,9 +72,14 @@ def test_config_validation_names_class_field_value_and_rule() -> None:
 
 
 # maml needs a task-settable env, ppo_dqn a multi-agent one, mappo a team of agents (groups), the
-# offline ones recorded experience: their own test files run them.
+# offline ones recorded experience: their own test files run them. The team algorithms qmix and
+# vdn run on a grouped env (below).
 OFFLINE = {"bc", "marwil", "cql"}
-SINGLE_AGENT_ALGORITHMS = sorted(set(ALGORITHMS) - {"maml", "ppo_dqn", "mappo"} - OFFLINE)
+TEAM_ALGORITHMS = {"qmix", "vdn"}
+"""Algorithms of a team (``groups``): they run on the two-step game's team."""
+SINGLE_AGENT_ALGORITHMS = sorted(
+    set(ALGORITHMS) - {"maml", "ppo_dqn", "mappo"} - OFFLINE - TEAM_ALGORITHMS
+)
 BOX_ALGORITHMS = {"sac", "td3", "apex_td3", "apex_ddpg"}
 """Algorithms for Box actions only: they run CountingEnv(continuous=True)."""
 
@@ -96,6 +101,30 @@ def test_every_plan_runs_two_iterations(local_backend: None, name: str) -> None:
     assert second["num_env_steps_sampled"] > first["num_env_steps_sampled"] > 0
     assert second["num_env_steps_trained"] > 0
     assert second["episode_return_mean"] == 3.0
+
+
+@pytest.mark.parametrize("name", sorted(TEAM_ALGORITHMS))
+def test_every_team_plan_runs_two_iterations(local_backend: None, name: str) -> None:
+    spec = get_algorithm(name)
+    config = spec.config_cls(
+        env="two_step_game",
+        groups={"team": ["agent_0", "agent_1"]},
+        num_workers=2,
+        rollout_fragment_length=4,
+        replay_sequence_length=2,
+        train_batch_size=4,
+        learning_starts=4,
+        min_steps_per_iteration=8,
+        min_time_s_per_iteration=0.0,
+        model={"hidden": (8,), "lstm_cell_size": 8},
+    )
+    workers = WorkerSet(config, spec.policy_cls)
+    plan = spec.plan(workers, config)
+    first, second = plan.take(2)
+    assert second["num_env_steps_sampled"] > first["num_env_steps_sampled"] > 0
+    assert second["num_env_steps_trained"] > 0
+    assert 0.0 <= second["episode_return_mean"] <= 8.0  # the game's payoffs
+    assert second["episode_len_mean"] == 2.0
 
 
 def test_a2c_microbatches_average_then_apply_once_per_train_batch(local_backend: None) -> None:

@@ -33,6 +33,7 @@ from rlflow.algorithms.marwil import MARWILPolicy
 from rlflow.algorithms.pg import PGPolicy
 from rlflow.algorithms.ppo import PPOPolicy
 from rlflow.algorithms.ppo_dqn import DQN_POLICY, PPO_POLICY
+from rlflow.algorithms.qmix.policy import QMIXPolicy
 from rlflow.algorithms.r2d2.policy import R2D2Policy
 from rlflow.algorithms.sac import SACPolicy
 from rlflow.algorithms.td3 import TD3Policy
@@ -63,6 +64,21 @@ TEAM_OBS_SPACE = TeamBox(
     agent_action_sizes=[2, 2],
 )
 """MAPPO takes a team's observations (`rlflow.envs.groups`)."""
+
+
+def _team_spaces() -> tuple[gym.Space[Any], gym.Space[Any]]:
+    """A team's spaces (QMIX, VDN): the two-step game's two agents, grouped."""
+    from rlflow.envs.groups import GroupAgents
+    from rlflow.envs.ma_envs import TwoStepGame
+
+    env = GroupAgents(TwoStepGame(), {"team": ["agent_0", "agent_1"]})
+    return env.observation_spaces["team"], env.action_spaces["team"]
+
+
+def _qmix_mixer(check: Callable[[Any, Any], bool]) -> Check:
+    """``check`` on QMIX's mixer (VDN's sum has none of its settings)."""
+    return lambda p, v: p.config.mixer != "qmix" or check(p.model.mixer, v)
+
 
 Check = Callable[[Any, Any], bool]
 """``check(policy, value)``: does the policy use ``value``?"""
@@ -227,6 +243,26 @@ FIELDS: dict[type, list[tuple[str, Callable[[Any], Any], Check]]] = {
         ("h_function_epsilon", lambda d: 0.01, lambda p, v: p.h_epsilon == v),
         ("priority_eta", lambda d: 0.5, _reads),
     ],
+    QMIXPolicy: [
+        *BASE,
+        ("model", lambda d: {"hidden": (7,), "activation": "tanh"}, _hidden),
+        ("n_step", lambda d: 4, _reads),
+        ("double_q", _flip, _reads),
+        ("huber_delta", lambda d: 2.5, _reads),
+        ("td_loss", lambda d: "huber", _reads),
+        ("initial_epsilon", lambda d: 0.9, _reads),
+        ("final_epsilon", lambda d: 0.07, _reads),
+        ("epsilon_timesteps", lambda d: 777, _reads),
+        ("replay_sequence_length", lambda d: 9, lambda p, v: p.max_seq_len == v),
+        ("share_parameters", _flip, lambda p, v: (len(p.model.agents) == 1) == v),
+        ("obs_agent_id", _flip, _reads),
+        ("mixing_embed_dim", lambda d: 5, _qmix_mixer(lambda m, v: m.embed_dim == v)),
+        (
+            "hypernet_embed",
+            lambda d: 11,
+            _qmix_mixer(lambda m, v: m.hyper_w_1[0].out_features == v),
+        ),
+    ],
     VTracePolicy: VTRACE,
     APPOPolicy: [
         *VTRACE,
@@ -331,6 +367,8 @@ def test_policy_uses_every_setting_of_its_config(name: str) -> None:
             obs_space, act_space = TEAM_OBS_SPACE, gym.spaces.MultiDiscrete([2, 2])
         if name == "alpha_zero":
             obs_space = MASKED_OBS_SPACE
+        if issubclass(cls, QMIXPolicy):
+            obs_space, act_space = _team_spaces()
         policy = cls(obs_space, act_space, policy_config, seed=0, worker_index=2)
         assert policy.worker_index == 2
         unused = [

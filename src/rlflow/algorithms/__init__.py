@@ -4,12 +4,13 @@ A package never imports another algorithm's package, with two documented kinds o
 variant's config extends its base algorithm's config (a2c and a3c of pg, apex of dqn, appo of
 impala, bc of marwil, cql of sac (whose policy it extends), apex_r2d2 of r2d2 and apex, whose plan
 it runs, ddppo of ppo, apex_td3 of td3 (whose policy it extends) and apex, whose plan it runs,
-apex_ddpg of apex_td3, whose plan it runs, mappo of ppo, whose policy it extends), and
-``ppo_dqn``, which composes PPO and DQN, imports their config and policy classes. A variant
-that shares a policy (a2c and a3c use pg's `PGPolicy`, ddppo ppo's `PPOPolicy`, apex uses
-dqn's `DQNPolicy`, apex_r2d2 r2d2's `R2D2Policy`, apex_ddpg apex_td3's `ApexTD3Policy`, bc
-marwil's `MARWILPolicy`) gets it here, from this registry, never by import; a loss two
-algorithms extend (IMPALA's and APPO's V-trace) keeps its base in `rlflow.policy`.
+apex_ddpg of apex_td3, whose plan it runs, mappo of ppo, whose policy it extends, qmix of dqn
+(whose policy it extends and whose plan it runs), vdn of qmix, whose plan it runs), and
+``ppo_dqn``, which composes PPO and DQN, imports their config and policy classes. A variant that shares a policy (a2c and a3c use pg's
+`PGPolicy`, ddppo ppo's `PPOPolicy`, apex uses dqn's `DQNPolicy`, apex_r2d2 r2d2's
+`R2D2Policy`, apex_ddpg apex_td3's `ApexTD3Policy`, bc marwil's `MARWILPolicy`, vdn qmix's
+`QMIXPolicy`) gets it here, from this registry, never by import; a loss two algorithms extend
+(IMPALA's and APPO's V-trace) keeps its base in `rlflow.policy`.
 
 Where to start: a plan (e.g. :func:`rlflow.algorithms.ppo.ppo_plan`) is a short function from a
 :class:`~rlflow.workers.WorkerSet` and a config to an iterator of result dicts. The registry
@@ -50,9 +51,11 @@ from rlflow.algorithms.marwil import MARWILConfig
 from rlflow.algorithms.pg import PGConfig
 from rlflow.algorithms.ppo import PPOConfig
 from rlflow.algorithms.ppo_dqn import PPODQNConfig
+from rlflow.algorithms.qmix import QMIXConfig
 from rlflow.algorithms.r2d2 import R2D2Config
 from rlflow.algorithms.sac import SACConfig
 from rlflow.algorithms.td3 import TD3Config
+from rlflow.algorithms.vdn import VDNConfig
 from rlflow.config import AlgorithmConfig
 from rlflow.config.files import load_tuned_config
 from rlflow.errors import ConfigError
@@ -177,6 +180,13 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             "r2d2:R2D2Policy",
             "R2D2 on Ape-X's dataflow: sharded sequence replay, learner thread",
         ),
+        _spec(
+            "qmix",
+            QMIXConfig,
+            "qmix:QMIXPolicy",
+            "QMIX: recurrent agents, monotonic mixer on the global state; groups",
+        ),
+        _spec("vdn", VDNConfig, "qmix:QMIXPolicy", "VDN: QMIX with the sum mixer; groups"),
         _spec(
             "impala", IMPALAConfig, "impala:VTracePolicy", "IMPALA: async actor-learner, V-trace"
         ),

@@ -443,48 +443,63 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from rlflow.checkpoint import latest_checkpoint, load_checkpoint
+    from rlflow.export.files import SPEC_FILE, TEAM_FILE
     from rlflow.trainer import Trainer
 
     storage.probe(args.checkpoint, "CHECKPOINT_OR_RUN_DIR")
     storage.probe(args.output, "--output")
     state = load_checkpoint(latest_checkpoint(args.checkpoint))  # a run dir: its latest
     with Trainer.restore(state, backend="local") as trainer:
-        if storage.is_remote(args.output):  # written here, then uploaded (policy.json last)
+        if storage.is_remote(args.output):  # written here, then uploaded (its spec last)
             with tempfile.TemporaryDirectory(prefix="rlflow-export-") as tmp:
                 local = trainer.export_policy(Path(tmp) / "policy", policy_id=args.policy_id)
-                onnx_path = _export_onnx(args, local)
-                spec = storage.join(args.output, "policy.json")
-                if storage.exists(args.output) and not storage.is_file(spec):
+                onnx_paths = _export_onnx(args, local)
+                marker = TEAM_FILE if (Path(local) / TEAM_FILE).is_file() else SPEC_FILE
+                is_export = storage.is_file(storage.join(args.output, SPEC_FILE)) or (
+                    storage.is_file(storage.join(args.output, TEAM_FILE))
+                )
+                if storage.exists(args.output) and not is_export:
                     raise ConfigError(
                         f"--output {args.output!r} exists and is not an exported policy; give "
                         "a new path"
                     )
-                storage.delete(spec)  # an old export there is incomplete from now on
-                storage.upload_dir(local, args.output, last=["policy.json"])
+                # An old export there is incomplete from now on.
+                storage.delete(storage.join(args.output, marker))
+                storage.upload_dir(local, args.output, last=[marker])
             path = args.output
         else:
             path = trainer.export_policy(args.output, policy_id=args.policy_id)
-            onnx_path = _export_onnx(args, path)
+            onnx_paths = _export_onnx(args, path)
     sys.stdout.write(
         f"exported {args.policy_id} of {trainer.algorithm} on {trainer.config.env} "
         f"(iteration {trainer.iteration}) to {path}; load it with rlflow.load_policy({path!r})\n"
     )
-    if onnx_path is not None:
-        where = storage.join(path, Path(onnx_path).name)
+    for relative in onnx_paths:  # a team: one ONNX file per member
         sys.stdout.write(
-            f"ONNX: {where} (inputs and outputs: rlflow.export.onnx; run it with "
-            "onnxruntime.InferenceSession)\n"
+            f"ONNX: {storage.join(path, relative)} (inputs and outputs: rlflow.export.onnx; run "
+            "it with onnxruntime.InferenceSession)\n"
         )
     return EXIT_OK
 
 
-def _export_onnx(args: argparse.Namespace, path: str) -> Path | None:
-    """With ``--format onnx``: write the local export ``path``'s ONNX file beside it."""
+def _export_onnx(args: argparse.Namespace, path: str) -> list[str]:
+    """With ``--format onnx``: write the local export ``path``'s ONNX file beside it (a team's
+    export: one in each member's directory); return their paths relative to ``path``."""
     if args.format != "onnx":
-        return None
+        return []
+    from rlflow.export.files import SPEC_FILE, TEAM_FILE
     from rlflow.export.onnx import ONNX_FILE, export_onnx
 
-    return export_onnx(path, Path(path) / ONNX_FILE)
+    root = Path(path)
+    members = (
+        sorted(p for p in root.iterdir() if (p / SPEC_FILE).is_file())
+        if (root / TEAM_FILE).is_file()
+        else [root]
+    )
+    return [
+        Path(export_onnx(member, member / ONNX_FILE)).relative_to(root).as_posix()
+        for member in members
+    ]
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:

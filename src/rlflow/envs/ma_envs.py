@@ -2,6 +2,7 @@
 
 - `MultiAgentCartPole`: N independent CartPole-v1 poles, one per agent (agents leave one by one).
 - `TwoTeamGrid`: 2 vs 2 on a small grid; the first team on the goal cell wins.
+- `TwoStepGame`: the two-step cooperative matrix game of the QMIX paper (optimal return 8).
 
 `make_multi_agent_env` builds one from a registered name (`MULTI_AGENT_ENVS`) or a creator.
 """
@@ -224,9 +225,95 @@ class TwoTeamGrid(MultiAgentEnv):
         }
 
 
+class TwoStepGame(MultiAgentEnv):
+    """The two-step cooperative matrix game of Rashid et al., "QMIX" (ICML 2018), section 6.1.
+
+    Two agents, ``agent_0`` and ``agent_1``, two actions each (``Discrete(2)``: A = 0,
+    B = 1). In state 1 nothing is paid and ``agent_0``'s action alone picks the next state:
+    A leads to 2A, B to 2B. In state 2A every joint action pays 7; in state 2B the joint action
+    ``(a_0, a_1)`` pays ``[[0, 1], [1, 8]][a_0][a_1]``; then the episode ends (terminated).
+    Both agents observe the state, one-hot (state 1, 2A, 2B); the global state
+    (:meth:`state`, ``state_space``) is the same one-hot. The optimal joint return is 8
+    (B, then (B, B)); learners that see each agent's value separately (independent Q-learning,
+    VDN) under uniform exploration prefer the safe 7 of 2A.
+
+    Each agent is paid ``payoff / 2``, so the team reward of a group of both
+    (`rlflow.envs.groups`: the sum of its members' rewards) and the sum of both agents'
+    rewards are the paper's payoff.
+
+    Example:
+        >>> env = TwoStepGame()
+        >>> obs, _ = env.reset(seed=0)
+        >>> obs["agent_0"].tolist()
+        [1.0, 0.0, 0.0]
+        >>> step = env.step({"agent_0": 1, "agent_1": 0})
+        >>> step.obs["agent_1"].tolist(), step.rewards["agent_0"]
+        ([0.0, 0.0, 1.0], 0.0)
+        >>> step = env.step({"agent_0": 1, "agent_1": 1})
+        >>> step.rewards["agent_0"] + step.rewards["agent_1"], step.terminateds["__all__"]
+        (8.0, True)
+    """
+
+    PAYOFF_2B: ClassVar[tuple[tuple[float, float], tuple[float, float]]] = ((0.0, 1.0), (1.0, 8.0))
+    """Payoff of state 2B, ``[a_0][a_1]``."""
+    PAYOFF_2A: ClassVar[float] = 7.0
+    """Payoff of state 2A, whatever the joint action."""
+
+    def __init__(self) -> None:
+        """Two agents in state 1 (``reset`` starts an episode)."""
+        self.possible_agents = ["agent_0", "agent_1"]
+        self.agents = []
+        box = spaces.Box(0.0, 1.0, (3,), np.float32)
+        self.observation_spaces = {a: box for a in self.possible_agents}
+        self.action_spaces = {a: spaces.Discrete(2) for a in self.possible_agents}
+        self.state_space = box
+        """The global state's space: the one-hot state, as each agent observes it."""
+        self._state = 0
+
+    def state(self) -> npt.NDArray[np.float32]:
+        """The global state: the one-hot of state 1, 2A or 2B."""
+        state: npt.NDArray[np.float32] = np.eye(3, dtype=np.float32)[self._state]
+        return state
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[MultiAgentDict, MultiAgentDict]:
+        """Start in state 1 (nothing random: ``seed`` is ignored)."""
+        self._state = 0
+        self.agents = list(self.possible_agents)
+        return {a: self.state() for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, action_dict: Mapping[AgentID, Any]) -> MultiAgentStep:
+        """State 1: ``agent_0``'s action picks 2A or 2B (reward 0); state 2A or 2B: the
+        payoff, split evenly between the agents, and the episode ends."""
+        self._check_action_keys(action_dict)
+        actions = [int(action_dict[a]) for a in self.possible_agents]
+        if any(a not in (0, 1) for a in actions):
+            raise ConfigError(f"TwoStepGame.step: actions {actions} must be 0 (A) or 1 (B)")
+        if self._state == 0:
+            self._state = 1 + actions[0]
+            payoff, done = 0.0, False
+        else:
+            first, second = actions
+            payoff = self.PAYOFF_2A if self._state == 1 else self.PAYOFF_2B[first][second]
+            done = True
+        share = payoff / len(self.possible_agents)
+        obs = {a: self.state() for a in self.possible_agents}
+        if done:
+            self.agents = []
+        return MultiAgentStep(
+            obs,
+            dict.fromkeys(self.possible_agents, share),
+            {**dict.fromkeys(obs, done), ALL_AGENTS: done},
+            {**dict.fromkeys(obs, False), ALL_AGENTS: False},
+            {a: {} for a in obs},
+        )
+
+
 MULTI_AGENT_ENVS: dict[str, Callable[..., MultiAgentEnv]] = {
     "multi_cartpole": MultiAgentCartPole,
     "two_team_grid": TwoTeamGrid,
+    "two_step_game": TwoStepGame,
 }
 """Multi-agent envs by the name the CLI and configs use."""
 

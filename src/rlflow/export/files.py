@@ -30,9 +30,12 @@ __all__ = [
     "FORMAT_VERSION",
     "READ_VERSIONS",
     "SPEC_FILE",
+    "TEAM_FILE",
+    "TEAM_FORMAT",
     "WEIGHTS_FILE",
     "read_export",
     "write_export",
+    "write_team_export",
 ]
 
 FORMAT = "rlflow-policy"
@@ -46,6 +49,17 @@ SPEC_FILE = "policy.json"
 """The spec's file name inside an export directory."""
 WEIGHTS_FILE = "weights.pt"
 """The weights' file name inside an export directory."""
+TEAM_FILE = "team.json"
+"""The file of a team's export directory (one sub-directory per member)."""
+TEAM_FORMAT = "rlflow-team"
+"""The ``format`` field of every ``team.json``."""
+
+
+def _write_files(directory: Path, spec: dict[str, Any], weights: dict[str, Any]) -> None:
+    text = json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION, **spec}, indent=2)
+    (directory / SPEC_FILE).write_text(text + "\n")
+    tensors = {str(k): torch.as_tensor(np.array(v)) for k, v in weights.items()}
+    torch.save(tensors, directory / WEIGHTS_FILE)
 
 
 def write_export(path: str | Path, spec: dict[str, Any], weights: dict[str, Any]) -> str:
@@ -54,29 +68,65 @@ def write_export(path: str | Path, spec: dict[str, Any], weights: dict[str, Any]
     complete; anything else there is a `ConfigError`. A ``path`` in object storage gets the
     weights first and ``policy.json`` last."""
     if storage.is_remote(path):
-        uri: str = storage.check_location(path, "export_policy").rstrip("/")
-        spec_uri = storage.join(uri, SPEC_FILE)
-        if storage.exists(uri) and not storage.is_file(spec_uri):
-            raise ConfigError(
-                f"export_policy: {uri!r} exists and is not an exported policy; give a new path"
-            )
-        with tempfile.TemporaryDirectory(prefix="rlflow-export-") as staging:
-            local = write_export(Path(staging) / storage.name_of(uri), spec, weights)
-            storage.delete(spec_uri)
-            storage.upload_dir(local, uri, last=[SPEC_FILE])
-        return uri
-    path = storage.local_path(path)
-    if path.exists() and not (path / SPEC_FILE).is_file():
+        return _upload(path, SPEC_FILE, lambda local: write_export(local, spec, weights))
+    return _write_directory(storage.local_path(path), lambda tmp: _write_files(tmp, spec, weights))
+
+
+def write_team_export(
+    path: str | Path,
+    team: dict[str, Any],
+    members: dict[str, tuple[dict[str, Any], dict[str, Any]]],
+) -> str:
+    """Write a team's export as the directory ``path``: ``team.json`` (``team``, JSON-able,
+    with the members' ids) and one export directory per member, ``<path>/<agent_id>/``
+    (``members``: agent id -> its spec and weights, as `write_export` takes them); return its
+    path. Replaces an export (a team's or a policy's) already there once complete; in object
+    storage ``team.json`` goes last."""
+    if storage.is_remote(path):
+        return _upload(path, TEAM_FILE, lambda local: write_team_export(local, team, members))
+
+    def write(tmp: Path) -> None:
+        record = {"format": TEAM_FORMAT, "format_version": FORMAT_VERSION, **team}
+        (tmp / TEAM_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        for agent, (spec, weights) in members.items():
+            if not agent or Path(agent).name != agent or agent in (".", ".."):
+                raise ConfigError(
+                    f"export_policy: member id {agent!r} cannot name a directory; rename it"
+                )
+            (tmp / agent).mkdir()
+            _write_files(tmp / agent, spec, weights)
+
+    return _write_directory(storage.local_path(path), write)
+
+
+def _upload(path: str | Path, marker: str, write_local: Any) -> str:
+    """Write an export to a local staging folder with ``write_local(folder)``, then upload it to
+    the object-storage ``path``, ``marker`` (its spec file) last; return the URI."""
+    uri: str = storage.check_location(path, "export_policy").rstrip("/")
+    is_export = storage.is_file(storage.join(uri, SPEC_FILE)) or storage.is_file(
+        storage.join(uri, TEAM_FILE)
+    )
+    if storage.exists(uri) and not is_export:
+        raise ConfigError(
+            f"export_policy: {uri!r} exists and is not an exported policy; give a new path"
+        )
+    with tempfile.TemporaryDirectory(prefix="rlflow-export-") as staging:
+        local = write_local(Path(staging) / storage.name_of(uri))
+        storage.delete(storage.join(uri, marker))
+        storage.upload_dir(local, uri, last=[marker])
+    return uri
+
+
+def _write_directory(path: Path, write: Any) -> str:
+    """Run ``write(tmp)`` on a fresh directory beside ``path``, then put it at ``path``."""
+    if path.exists() and not ((path / SPEC_FILE).is_file() or (path / TEAM_FILE).is_file()):
         raise ConfigError(
             f"export_policy: {str(path)!r} exists and is not an exported policy; give a new path"
         )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
-        text = json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION, **spec}, indent=2)
-        (tmp / SPEC_FILE).write_text(text + "\n")
-        tensors = {str(k): torch.as_tensor(np.array(v)) for k, v in weights.items()}
-        torch.save(tensors, tmp / WEIGHTS_FILE)
+        write(tmp)
         if path.exists():
             old = path.with_name(f"{tmp.name}.old")
             os.replace(path, old)
@@ -91,6 +141,12 @@ def write_export(path: str | Path, spec: dict[str, Any], weights: dict[str, Any]
 
 def _read_spec(path: Path) -> dict[str, Any]:
     spec_file = path / SPEC_FILE
+    if (path / TEAM_FILE).is_file() and not spec_file.is_file():
+        members = sorted(p.name for p in path.iterdir() if (p / SPEC_FILE).is_file())
+        raise ConfigError(
+            f"load_policy: {str(path)!r} is a team's export, one policy per member; load a "
+            f"member's: {', '.join(repr(str(path / m)) for m in members)}"
+        )
     if not path.is_dir() or not spec_file.is_file():
         what = "no such directory" if not path.exists() else f"no {SPEC_FILE} in it"
         raise ConfigError(

@@ -18,6 +18,14 @@ When the env's observations are structured (a ``Dict``, ``Tuple``, ``MultiDiscre
 creator flattens them before the policy sees them (`rlflow.envs.flatten`); the spec then also
 holds the env's own space (``env_observation_space``), from which the loaded policy flattens
 the observations it is given the same way (`rlflow.export.observations`).
+
+A team policy (QMIX, VDN, MAPPO, MADDPG: a policy whose class has ``export_agent_models()``,
+returning one `ActorExport` per member) is written for decentralized execution: ``path`` holds
+``team.json`` (the members, the algorithm, the env) and one sub-directory per member,
+``<path>/<agent_id>/``, each a normal export of the member's actor on the member's own spaces
+(`ActorExport.observation_space`, ``action_space``; by default its slice of the team's
+`rlflow.envs.groups.TeamBox` and its own action) that `load_policy` reads; no mixer, critic or
+global state is in it.
 """
 
 from __future__ import annotations
@@ -26,17 +34,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
 import torch
 
 from rlflow.errors import ConfigError
-from rlflow.export.files import write_export
+from rlflow.export.files import write_export, write_team_export
 from rlflow.export.spaces import space_to_json
 from rlflow.filters import MeanStdFilter, filter_to_json
 from rlflow.models.actors import ActorCriticActor, ActorExport, class_path
 from rlflow.models.nets import ActorCritic
 from rlflow.version import __version__
 
-__all__ = ["actor_export", "env_record", "export_policy"]
+__all__ = ["actor_export", "agent_exports", "env_record", "export_policy"]
 
 
 def actor_export(policy: Any) -> ActorExport:
@@ -80,11 +90,60 @@ def env_record(config: Any) -> dict[str, Any]:
     }
 
 
-def _check_rebuilds(export: ActorExport, policy: Any) -> None:
+def agent_exports(policy: Any) -> dict[str, ActorExport] | None:
+    """The members' exports of a team policy (its ``export_agent_models()``), each with its
+    spaces filled in (`member_spaces` where the export gives none); None for a policy without
+    the hook."""
+    hook = getattr(policy, "export_agent_models", None)
+    if not callable(hook):
+        return None
+    exports: dict[str, ActorExport] = dict(hook())
+    out: dict[str, ActorExport] = {}
+    for agent, export in exports.items():
+        obs_space, act_space = export.observation_space, export.action_space
+        if obs_space is None or act_space is None:
+            default_obs, default_act = member_spaces(policy, str(agent))
+            obs_space = obs_space if obs_space is not None else default_obs
+            act_space = act_space if act_space is not None else default_act
+        out[str(agent)] = export._replace(observation_space=obs_space, action_space=act_space)
+    return out
+
+
+def member_spaces(policy: Any, agent: str) -> tuple[gym.Space[Any], gym.Space[Any]]:
+    """Member ``agent``'s spaces in a team policy: its slice of the team's observation (its
+    padded observation, then its action mask) and its action space (its ``Discrete``, or its
+    slice of the team's ``Box``). `ConfigError` when the policy does not observe a team."""
+    space, action = policy.observation_space, policy.action_space
+    ids = list(getattr(space, "agent_ids", []))
+    if agent not in ids:
+        raise ConfigError(
+            f"{type(policy).__name__}.export_agent_models: {agent!r} is not a member of the "
+            f"team it observes (members: {ids})"
+        )
+    i = ids.index(agent)
+    per = space.agent_obs_size + space.agent_mask_size
+    low, high = space.low[i * per : (i + 1) * per], space.high[i * per : (i + 1) * per]
+    obs_space = gym.spaces.Box(low, high, dtype=np.float32)
+    sizes = space.agent_action_sizes
+    if isinstance(action, gym.spaces.MultiDiscrete):
+        return obs_space, gym.spaces.Discrete(int(sizes[i]))
+    start = sum(sizes[:i])
+    act_space = gym.spaces.Box(
+        action.low[start : start + sizes[i]], action.high[start : start + sizes[i]]
+    )
+    return obs_space, act_space
+
+
+def _check_rebuilds(
+    export: ActorExport,
+    policy: Any,
+    spaces: tuple[gym.Space[Any], gym.Space[Any]] | None = None,
+) -> None:
     """Build the actor from its options and load the weights, as a loader will (torch's
     global RNG left as it was); `ConfigError` if they do not fit."""
+    obs_space, act_space = spaces or (policy.observation_space, policy.action_space)
     with torch.random.fork_rng(devices=[]):
-        actor = export.actor_class(policy.observation_space, policy.action_space, **export.options)
+        actor = export.actor_class(obs_space, act_space, **export.options)
     state = {k: torch.as_tensor(v) for k, v in export.weights.items()}
     try:
         actor.load_state_dict(state)
@@ -112,24 +171,62 @@ def export_policy(
     flattened them into the policy's (`rlflow.workers.RolloutWorker.env_observation_spaces`),
     recorded so that the loaded policy takes them as they are. An export already there is
     replaced once the new one is complete."""
+    members = agent_exports(policy)
+    if members is not None:
+        if obs_filter is not None:
+            raise ConfigError(
+                f"export_policy: {type(policy).__name__} exports one policy per member, and a "
+                "team's observation filter does not split by member; train it with "
+                "observation_filter: NoFilter to export it"
+            )
+        specs: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        for agent, export in members.items():
+            assert export.observation_space is not None and export.action_space is not None
+            spaces = (export.observation_space, export.action_space)
+            _check_rebuilds(export, policy, spaces)
+            spec = _spec(export, policy, algorithm, policy_id, config, None, spaces)
+            specs[agent] = ({**spec, "agent_id": agent}, export.weights)
+        team = {
+            "rlflow_version": __version__,
+            "algorithm": algorithm,
+            "policy_id": policy_id,
+            "policy_class": class_path(type(policy)),
+            "members": list(members),
+            "env": env_record(config),
+        }
+        return write_team_export(path, team, specs)
     export = actor_export(policy)
+    _check_rebuilds(export, policy)
+    spaces = (policy.observation_space, policy.action_space)
+    spec = _spec(export, policy, algorithm, policy_id, config, obs_filter, spaces)
+    if env_observation_space is not None:
+        spec["env_observation_space"] = space_to_json(env_observation_space)
+    return write_export(path, spec, export.weights)
+
+
+def _spec(
+    export: ActorExport,
+    policy: Any,
+    algorithm: str,
+    policy_id: str,
+    config: Any,
+    obs_filter: MeanStdFilter | None,
+    spaces: tuple[gym.Space[Any], gym.Space[Any]],
+) -> dict[str, Any]:
+    """The ``policy.json`` of one actor's export."""
     try:
         options = json.loads(json.dumps(export.options, allow_nan=False))
     except (TypeError, ValueError) as err:
         raise ConfigError(f"export_model options {export.options!r} are not JSON: {err}") from err
-    _check_rebuilds(export, policy)
-    spec = {
+    return {
         "rlflow_version": __version__,
         "algorithm": algorithm,
         "policy_id": policy_id,
         "policy_class": class_path(type(policy)),
         "actor_class": class_path(export.actor_class),
         "actor_options": options,
-        "observation_space": space_to_json(policy.observation_space),
-        "action_space": space_to_json(policy.action_space),
+        "observation_space": space_to_json(spaces[0]),
+        "action_space": space_to_json(spaces[1]),
         "env": env_record(config),
         "observation_filter": filter_to_json(obs_filter),
     }
-    if env_observation_space is not None:
-        spec["env_observation_space"] = space_to_json(env_observation_space)
-    return write_export(path, spec, export.weights)

@@ -82,6 +82,12 @@ class ActorExport(NamedTuple):
     """JSON-able keyword arguments of the constructor."""
     weights: dict[str, npt.NDArray[Any]]
     """The actor's ``state_dict`` as numpy arrays."""
+    observation_space: gym.Space[Any] | None = None
+    """The observation space the actor acts from, when not the policy's (a team member's own,
+    `export_agent_models`); None: the policy's."""
+    action_space: gym.Space[Any] | None = None
+    """The actor's action space, when not the policy's (a team member's own); None: the
+    policy's."""
 
 
 class ActorCriticActor(ActorCritic, ExportableActor):

@@ -37,8 +37,11 @@ class MultiAgentReplayBuffer:
         (['a', 'b'], 4, 1)
     """
 
-    def __init__(self, make_buffer: Callable[[], ReplayBuffer]) -> None:
-        """Keep the factory; buffers are made per policy on first use."""
+    def __init__(self, make_buffer: Callable[[], ReplayBuffer], *, steps_per_item: int = 1) -> None:
+        """Keep the factory; buffers are made per policy on first use. ``steps_per_item``:
+        env steps one item of the policy buffers holds (a `SequenceReplayBuffer`'s sequence
+        length), which the replay operators count ``train_batch_size`` and
+        ``learning_starts`` in."""
         if not callable(make_buffer):
             raise ConfigError(
                 f"MultiAgentReplayBuffer(make_buffer={make_buffer!r}) must be a zero-argument "
@@ -47,6 +50,8 @@ class MultiAgentReplayBuffer:
         self._make = make_buffer
         self.buffers: dict[str, ReplayBuffer] = {}
         """The buffer of each policy seen so far."""
+        self.steps_per_item = int(steps_per_item)
+        """Env steps one item of the policy buffers holds (1: transitions)."""
 
     @property
     def prioritized(self) -> bool:
@@ -85,7 +90,8 @@ class MultiAgentReplayBuffer:
                 self.buffer(pid).add(rows)
 
     def sample(self, num_items: int, beta: float | None = None) -> MultiAgentBatch:
-        """``num_items`` rows per policy (prioritized buffers use ``beta``)."""
+        """``num_items`` rows per policy (prioritized buffers use ``beta``), counting
+        ``num_items * steps_per_item`` env steps."""
         if not self.buffers:
             raise ConfigError("MultiAgentReplayBuffer.sample: the buffer is empty; add first")
         out: dict[str, SampleBatch] = {}
@@ -94,7 +100,7 @@ class MultiAgentReplayBuffer:
                 out[pid] = buf.sample(num_items, beta=beta)
             else:
                 out[pid] = buf.sample(num_items)
-        return MultiAgentBatch(out, num_items)
+        return MultiAgentBatch(out, num_items * self.steps_per_item)
 
     def update_priorities(
         self,

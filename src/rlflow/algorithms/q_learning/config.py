@@ -6,7 +6,8 @@ of replayed to sampled transitions. Defaults: DQN's (RLlib's); the algorithms se
 their class statements. `rlflow.algorithms.q_learning.replay` builds a plan's buffer, beta
 schedule and sampling/training ratio from them; `rlflow.algorithms.twin_q.TwinQConfig` (SAC,
 TD3) extends it. `PerWorkerExplorationConfig` is the switch of Ape-X's fixed per-worker
-exploration (DQN's epsilons, Ape-X TD3's action noise).
+exploration (DQN's epsilons, Ape-X TD3's action noise). `SequenceReplayConfig` is the length
+of replayed sequences (R2D2, QMIX: `rlflow.replay.SequenceReplayBuffer`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from rlflow.config import AlgorithmConfig
 from rlflow.config.group import FieldGroup
 from rlflow.config.learning import TargetNetworkConfig
 
-__all__ = ["PerWorkerExplorationConfig", "ReplayAlgorithmConfig"]
+__all__ = ["PerWorkerExplorationConfig", "ReplayAlgorithmConfig", "SequenceReplayConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,3 +92,18 @@ class PerWorkerExplorationConfig(FieldGroup):
     i / (N - 1))`` (the epsilon schedule is then unused by the workers); Ape-X TD3's Gaussian
     action noise std ``worker_noise ** (1 + worker_noise_alpha * i / (N - 1))`` (instead of
     ``exploration_noise``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SequenceReplayConfig(FieldGroup):
+    """Replay of sequences for a policy with memory (R2D2, QMIX): the buffer stores and
+    replays runs of consecutive steps (`rlflow.replay.SequenceReplayBuffer`)."""
+
+    replay_sequence_length: int = 20
+    """Steps per stored and replayed sequence, >= 1 (RLlib's name); ``train_batch_size`` must
+    be at least this (a replayed batch is ``train_batch_size // replay_sequence_length``
+    sequences)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._check_int("replay_sequence_length", 1)

@@ -27,8 +27,11 @@ def make_replay_buffer(
     in a `MultiAgentReplayBuffer`, with ``multi_agent``); for a config with a
     ``replay_sequence_length`` (R2D2), a `SequenceReplayBuffer` of that many steps per item
     (uniform when ``prioritized_replay`` is off: alpha 0)."""
-    if multi_agent:
-        return MultiAgentReplayBuffer(functools.partial(_single_buffer, config))
+    if multi_agent:  # sequences (R2D2, QMIX's team) count their steps there too
+        per_item = getattr(config, "replay_sequence_length", None) or 1
+        return MultiAgentReplayBuffer(
+            functools.partial(_single_buffer, config), steps_per_item=int(per_item)
+        )
     return _single_buffer(config)
 
 

@@ -17,6 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from rlflow.algorithms.dqn.config import DQNConfig
+from rlflow.algorithms.q_learning.config import SequenceReplayConfig
 from rlflow.config.model import ModelConfig
 
 __all__ = ["R2D2Config"]
@@ -25,6 +26,7 @@ __all__ = ["R2D2Config"]
 @dataclass(frozen=True, kw_only=True)
 class R2D2Config(
     DQNConfig,
+    SequenceReplayConfig,
     defaults={
         "train_batch_size": 640,
         "rollout_fragment_length": 20,
@@ -39,8 +41,6 @@ class R2D2Config(
     is, for the policy to refuse.
     """
 
-    replay_sequence_length: int = 20
-    """Steps per stored and replayed sequence, >= 1 (RLlib's name)."""
     burn_in: int = 0
     """Leading steps of each replayed sequence that only warm up the recurrent state, in
     [0, replay_sequence_length)."""
@@ -58,7 +58,6 @@ class R2D2Config(
         if not (model.use_lstm or model.use_gru or model.custom_model is not None):
             recurrent = dataclasses.replace(model, use_lstm=True, where=self._label("model"))
             object.__setattr__(self, "model", recurrent)
-        self._check_int("replay_sequence_length", 1)
         self._check_int("burn_in", 0)
         if self.burn_in >= self.replay_sequence_length:
             raise self._bad(
