@@ -6,11 +6,12 @@ impala, bc of marwil, cql of sac (whose policy it extends), apex_r2d2 of r2d2 an
 it runs, ddppo of ppo, apex_td3 of td3 (whose policy it extends) and apex, whose plan it runs,
 apex_ddpg of apex_td3, whose plan it runs, mappo of ppo, whose policy it extends, qmix of dqn
 (whose policy it extends and whose plan it runs), vdn of qmix, whose plan it runs), and
-``ppo_dqn``, which composes PPO and DQN, imports their config and policy classes. A variant that shares a policy (a2c and a3c use pg's
-`PGPolicy`, ddppo ppo's `PPOPolicy`, apex uses dqn's `DQNPolicy`, apex_r2d2 r2d2's
-`R2D2Policy`, apex_ddpg apex_td3's `ApexTD3Policy`, bc marwil's `MARWILPolicy`, vdn qmix's
-`QMIXPolicy`) gets it here, from this registry, never by import; a loss two algorithms extend
-(IMPALA's and APPO's V-trace) keeps its base in `rlflow.policy`.
+``ppo_dqn``, which composes PPO and DQN, imports their config and policy classes. A variant
+that shares a policy (a2c and a3c use pg's `PGPolicy`, ddppo ppo's `PPOPolicy`, apex uses
+dqn's `DQNPolicy`, apex_r2d2 r2d2's `R2D2Policy`, apex_ddpg apex_td3's `ApexTD3Policy`, bc
+marwil's `MARWILPolicy`, vdn qmix's `QMIXPolicy`) gets it here, from this registry, never by
+import; a loss two algorithms extend (IMPALA's and APPO's V-trace) keeps its base in
+`rlflow.policy`.
 
 Where to start: a plan (e.g. :func:`rlflow.algorithms.ppo.ppo_plan`) is a short function from a
 :class:`~rlflow.workers.WorkerSet` and a config to an iterator of result dicts. The registry
