@@ -269,7 +269,7 @@ def _policy_cases() -> list[Any]:
     return [pytest.param(n, id=n) for n in names]
 
 
-TEAM_ALGORITHMS = ("qmix", "vdn")
+TEAM_ALGORITHMS = ("qmix", "vdn", "mappo")
 """Algorithms of a team (``groups``): their export is one directory per member."""
 
 
@@ -291,7 +291,7 @@ def masked_team_space() -> Any:
     )
 
 
-@pytest.mark.parametrize("name", TEAM_ALGORITHMS)
+@pytest.mark.parametrize("name", ["qmix", "vdn"])
 def test_every_team_algorithms_members_export_and_act_from_their_own_observations(
     name: str, tmp_path: Path
 ) -> None:
@@ -330,6 +330,39 @@ def test_every_team_algorithms_members_export_and_act_from_their_own_observation
         assert (legal > 0.5).all()  # a masked action never explored
 
 
+def test_mappo_members_export_and_act_from_their_own_observations(tmp_path: Path) -> None:
+    from rlflow.algorithms.mappo import MAPPOConfig, MAPPOPolicy
+    from rlflow.config import AlgorithmConfig
+    from rlflow.envs.groups import TeamBox
+    from rlflow.export import export_policy
+
+    ones = np.ones(12, np.float32)  # two members of 3 values, a state of 6
+    team = TeamBox(
+        -ones,
+        ones,
+        agent_ids=["a", "b"],
+        agent_obs_size=3,
+        agent_mask_size=0,
+        state_size=6,
+        agent_action_sizes=[3, 3],
+    )
+    config = MAPPOConfig(model={"hidden": [8], "activation": "relu"})
+    policy = MAPPOPolicy(team, spaces.MultiDiscrete([3, 3]), config, seed=1)
+    path = Path(
+        export_policy(
+            policy, tmp_path / "mappo", algorithm="mappo", policy_id="p", config=AlgorithmConfig()
+        )
+    )
+    assert sorted(p.name for p in path.iterdir()) == ["a", "b", "team.json"]
+    obs = np.random.default_rng(0).uniform(-1, 1, (50, 12)).astype(np.float32)
+    expected, _ = policy.compute_actions(obs, explore=False)
+    parts = team.split(obs)
+    for i, agent in enumerate(["a", "b"]):
+        loaded = load_policy(path / agent)
+        assert loaded.observation_space.shape == (3,)  # its own observation: no state
+        np.testing.assert_array_equal(loaded.compute_actions(parts.agents[:, i]), expected[:, i])
+
+
 @pytest.mark.parametrize("name", _policy_cases())
 def test_every_algorithms_policy_exports(name: str, tmp_path: Path) -> None:
     from rlflow.algorithms import get_algorithm
@@ -340,20 +373,6 @@ def test_every_algorithms_policy_exports(name: str, tmp_path: Path) -> None:
     continuous = name in ("maml", "sac", "td3", "cql", "apex_td3", "apex_ddpg")
     obs_space: spaces.Box = spaces.Box(-1.0, 1.0, (3,), np.float32)
     act_space = spaces.Box(-0.5, 2.0, (2,), np.float32) if continuous else spaces.Discrete(3)
-    if name == "mappo":  # a team's policy: the team's observations, the joint action
-        from rlflow.envs.groups import TeamBox
-
-        ones = np.ones(12, np.float32)
-        obs_space = TeamBox(
-            -ones,
-            ones,
-            agent_ids=["a", "b"],
-            agent_obs_size=3,
-            agent_mask_size=0,
-            state_size=6,
-            agent_action_sizes=[3, 3],
-        )
-        act_space = spaces.MultiDiscrete([3, 3])
     if name == "alpha_zero":  # a board with its action mask last (a game's observations)
         from rlflow.envs.flatten import ActionMaskBox
 

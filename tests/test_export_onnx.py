@@ -101,11 +101,11 @@ def check_onnx_acts_as_loaded(path: Path, obs: np.ndarray | None = None) -> dict
 def _algorithms() -> list[Any]:
     from rlflow.algorithms import ALGORITHMS
 
-    team = ("qmix", "vdn")  # a team's export is one directory per member: below
+    team = ("qmix", "vdn", "mappo")  # a team's export is one directory per member: below
     return [pytest.param(n, id=n) for n in ALGORITHMS if n != "ppo_dqn" and n not in team]
 
 
-@pytest.mark.parametrize("name", ["qmix", "vdn"])
+@pytest.mark.parametrize("name", ["qmix", "vdn", "mappo"])
 def test_every_team_members_policy_runs_in_onnxruntime(name: str, tmp_path: Path) -> None:
     from rlflow.algorithms import get_algorithm
     from rlflow.envs.groups import GroupAgents
@@ -113,7 +113,9 @@ def test_every_team_members_policy_runs_in_onnxruntime(name: str, tmp_path: Path
 
     spec = get_algorithm(name)
     team = GroupAgents(TwoStepGame(), {"team": ["agent_0", "agent_1"]})
-    model = {"hidden": [8], "lstm_cell_size": 8}
+    model: dict[str, Any] = {"hidden": [8], "lstm_cell_size": 8}
+    if name == "mappo":
+        model = {"hidden": [8], "activation": "relu"}
     policy = spec.policy_cls(
         team.observation_spaces["team"], team.action_spaces["team"], spec.config_cls(model=model)
     )
@@ -137,20 +139,6 @@ def test_every_algorithms_policy_runs_in_onnxruntime(name: str, tmp_path: Path) 
             np.zeros(5, np.float32), np.ones(5, np.float32), action_mask_size=3
         )
     act_space = spaces.Box(-0.5, 2.0, (2,), np.float32) if continuous else spaces.Discrete(3)
-    if name == "mappo":  # a team's policy: the team's observations, the joint action
-        from rlflow.envs.groups import TeamBox
-
-        ones = np.ones(12, np.float32)
-        obs_space = TeamBox(
-            -ones,
-            ones,
-            agent_ids=["a", "b"],
-            agent_obs_size=3,
-            agent_mask_size=0,
-            state_size=6,
-            agent_action_sizes=[3, 3],
-        )
-        act_space = spaces.MultiDiscrete([3, 3])
     model: dict[str, Any] = {"hidden": [8, 8], "activation": "relu"}
     policy = spec.policy_cls(obs_space, act_space, spec.config_cls(model=model), seed=1)
     path = export_policy(

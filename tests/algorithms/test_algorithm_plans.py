@@ -71,14 +71,14 @@ def test_config_validation_names_class_field_value_and_rule() -> None:
         PPOConfig(lambda_=2)
 
 
-# maml needs a task-settable env, ppo_dqn a multi-agent one, mappo a team of agents (groups), the
-# offline ones recorded experience: their own test files run them. The team algorithms qmix and
-# vdn run on a grouped env (below).
+# maml needs a task-settable env, ppo_dqn a multi-agent one, mappo a team of agents (groups),
+# alpha_zero a turn-based game it can copy, the offline ones recorded experience: their own test
+# files run them. The team algorithms qmix and vdn run on a grouped env (below).
 OFFLINE = {"bc", "marwil", "cql"}
 TEAM_ALGORITHMS = {"qmix", "vdn"}
 """Algorithms of a team (``groups``): they run on the two-step game's team."""
 SINGLE_AGENT_ALGORITHMS = sorted(
-    set(ALGORITHMS) - {"maml", "ppo_dqn", "mappo"} - OFFLINE - TEAM_ALGORITHMS
+    set(ALGORITHMS) - {"maml", "ppo_dqn", "mappo", "alpha_zero"} - OFFLINE - TEAM_ALGORITHMS
 )
 BOX_ALGORITHMS = {"sac", "td3", "apex_td3", "apex_ddpg"}
 """Algorithms for Box actions only: they run CountingEnv(continuous=True)."""

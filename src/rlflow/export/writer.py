@@ -92,17 +92,20 @@ def env_record(config: Any) -> dict[str, Any]:
 
 def agent_exports(policy: Any) -> dict[str, ActorExport] | None:
     """The members' exports of a team policy (its ``export_agent_models()``), each with its
-    spaces filled in (`member_spaces` where the export gives none); None for a policy without
-    the hook."""
+    spaces filled in where the export gives none: the policy's own ``agent_spaces()`` (member
+    -> its observation and action spaces) when it has one, else `member_spaces`; None for a
+    policy without the hook."""
     hook = getattr(policy, "export_agent_models", None)
     if not callable(hook):
         return None
     exports: dict[str, ActorExport] = dict(hook())
+    own = getattr(policy, "agent_spaces", None)
+    given: dict[str, tuple[gym.Space[Any], gym.Space[Any]]] = own() if callable(own) else {}
     out: dict[str, ActorExport] = {}
     for agent, export in exports.items():
         obs_space, act_space = export.observation_space, export.action_space
         if obs_space is None or act_space is None:
-            default_obs, default_act = member_spaces(policy, str(agent))
+            default_obs, default_act = given.get(str(agent)) or member_spaces(policy, str(agent))
             obs_space = obs_space if obs_space is not None else default_obs
             act_space = act_space if act_space is not None else default_act
         out[str(agent)] = export._replace(observation_space=obs_space, action_space=act_space)
