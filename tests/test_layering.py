@@ -123,7 +123,8 @@ def test_imports_point_down_the_layers() -> None:
 # ppo_dqn composes PPO and DQN, so it takes their configs and policies; r2d2 is DQN with a
 # recurrent Q network (its config, policy and plan extended); apex_r2d2 is R2D2 on Ape-X's
 # dataflow (both configs, Ape-X's plan); apex_td3 is TD3 on Ape-X's dataflow (TD3's config and
-# policy extended, Ape-X's dataflow config and plan); apex_ddpg is apex_td3 with DDPG's defaults.
+# policy extended, Ape-X's dataflow config and plan); apex_ddpg is apex_td3 with DDPG's defaults;
+# maddpg runs dqn's dataflow; matd3 is maddpg with TD3's fixes (config, policy, plan extended).
 FAMILIES = {"q_learning", "twin_q", "actor_learner", "perturbation"}
 ALLOWED_ALGORITHM_IMPORTS = {
     "a2c": {"rlflow.algorithms.pg.config"},
@@ -156,6 +157,12 @@ ALLOWED_ALGORITHM_IMPORTS = {
         "rlflow.algorithms.apex.plan",
     },
     "apex_ddpg": {"rlflow.algorithms.apex_td3.config", "rlflow.algorithms.apex_td3.plan"},
+    "maddpg": {"rlflow.algorithms.dqn.plan"},
+    "matd3": {
+        "rlflow.algorithms.maddpg.config",
+        "rlflow.algorithms.maddpg.policy",
+        "rlflow.algorithms.maddpg.plan",
+    },
     "ppo_dqn": {
         "rlflow.algorithms.ppo.config",
         "rlflow.algorithms.ppo.policy",

@@ -4,11 +4,11 @@ A package never imports another algorithm's package, with two documented kinds o
 variant's config extends its base algorithm's config (a2c and a3c of pg, apex of dqn, appo of
 impala, bc of marwil, cql of sac (whose policy it extends), apex_r2d2 of r2d2 and apex, whose plan
 it runs, ddppo of ppo, apex_td3 of td3 (whose policy it extends) and apex, whose plan it runs,
-apex_ddpg of apex_td3, whose plan it runs), and ``ppo_dqn``, which composes PPO and DQN, imports
-their config and policy classes. A variant that shares a policy (a2c and a3c use pg's
-`PGPolicy`, ddppo ppo's `PPOPolicy`, apex uses dqn's `DQNPolicy`, apex_r2d2 r2d2's
-`R2D2Policy`, apex_ddpg apex_td3's `ApexTD3Policy`, bc marwil's `MARWILPolicy`) gets it here,
-from this registry, never by import; a loss two algorithms extend (IMPALA's and APPO's V-trace)
+apex_ddpg of apex_td3, whose plan it runs, matd3 of maddpg, whose policy and plan it extends),
+and ``ppo_dqn``, which composes PPO and DQN, imports their config and policy classes. A variant
+that shares a policy (a2c and a3c use pg's `PGPolicy`, ddppo ppo's `PPOPolicy`, apex uses dqn's
+`DQNPolicy`, apex_r2d2 r2d2's `R2D2Policy`, apex_ddpg apex_td3's `ApexTD3Policy`, bc marwil's
+`MARWILPolicy`) gets it here, from this registry, never by import; a loss two algorithms extend (IMPALA's and APPO's V-trace)
 keeps its base in `rlflow.policy`.
 
 Where to start: a plan (e.g. :func:`rlflow.algorithms.ppo.ppo_plan`) is a short function from a
@@ -43,8 +43,10 @@ from rlflow.algorithms.ddppo import DDPPOConfig
 from rlflow.algorithms.dqn import DQNConfig
 from rlflow.algorithms.es import ESConfig
 from rlflow.algorithms.impala import IMPALAConfig
+from rlflow.algorithms.maddpg import MADDPGConfig
 from rlflow.algorithms.maml import MAMLConfig
 from rlflow.algorithms.marwil import MARWILConfig
+from rlflow.algorithms.matd3 import MATD3Config
 from rlflow.algorithms.pg import PGConfig
 from rlflow.algorithms.ppo import PPOConfig
 from rlflow.algorithms.ppo_dqn import PPODQNConfig
@@ -76,8 +78,10 @@ __all__ = [
     "DQNConfig",
     "ESConfig",
     "IMPALAConfig",
+    "MADDPGConfig",
     "MAMLConfig",
     "MARWILConfig",
+    "MATD3Config",
     "PGConfig",
     "PPOConfig",
     "PPODQNConfig",
@@ -210,6 +214,18 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             ApexDDPGConfig,
             "apex_td3:ApexTD3Policy",
             "DDPG on Ape-X's dataflow (RLlib's APEX_DDPG); Box",
+        ),
+        _spec(
+            "maddpg",
+            MADDPGConfig,
+            "maddpg:MADDPGPolicy",
+            "MADDPG: per-member actors, centralized critics; a team (groups)",
+        ),
+        _spec(
+            "matd3",
+            MATD3Config,
+            "matd3:MATD3Policy",
+            "MATD3: MADDPG with twin critics, smoothing, delayed actors; a team (groups)",
         ),
         _spec(
             "cql",
