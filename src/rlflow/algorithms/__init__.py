@@ -8,8 +8,8 @@ apex_ddpg of apex_td3, whose plan it runs, matd3 of maddpg, whose policy and pla
 and ``ppo_dqn``, which composes PPO and DQN, imports their config and policy classes. A variant
 that shares a policy (a2c and a3c use pg's `PGPolicy`, ddppo ppo's `PPOPolicy`, apex uses dqn's
 `DQNPolicy`, apex_r2d2 r2d2's `R2D2Policy`, apex_ddpg apex_td3's `ApexTD3Policy`, bc marwil's
-`MARWILPolicy`) gets it here, from this registry, never by import; a loss two algorithms extend (IMPALA's and APPO's V-trace)
-keeps its base in `rlflow.policy`.
+`MARWILPolicy`) gets it here, from this registry, never by import; a loss two algorithms extend
+(IMPALA's and APPO's V-trace) keeps its base in `rlflow.policy`.
 
 Where to start: a plan (e.g. :func:`rlflow.algorithms.ppo.ppo_plan`) is a short function from a
 :class:`~rlflow.workers.WorkerSet` and a config to an iterator of result dicts. The registry
