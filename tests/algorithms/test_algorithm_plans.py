@@ -72,9 +72,10 @@ def test_config_validation_names_class_field_value_and_rule() -> None:
 
 
 # maml needs a task-settable env, ppo_dqn a multi-agent one, the offline ones recorded experience:
-# their own test files run them.
+# their own test files run them. The team algorithms need a group of agents: run below.
 OFFLINE = {"bc", "marwil", "cql"}
-SINGLE_AGENT_ALGORITHMS = sorted(set(ALGORITHMS) - {"maml", "ppo_dqn"} - OFFLINE)
+TEAM_ALGORITHMS = {"maddpg", "matd3"}
+SINGLE_AGENT_ALGORITHMS = sorted(set(ALGORITHMS) - {"maml", "ppo_dqn"} - OFFLINE - TEAM_ALGORITHMS)
 BOX_ALGORITHMS = {"sac", "td3", "apex_td3", "apex_ddpg"}
 """Algorithms for Box actions only: they run CountingEnv(continuous=True)."""
 
@@ -96,6 +97,20 @@ def test_every_plan_runs_two_iterations(local_backend: None, name: str) -> None:
     assert second["num_env_steps_sampled"] > first["num_env_steps_sampled"] > 0
     assert second["num_env_steps_trained"] > 0
     assert second["episode_return_mean"] == 3.0
+
+
+@pytest.mark.parametrize("name", sorted(TEAM_ALGORITHMS))
+def test_every_team_plan_runs_two_iterations(local_backend: None, name: str) -> None:
+    spec = get_algorithm(name)
+    team = {"team": ["agent_0", "agent_1"]}
+    config = spec.config_cls(
+        **{**TINY, "env": "multi_cartpole", "env_config": {}, "groups": team, "learning_starts": 20}
+    )
+    workers = WorkerSet(config, spec.policy_cls)
+    plan = spec.plan(workers, config)
+    first, second = plan.take(2)
+    assert second["num_env_steps_sampled"] > first["num_env_steps_sampled"] > 0
+    assert second["num_env_steps_trained"] > 0
 
 
 def test_a2c_microbatches_average_then_apply_once_per_train_batch(local_backend: None) -> None:

@@ -2,8 +2,9 @@
 
 `rlflow.algorithms.twin_q.config.TwinQConfig`'s fields (the replay ones included: ``lr`` is the
 critics' learning rate, ``actor_lr`` the actors', ``tau`` the Polyak coefficient, ``twin_q``
-two critics per member) plus MADDPG's own below. Defaults: the MADDPG paper's MPE settings
-where rlflow can express them (Lowe et al., appendix: Adam at 0.01, gamma 0.95, batches of 1024,
+two critics per member) plus `rlflow.algorithms.twin_q.config.GaussianExplorationConfig`
+(``exploration_noise``, for Box members) and MADDPG's own below. Defaults: the MADDPG paper's
+MPE settings where rlflow can express them (Lowe et al., appendix: Adam at 0.01, gamma 0.95, batches of 1024,
 tau 0.01, two hidden layers of 64 relu units, a train step every 100 env steps: one fragment of
 100 steps per sampling round; a buffer of 1e6).
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlflow.algorithms.twin_q.config import TwinQConfig
+from rlflow.algorithms.twin_q.config import GaussianExplorationConfig, TwinQConfig
 from rlflow.config.model import ModelConfig
 
 __all__ = ["CRITIC_INPUTS", "MADDPGConfig"]
@@ -23,6 +24,7 @@ CRITIC_INPUTS = ("observations", "state_and_observations")
 
 @dataclass(frozen=True, kw_only=True)
 class MADDPGConfig(
+    GaussianExplorationConfig,  # a group first: its fields come after TwinQConfig's
     TwinQConfig,
     defaults={
         "num_workers": 0,
@@ -49,10 +51,6 @@ class MADDPGConfig(
     targets (MATD3's clipped double Q: `rlflow.algorithms.matd3`).
     """
 
-    exploration_noise: float = 0.1
-    """Box members: std of the Gaussian noise added to an actor's action when exploring, in
-    units of the Box's half-range ``(high - low) / 2``, >= 0; the result is clipped to the Box.
-    Discrete members explore by sampling their actor's softmax (a Gumbel-max draw)."""
     gumbel_temperature: float = 1.0
     """Discrete members: temperature of the straight-through Gumbel-softmax that makes an
     actor's action a differentiable one-hot for its critic, > 0 (lower: closer to the argmax,
@@ -68,7 +66,6 @@ class MADDPGConfig(
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._check_range("exploration_noise", 0.0, float("inf"))
         self._check_positive("gumbel_temperature")
         self._check_range("actor_regularization", 0.0, float("inf"))
         if self.critic_input not in CRITIC_INPUTS:
