@@ -4,9 +4,9 @@
 critics' learning rate, ``actor_lr`` the actors', ``tau`` the Polyak coefficient, ``twin_q``
 two critics per member) plus `rlflow.algorithms.twin_q.config.GaussianExplorationConfig`
 (``exploration_noise``, for Box members) and MADDPG's own below. Defaults: the MADDPG paper's
-MPE settings where rlflow can express them (Lowe et al., appendix: Adam at 0.01, gamma 0.95, batches of 1024,
-tau 0.01, two hidden layers of 64 relu units, a train step every 100 env steps: one fragment of
-100 steps per sampling round; a buffer of 1e6).
+MPE settings where rlflow can express them (Lowe et al., appendix: Adam at 0.01, gamma 0.95,
+batches of 1024, tau 0.01, two hidden layers of 64 relu units, a train step every 100 env steps:
+one fragment of 100 steps per sampling round; a buffer of 1e6).
 """
 
 from __future__ import annotations
