@@ -104,7 +104,14 @@ def test_every_team_plan_runs_two_iterations(local_backend: None, name: str) -> 
     spec = get_algorithm(name)
     team = {"team": ["agent_0", "agent_1"]}
     config = spec.config_cls(
-        **{**TINY, "env": "multi_cartpole", "env_config": {}, "groups": team, "learning_starts": 20}
+        **{
+            **TINY,
+            "env": "multi_cartpole",
+            "env_config": {},
+            "groups": team,
+            "learning_starts": 20,
+            "train_batch_size": 16,
+        }
     )
     workers = WorkerSet(config, spec.policy_cls)
     plan = spec.plan(workers, config)

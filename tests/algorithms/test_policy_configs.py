@@ -26,8 +26,10 @@ from rlflow.algorithms.cql import CQLPolicy
 from rlflow.algorithms.dqn import DQNPolicy
 from rlflow.algorithms.es import ESPolicy
 from rlflow.algorithms.impala import VTracePolicy
+from rlflow.algorithms.maddpg import MADDPGPolicy
 from rlflow.algorithms.maml import MAMLPolicy
 from rlflow.algorithms.marwil import MARWILPolicy
+from rlflow.algorithms.matd3 import MATD3Policy
 from rlflow.algorithms.pg import PGPolicy
 from rlflow.algorithms.ppo import PPOPolicy
 from rlflow.algorithms.ppo_dqn import DQN_POLICY, PPO_POLICY
@@ -36,6 +38,7 @@ from rlflow.algorithms.sac import SACPolicy
 from rlflow.algorithms.td3 import TD3Policy
 from rlflow.algorithms.twin_q.policy import TwinQPolicy
 from rlflow.config import AlgorithmConfig, resolve_policies
+from rlflow.envs.groups import TeamBox
 from rlflow.policy import TorchPolicy
 
 pytestmark = pytest.mark.timeout(120)
@@ -44,6 +47,17 @@ OBS_SPACE = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT_SPACE = gym.spaces.Discrete(2)
 BOX_ACT_SPACE = gym.spaces.Box(-2.0, 2.0, (2,), dtype=np.float32)
 """SAC and TD3 take Box actions only."""
+TEAM_OBS_SPACE = TeamBox(
+    np.full(8, -1.0, np.float32),
+    np.ones(8, np.float32),
+    agent_ids=["a", "b"],
+    agent_obs_size=3,
+    agent_mask_size=0,
+    state_size=2,
+    agent_action_sizes=[2, 2],
+)
+"""MADDPG and MATD3 take a team's observations (two members of 3 values, a state of 2)."""
+TEAM_ACT_SPACE = gym.spaces.MultiDiscrete([2, 2])
 
 Check = Callable[[Any, Any], bool]
 """``check(policy, value)``: does the policy use ``value``?"""
@@ -131,7 +145,26 @@ TD3 = [
     ("target_noise_clip", lambda d: 0.4, _reads),
     ("exploration_noise", lambda d: 0.2, _reads),
 ]
+MADDPG = [
+    *[field for field in TWIN_Q if field[0] != "twin_q"],
+    ("twin_q", _flip, lambda p, v: (len(p.net.critics[0]) == 2) == v),
+    ("exploration_noise", lambda d: 0.2, _reads),
+    ("gumbel_temperature", lambda d: 0.5, _reads),
+    ("actor_regularization", lambda d: 0.01, _reads),
+    (
+        "critic_input",
+        lambda d: "state_and_observations",
+        lambda p, v: p.critic_input_size() == 2 * 3 + 2 + 4,  # the state's 2 values in
+    ),
+]
 FIELDS: dict[type, list[tuple[str, Callable[[Any], Any], Check]]] = {
+    MADDPGPolicy: MADDPG,
+    MATD3Policy: [
+        *MADDPG,
+        ("policy_delay", lambda d: 3, _reads),
+        ("target_noise", lambda d: 0.3, _reads),
+        ("target_noise_clip", lambda d: 0.4, _reads),
+    ],
     SACPolicy: [
         *TWIN_Q,
         ("initial_alpha", lambda d: 0.3, lambda p, v: abs(p.alpha - v) < 1e-6),
@@ -282,7 +315,10 @@ def test_policy_uses_every_setting_of_its_config(name: str) -> None:
     for pid, (cls, policy_config) in resolved.items():
         assert isinstance(policy_config, cls.config_class)
         act_space = BOX_ACT_SPACE if issubclass(cls, TwinQPolicy) else ACT_SPACE
-        policy = cls(OBS_SPACE, act_space, policy_config, seed=0, worker_index=2)
+        obs_space = OBS_SPACE
+        if issubclass(cls, MADDPGPolicy):
+            obs_space, act_space = TEAM_OBS_SPACE, TEAM_ACT_SPACE
+        policy = cls(obs_space, act_space, policy_config, seed=0, worker_index=2)
         assert policy.worker_index == 2
         unused = [
             field

@@ -319,6 +319,21 @@ def test_an_action_space_that_is_not_the_members_is_refused() -> None:
         MADDPGPolicy(team_space(action_sizes=(1, 2)), unbounded, MADDPGConfig(**SMALL))
 
 
+def test_a_filter_that_would_normalize_action_masks_is_refused() -> None:
+    space = TeamBox(
+        np.zeros(2 * (2 + 3) + 1, np.float32),
+        np.ones(2 * (2 + 3) + 1, np.float32),
+        agent_ids=["a", "b"],
+        agent_obs_size=2,
+        agent_mask_size=3,
+        state_size=1,
+        agent_action_sizes=[3, 3],
+    )
+    config = MADDPGConfig(**SMALL, observation_filter="MeanStdFilter")
+    with pytest.raises(ConfigError, match="would normalize the members' action masks"):
+        MADDPGPolicy(space, gym.spaces.MultiDiscrete([3, 3]), config)
+
+
 @pytest.mark.parametrize(
     ("cls", "field", "value", "message"),
     [

@@ -6,7 +6,9 @@ two critics per member) plus `rlflow.algorithms.twin_q.config.GaussianExploratio
 (``exploration_noise``, for Box members) and MADDPG's own below. Defaults: the MADDPG paper's
 MPE settings where rlflow can express them (Lowe et al., appendix: Adam at 0.01, gamma 0.95,
 batches of 1024, tau 0.01, two hidden layers of 64 relu units, a train step every 100 env steps:
-one fragment of 100 steps per sampling round; a buffer of 1e6).
+one fragment of 100 steps per sampling round; a buffer of 1e6). The default env is a smoke
+test: a team of ``multi_cartpole``'s two agents (`rlflow plan maddpg` shows the plan on it); the
+tuned files (``mpe2.simple_spread_v3``, ``mpe2.simple_speaker_listener_v4``) are the settings.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ class MADDPGConfig(
     GaussianExplorationConfig,  # a group first: its fields come after TwinQConfig's
     TwinQConfig,
     defaults={
+        "env": "multi_cartpole",
+        "groups": {"team": ["agent_0", "agent_1"]},
         "num_workers": 0,
         "rollout_fragment_length": 100,
         "train_batch_size": 1024,

@@ -216,6 +216,12 @@ class MADDPGPolicy(TorchPolicy):
         """Check the spaces (a group's), build the networks and their targets."""
         self.team = team_spec(type(self).__name__, self.algo_name, observation_space, action_space)
         """The team's layout."""
+        if config.observation_filter != "NoFilter" and self.team.space.agent_mask_size:
+            raise ConfigError(
+                f"{type(self).__name__}: observation_filter={config.observation_filter!r} would "
+                "normalize the members' action masks (0/1 values in the team's observations); "
+                "use observation_filter='NoFilter' with masked members"
+            )
         super().__init__(
             observation_space, action_space, config, seed=seed, worker_index=worker_index
         )
