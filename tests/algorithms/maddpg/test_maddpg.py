@@ -306,9 +306,9 @@ def test_a_run_without_groups_is_refused_naming_groups(algo: str) -> None:
     from rlflow.trainer import Trainer
 
     with pytest.raises(ConfigError, match=r"is not a team's.*set groups.*fixed member set"):
-        Trainer(algo, env="Pendulum-v1", backend="local")
+        Trainer(algo, env="Pendulum-v1", groups={}, backend="local")
     with pytest.raises(ConfigError, match=r"is not a team's.*set groups"):
-        Trainer(algo, env="multi_cartpole", backend="local")
+        Trainer(algo, env="multi_cartpole", groups={}, backend="local")
 
 
 def test_an_action_space_that_is_not_the_members_is_refused() -> None:

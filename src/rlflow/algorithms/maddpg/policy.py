@@ -184,6 +184,15 @@ class MADDPGModel(nn.Module):
             for _ in action_sizes
         )
 
+    def member_critics(self, i: int) -> nn.ModuleList:
+        """Member ``i``'s critics."""
+        critics: nn.ModuleList = self.critics[i]  # type: ignore[assignment]
+        return critics
+
+    def all_critics(self) -> list[nn.ModuleList]:
+        """Every member's critics, in member order."""
+        return [self.member_critics(i) for i in range(len(self.critics))]
+
 
 class MADDPGPolicy(TorchPolicy):
     """MADDPG's policy for one group (module docstring).
@@ -266,7 +275,7 @@ class MADDPGPolicy(TorchPolicy):
         """One Adam step trains the critics (at ``lr``) and the actors (at ``actor_lr``) on the
         same batch; a part the loss does not reach (MATD3's actors between delayed updates) is
         left alone."""
-        groups = [
+        groups: list[dict[str, Any]] = [
             {"params": list(self.net.critics.parameters())},
             {"params": list(self.net.actors.parameters()), "lr": self.config.actor_lr},
         ]
@@ -299,7 +308,7 @@ class MADDPGPolicy(TorchPolicy):
                 for i, n in enumerate(self.team.action_sizes)
             ]
         unit = (actions.float() - self._mid) / self._half
-        return list(unit.split(self.team.action_sizes, dim=1))
+        return list(torch.split(unit, self.team.action_sizes, dim=1))
 
     def critic_x(self, team: TeamObs, actions: list[torch.Tensor]) -> torch.Tensor:
         """A critic's input ``[B, critic_input_size]``: the members' observations (and the
@@ -349,7 +358,8 @@ class MADDPGPolicy(TorchPolicy):
             team = self.split(self.obs_to_tensor(obs))
             outs = self.actor_outputs(self.net, team)
             x = self.critic_x(team, self.greedy_actions(outs))
-            return self.net.critics[0][0](x).squeeze(1).cpu().numpy()
+            values: Array = self.net.member_critics(0)[0](x).squeeze(1).cpu().numpy()
+        return values
 
     # -- learning ---------------------------------------------------------------------------
 
@@ -383,7 +393,7 @@ class MADDPGPolicy(TorchPolicy):
     def critic_detached(self, i: int, x: torch.Tensor) -> torch.Tensor:
         """Member ``i``'s first critic at ``x`` ``[B]`` with its parameters detached: gradients
         reach the actions in ``x`` (the actor) but not the critic."""
-        critic = self.net.critics[i][0]
+        critic = self.net.member_critics(i)[0]
         params = {k: v.detach() for k, v in critic.named_parameters()}
         out: torch.Tensor = functional_call(critic, params, (x,))
         return out.squeeze(1)
@@ -424,10 +434,10 @@ class MADDPGPolicy(TorchPolicy):
             targets = [
                 t[REWARDS]
                 + bootstrap * torch.stack([c(next_x).squeeze(1) for c in critics]).min(dim=0).values
-                for critics in self.target_model.critics
+                for critics in self.target_model.all_critics()
             ]
         x = self.critic_x(team, actions)
-        pairs = [(c, targets[i]) for i, critics in enumerate(self.net.critics) for c in critics]
+        pairs = [(c, targets[i]) for i, cs in enumerate(self.net.all_critics()) for c in cs]
         q = torch.stack([critic(x).squeeze(1) for critic, _ in pairs])  # [N * critics, B]
         tds = q - torch.stack([target for _, target in pairs])
         per_row = 0.5 * tds.pow(2).sum(dim=0)
