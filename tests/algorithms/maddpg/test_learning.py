@@ -114,5 +114,6 @@ def test_maddpg_and_matd3_beat_independent_td3_on_the_relay() -> None:
     maddpg = final_return("maddpg", **team)
     matd3 = final_return("matd3", **team)
     independent = final_return("td3")
+    print(f"relay: maddpg {maddpg:.3f}, matd3 {matd3:.3f}, independent td3 {independent:.3f}")
     assert maddpg > -0.1 and matd3 > -0.1, (maddpg, matd3, independent)
     assert min(maddpg, matd3) > independent + 0.08, (maddpg, matd3, independent)
