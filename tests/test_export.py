@@ -8,6 +8,7 @@ import pickle
 import shutil
 import subprocess
 import sys
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -194,11 +195,15 @@ def test_spaces_round_trip_through_json() -> None:
         spaces.Box(np.array([-1.0, 0.0]), np.array([1.0, 2.0]), (2,), np.float64),
         spaces.Discrete(5, start=2),
         spaces.MultiDiscrete([3, 4]),
+        spaces.MultiDiscrete([3, 4], start=[1, -2]),
+        spaces.Dict({"b": spaces.Discrete(2), "a": spaces.Tuple((spaces.MultiBinary(3),))}),
     ):
         text = json.dumps(space_to_json(space), allow_nan=False)  # strict JSON
         assert space_from_json(json.loads(text)) == space
+    ordered = spaces.Dict(OrderedDict([("z", spaces.Discrete(2)), ("a", spaces.Discrete(3))]))
+    assert list(space_from_json(space_to_json(ordered)).spaces) == ["z", "a"]  # kept, not sorted
     with pytest.raises(ConfigError, match="cannot export"):
-        space_to_json(spaces.Dict({"a": spaces.Discrete(2)}))
+        space_to_json(spaces.Text(4))
     with pytest.raises(ConfigError, match="bad space"):
         space_from_json({"type": "Box", "low": 0})
 

@@ -49,6 +49,7 @@ RANKS = {
     "lazy": 1,
     "schedules": 2,
     "flow": 2,
+    "storage": 2,
     "config": 3,
     "checkpoint": 3,
     "backend_lease": 3,

@@ -91,6 +91,7 @@ def test_optional_parts_are_extras_not_dependencies(tmp_path: Path) -> None:
     assert any(r.startswith("ale-py") and 'extra == "atari"' in r for r in requires)
     assert any(r.startswith("mujoco") and 'extra == "mujoco"' in r for r in requires)
     assert any(r.startswith("pettingzoo") and 'extra == "multiagent"' in r for r in requires)
+    assert any(r.startswith("mpe2") and 'extra == "multiagent"' in r for r in requires)
 
 
 def test_version_flag(capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,6 +12,17 @@ renamed into place: a crash or a second Ctrl-C mid-save never leaves a half chec
 final name, and an old checkpoint at the same path is replaced only once the new one is complete.
 Anything wrong on reading (a missing or truncated file, bytes that do not unpickle, a foreign
 directory, a newer format) raises `ConfigError` naming the file and what is wrong.
+
+A checkpoint may live in object storage too (``s3://bucket/run/checkpoint_000010``;
+`rlflow.storage`), which has no rename: the checkpoint is written locally as above, then its
+state file is uploaded and its metadata file last. The metadata file is the marker that the
+checkpoint is complete: a checkpoint there without it (a run killed mid-upload) is skipped by
+`latest_checkpoint`, and replacing a checkpoint deletes the old marker before the new state
+goes up. Reading downloads both files to a temporary folder and checks them as above.
+
+A checkpoint is code: reading one unpickles it, which runs whatever the file says to run. Load
+only checkpoints you trust; exports (`rlflow.export`) hold JSON and tensors only and are read
+without unpickling anything else (``torch.load(weights_only=True)``).
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from rlflow import storage
 from rlflow.errors import ConfigError
 
 __all__ = [
@@ -122,6 +134,23 @@ def _move_into_place(tmp: Path, target: Path) -> None:
     _fsync_dir(target.parent)
 
 
+def _write_remote(uri: str, state: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
+    """Write the checkpoint locally, then upload it with its marker (the metadata) last. The
+    folder ``uri`` must be absent or hold only a checkpoint's files (complete or not)."""
+    uri = storage.check_location(uri, "checkpoint").rstrip("/")
+    marker = storage.join(uri, CHECKPOINT_META)
+    if not set(storage.list_files(uri)) <= {CHECKPOINT_STATE, CHECKPOINT_META}:
+        raise ConfigError(
+            f"checkpoint {uri!r}: the folder holds files and is not an rlflow checkpoint; "
+            "refusing to replace it (choose another path)"
+        )
+    with tempfile.TemporaryDirectory(prefix="rlflow-checkpoint-") as tmp:
+        local = write_checkpoint(Path(tmp) / storage.name_of(uri), state, meta)
+        storage.delete(marker)  # an old checkpoint here is incomplete from now on
+        storage.upload_dir(local, uri, last=[CHECKPOINT_META])
+    return uri
+
+
 def write_checkpoint(
     checkpoint_dir: str | Path, state: Mapping[str, Any], meta: Mapping[str, Any]
 ) -> str:
@@ -132,9 +161,12 @@ def write_checkpoint(
     fsynced and renamed into place; on any error or interrupt it is removed and an existing
     checkpoint at ``checkpoint_dir`` is left as it was. ``checkpoint_dir`` must be absent, empty
     or an rlflow checkpoint (`ConfigError` otherwise, so no user directory is ever replaced);
-    state that cannot be pickled is a `ConfigError` too.
+    state that cannot be pickled is a `ConfigError` too. On object storage (an ``s3://`` or
+    ``gs://`` URI) the state file goes up first and the metadata, the completion marker, last.
     """
-    target = Path(checkpoint_dir)
+    if storage.is_remote(checkpoint_dir):
+        return _write_remote(str(checkpoint_dir), state, meta)
+    target = storage.local_path(checkpoint_dir)
     _check_replaceable(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
@@ -159,13 +191,33 @@ def write_checkpoint(
     return str(target)
 
 
-def latest_checkpoint(path: str | Path) -> Path:
+def _latest_remote(uri: str) -> str:
+    uri = storage.check_location(uri, "checkpoint").rstrip("/")
+    if storage.is_file(storage.join(uri, CHECKPOINT_META)):
+        return uri
+    complete = [
+        (int(m.group(1)), top)
+        for name in storage.list_files(uri)
+        for top, _, rest in [name.partition("/")]
+        if rest == CHECKPOINT_META and (m := _CHECKPOINT_NAME.fullmatch(top))
+    ]
+    if not complete:
+        if not storage.exists(uri):
+            raise ConfigError(f"{uri!r} does not exist: not an rlflow checkpoint or run dir")
+        return uri  # load_checkpoint says what is missing
+    return storage.join(uri, max(complete)[1])
+
+
+def latest_checkpoint(path: str | Path) -> Path | str:
     """``path`` if it is a checkpoint, else (a run dir) its ``checkpoint_N`` with the largest N.
 
     Raises `ConfigError` if ``path`` does not exist or is neither (not checked further here:
-    `load_checkpoint` reads it defensively).
+    `load_checkpoint` reads it defensively). On object storage (a URI, returned as a string)
+    only complete checkpoints count: those whose metadata file, uploaded last, is there.
     """
-    path = Path(path)
+    if storage.is_remote(path):
+        return _latest_remote(str(path))
+    path = storage.local_path(path)
     if not path.exists():
         raise ConfigError(f"{str(path)!r} does not exist: not an rlflow checkpoint or run dir")
     if not path.is_dir() or (path / CHECKPOINT_META).exists():
@@ -260,9 +312,15 @@ def load_checkpoint(checkpoint_dir: str | Path) -> dict[str, Any]:
     Checks, in order, each a `ConfigError` naming the file: the directory exists and holds both
     files; the metadata is rlflow's, of a format version this rlflow reads; the state file has
     the size and SHA-256 recorded at save time; it unpickles (code it refers to is importable);
-    it is a trainer state.
+    it is a trainer state. A checkpoint in object storage is downloaded first; its errors
+    name the URI.
+
+    Unpickling runs code the file names (cloudpickle saves functions by value): load only
+    checkpoints you trust. The SHA-256 check guards against damage, not against a forged file.
     """
-    path = Path(checkpoint_dir)
+    if storage.is_remote(checkpoint_dir):
+        return _load_remote(str(checkpoint_dir))
+    path = storage.local_path(checkpoint_dir)
     if path.is_file():
         path = path.parent
     if not path.is_dir():
@@ -278,6 +336,30 @@ def load_checkpoint(checkpoint_dir: str | Path) -> dict[str, Any]:
     if missing := [k for k in _REQUIRED_KEYS if k not in state]:
         raise ConfigError(f"{str(state_file)!r}: not a trainer state (no {', '.join(missing)})")
     return state
+
+
+def _load_remote(uri: str) -> dict[str, Any]:
+    uri = storage.check_location(uri, "checkpoint").rstrip("/")
+    if storage.name_of(uri) in (CHECKPOINT_STATE, CHECKPOINT_META):
+        uri = storage.parent_of(uri)
+    with tempfile.TemporaryDirectory(prefix="rlflow-checkpoint-") as tmp:
+        local = Path(tmp) / storage.name_of(uri)
+        local.mkdir()
+        for name in (CHECKPOINT_META, CHECKPOINT_STATE):
+            if storage.is_file(storage.join(uri, name)):
+                storage.download_file(storage.join(uri, name), local / name)
+        if not any(local.iterdir()):
+            if not storage.exists(uri):
+                raise ConfigError(f"{uri!r} does not exist: not an rlflow checkpoint")
+            if (latest := latest_checkpoint(uri)) != uri:
+                raise ConfigError(
+                    f"{uri!r} is not an rlflow checkpoint (a run dir? its latest complete "
+                    f"checkpoint is {latest!r})"
+                )
+        try:
+            return load_checkpoint(local)
+        except ConfigError as err:
+            raise ConfigError(str(err).replace(str(local), uri)) from None
 
 
 def picklable(obj: Any) -> bool:

@@ -51,7 +51,8 @@ from rlflow.loggers import LoggerSet
 from rlflow.models.memory import RecurrentInputs, state_out_key, stored_state
 from rlflow.ops.keys import NUM_ENV_STEPS_SAMPLED, NUM_ENV_STEPS_TRAINED
 from rlflow.ops.learner_thread import learners_paused
-from rlflow.ops.metrics import episode_stats
+from rlflow.ops.metrics import episode_stats, team_return_stats
+from rlflow.ops.self_play import headline_rates, measure_learner
 from rlflow.setup import TrainerSetup, resolve_setup
 
 if TYPE_CHECKING:
@@ -120,7 +121,8 @@ class Trainer:
         backend: ``"ray"`` or ``"local"``. ``None``: the running flow backend if there is one,
             else ``"ray"`` (a local Ray is started for you).
         address: Ray cluster address to connect to (``backend="ray"`` only).
-        logdir: run dir where the config's ``loggers`` write every result (`rlflow.loggers`);
+        logdir: run dir where the config's ``loggers`` write every result (`rlflow.loggers`),
+            a local path or an ``s3://`` / ``gs://`` URI (staged locally, `rlflow.storage`);
             None: none of them (loggers added with ``trainer.loggers.add`` still get results).
         config: the algorithm's config as an instance of its config class or a dict of fields
             (RLlib style); keyword arguments override its fields.
@@ -188,14 +190,21 @@ class Trainer:
         self.loggers = LoggerSet(self._config.loggers, logdir)
         """Where each result goes (`rlflow.loggers.LoggerSet`); ``.add(logger)`` adds yours."""
         self._owns_backend = False
-        self.workers: Any = self._start_workers(setup, backend, address, started_workers)
-        """The run's WorkerSet: ``local_worker()`` (the learner) and ``remote_workers()``."""
+        try:
+            self.workers: Any = self._start_workers(setup, backend, address, started_workers)
+            """The run's WorkerSet: ``local_worker()`` (the learner) and ``remote_workers()``."""
+        except BaseException:
+            self.loggers.close()  # a remote logdir's staging folder
+            raise
         try:
             self._plan = self._build_plan()
         except BaseException:
-            self.workers.stop()  # the learner with the remote workers
-            if self._owns_backend:
-                release_backend()
+            try:
+                self.workers.stop()  # the learner with the remote workers
+                if self._owns_backend:
+                    release_backend()
+            finally:
+                self.loggers.close()
             raise
         self._stopped = False
         self._iteration = 0
@@ -342,6 +351,15 @@ class Trainer:
         generators). Returns ``episode_return_mean/min/max``, ``episode_len_mean`` and
         ``episodes``; for a multi-agent env also ``policy_reward_mean/min/max`` (each agent's
         return with its policy, as in training results). Atari returns are game scores.
+
+        A self-play game (``self_play`` set, its ``evaluation_interval`` not 0), whose mean
+        return says nothing (zero-sum: 0), also plays ``num_episodes`` games of each learner
+        against a random legal player (the learner greedy, or sampling with ``explore``) and
+        as many against its newest snapshot, the seat taking turns
+        (`rlflow.ops.self_play.measure_learner`), and returns them as ``self_play``
+        (``{learner: {"vs_random": rates, "vs_previous": rates}}``, rates overall and by
+        seat) and the headline ``win_rate``, ``draw_rate``, ``loss_rate`` against the random
+        player (the lowest learner's, `rlflow.ops.self_play.headline_rates`).
         """
         self._check_running("evaluate")
         num_episodes = check_int(num_episodes, "Trainer.evaluate: num_episodes", low=1)
@@ -350,7 +368,26 @@ class Trainer:
             seed = self._config.seed + 1_000_003
         local = self.workers.local_worker()
         episodes = local.evaluate(num_episodes, seed=seed, explore=explore, creator=env_creator)
-        return episode_stats(episodes)
+        stats = episode_stats(episodes)
+        # A group (`groups`) is one agent: its return is the team's.
+        stats.update(team_return_stats(episodes, {g: [g] for g in self._config.groups}))
+        settings = self._config.self_play
+        if settings is None or settings.evaluation_interval == 0:
+            return stats
+        games = {
+            learner: measure_learner(
+                local,
+                learner,
+                settings.snapshot_ids(learner)[0],
+                games=num_episodes,
+                seed=seed,
+                explore=explore,
+                creator=env_creator,
+            )
+            for learner in self._config.self_play_learners()
+        }
+        vs_random = {learner: rates["vs_random"] for learner, rates in games.items()}
+        return {**stats, **headline_rates(vs_random), "self_play": games}
 
     def _evaluation_keys(self) -> dict[str, Any]:
         """The ``evaluation/`` keys of the latest iteration: ``evaluation/<key>`` for each key
@@ -443,6 +480,9 @@ class Trainer:
         (`rlflow.models.actors`); without one, its `ActorCritic` model is exported. The
         learner's observation filter of the policy (``observation_filter``) is saved with its
         current statistics: the loaded policy takes raw observations, as this trainer does.
+        When the env's observations are structured (Dict, Tuple, MultiDiscrete, MultiBinary:
+        PettingZoo's ``{"observation", "action_mask"}``), the export records their space, and
+        the loaded policy takes them as the env gives them (or flat, as the network does).
         """
         policy = self._policy("export_policy", policy_id)
         local = self.workers.local_worker()
@@ -454,6 +494,7 @@ class Trainer:
                 policy_id=policy_id,
                 config=self.config,
                 obs_filter=local.filters.get(policy_id),
+                env_observation_space=local.env_observation_spaces.get(policy_id),
             )
 
     # ------------------------------------------------------------------------ checkpoints
@@ -466,6 +507,12 @@ class Trainer:
         plan's replay buffers; plus a small JSON metadata file. Atomic: a checkpoint already at
         ``checkpoint_dir`` is replaced only once the new one is complete
         (`rlflow.checkpoint.write_checkpoint`). Restore with :meth:`restore`.
+
+        ``checkpoint_dir`` may be an ``s3://`` / ``gs://`` URI (`rlflow.storage`): the
+        checkpoint is published by its metadata file, uploaded last. A ``logdir`` in object
+        storage is synced at each save, before the checkpoint is written
+        (`rlflow.loggers.LoggerSet.sync`), so its progress files reach the checkpoint's
+        iteration.
         """
         self._check_running("save")
         meta = {
@@ -476,6 +523,7 @@ class Trainer:
             _SAMPLED: int(self._context.counters.get(_SAMPLED, 0)),
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
+        self.loggers.sync()  # a remote logdir's files up to here, before the checkpoint
         return write_checkpoint(checkpoint_dir, self._get_state(), meta)
 
     def _get_state(self) -> dict[str, Any]:
@@ -522,6 +570,10 @@ class Trainer:
         whole; its algorithm and env must be the saved ones. A damaged, truncated or foreign
         checkpoint raises `ConfigError` naming the file. A synchronous run restored on the local
         backend continues exactly as the saved one would have.
+
+        A checkpoint is code: its state is unpickled with cloudpickle, which runs whatever the
+        file says to run. Only restore checkpoints you trust; `export_policy`'s exports are
+        JSON and tensors only, loaded without running any of their contents.
         """
         state = checkpoint if isinstance(checkpoint, Mapping) else load_checkpoint(checkpoint)
         saved = state["algorithm"]

@@ -357,7 +357,7 @@ def test_self_play_from_the_command_line_survives_a_restore(
     )  # fmt: skip
     assert code == 0, err
     lines = [line for line in out.splitlines() if line.startswith("iter ")]
-    assert len(lines) == 2 and "default_policy vs random: win" in lines[1]
+    assert len(lines) == 2 and "default_policy win/draw/loss vs random" in lines[1]
     assert "snapshot" not in lines[1]  # the frozen copies stay out of the line
     code, out, err = run(
         capsys, "train", "--restore", str(run_dir), "--backend", "local", "--stop-iters", "3"

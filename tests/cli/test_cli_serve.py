@@ -114,11 +114,20 @@ def test_serve_trains_dqn_from_replay_on_a_clients_episodes(
         (["--set", "evaluation_interval=2"], "evaluation_interval 2: the clients' episodes"),
         (["--env", "pettingzoo.classic.rps_v2"], "is multi-agent; serving takes one"),
         (["--port", "70000"], "PolicyServer: port 70000"),
+        (["--host", "0.0.0.0"], "host '0.0.0.0' is not a loopback address and no auth token"),
+        (["--auth-token", ""], "auth_token: must be a non-empty string"),
+        (["--max-body-bytes", "0"], "max_body_bytes=0 must be"),
+        (["--tls-key", "key.pem"], "tls_key 'key.pem' without tls_cert"),
+        (["--tls-cert", "missing.pem"], "tls_cert 'missing.pem': cannot load a PEM"),
     ],
 )
 def test_bad_serve_flags_are_one_line_and_exit_2(
-    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+    flags: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.delenv("RLFLOW_SERVE_TOKEN", raising=False)
     code = main(["serve", "pg", "--no-tuned", "--port", "0", *flags])
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1, err

@@ -177,3 +177,37 @@ def test_config_checks_groups_before_any_env_is_built() -> None:
     with pytest.raises(ConfigError, match=r"PPOConfig\.groups: agent 'x' is in two groups"):
         PPOConfig(env="multi_cartpole", groups={"g": ["x"], "h": ["x"]})
     assert check_groups({"g": ("a", "b")}) == {"g": ["a", "b"]}
+
+
+def test_any_algorithm_trains_a_group_as_one_agent_with_a_joint_action() -> None:
+    import rlflow
+
+    trainer = rlflow.Trainer(
+        "ppo",
+        env="multi_cartpole",
+        env_config={"num_agents": 2},
+        groups={"pair": ["agent_0", "agent_1"]},
+        num_workers=0,
+        rollout_fragment_length=64,
+        train_batch_size=128,
+        sgd_minibatch_size=64,
+        num_sgd_iter=1,
+        backend="local",
+    )
+    try:
+        policy = trainer.workers.local_worker().get_policy()
+        assert isinstance(policy.observation_space, TeamBox)
+        assert policy.action_space == spaces.MultiDiscrete([2, 2])
+        result = trainer.train()
+        # One row per team step: the agent steps (the team's rows) are the env steps.
+        assert result["num_agent_steps_trained"] == result["num_env_steps_sampled"] == 128
+        assert result["episodes_this_iter"] > 0
+        # The team's reward sums its poles' (1 per step each while up); the episode lasts
+        # until both fell: its return lies between its length and twice its length.
+        length, ret = result["episode_len_mean"], result["episode_return_mean"]
+        assert length < ret <= 2 * length
+        assert result["team_return_mean/pair"] == ret  # the team's return leads the line
+        evaluation = trainer.evaluate(num_episodes=2)
+        assert evaluation["team_return_mean"]["pair"] == evaluation["episode_return_mean"]
+    finally:
+        trainer.stop()

@@ -136,3 +136,22 @@ def test_standard_metrics_reporting_reports_every_item_by_default() -> None:
     workers = WorkerSet(counting_config(), PGPolicy)
     plan = standard_metrics_reporting(parallel_rollouts(workers), workers, counting_config())
     assert [r["num_env_steps_sampled"] for r in plan.take(3)] == [12, 24, 36]
+
+
+def test_collect_metrics_adds_each_teams_return() -> None:
+    # two_team_grid: a team's agents share its reward, the other team gets its opposite; a
+    # team's return is the sum over its agents, and the two teams' sum to 0 in every episode.
+    config = PGConfig(env="two_team_grid", num_workers=0, rollout_fragment_length=40, seed=0)
+    workers = WorkerSet(config, PGPolicy)
+    teams = {"red": ["red_0", "red_1"], "blue": ["blue_0", "blue_1"]}
+    collect = CollectMetrics(workers, smoothing_episodes=1000, teams=teams)
+    result = parallel_rollouts(workers).for_each(collect).take(3)[-1]
+    assert result["episodes_total"] > 0
+    red, blue = result["team_return_mean"]["red"], result["team_return_mean"]["blue"]
+    assert red == pytest.approx(-blue) and result["team_return_mean/red"] == red
+    # Per episode a team of two scores +1, 0 or -1 each: +2, 0 or -2 together.
+    extremes = {result[f"team_return_{s}"][team] for s in ("min", "max") for team in teams}
+    assert extremes <= {-2.0, 0.0, 2.0}
+    assert result["episode_return_mean"] == pytest.approx(red + blue, abs=1e-9)
+    plain = flow.from_iterable([0]).for_each(CollectMetrics(workers)).take(1)[0]
+    assert "team_return_mean" not in plain  # no teams: no key

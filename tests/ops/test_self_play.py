@@ -111,16 +111,23 @@ def test_every_training_game_seats_the_learner_once(self_play_trainer: Trainer) 
 
 def test_win_rates_come_at_each_snapshot_by_seat(self_play_trainer: Trainer) -> None:
     first, second = self_play_trainer.train(), self_play_trainer.train()
-    assert first["self_play"] == {DEFAULT_POLICY_ID: {"snapshots": 0}}
+    unmeasured = first["self_play"][DEFAULT_POLICY_ID]
+    assert "vs_random" not in unmeasured and unmeasured["snapshots"] == 0
+    assert not {"win_rate", "measured_at"} & set(unmeasured)
+    assert "win_rate" not in first  # the headline waits for the first measurement
     stats = second["self_play"][DEFAULT_POLICY_ID]
     assert stats["snapshots"] == 1
-    for matchup in ("vs_random", "vs_previous"):
+    assert stats["measured_at"] == 2 and second["win_rate"] == stats["vs_random"]["win_rate"]
+    for matchup in ("vs_random", "vs_previous", "vs_pool"):
         rates = stats[matchup]
-        assert rates["games"] == 20
         assert rates["win_rate"] + rates["draw_rate"] + rates["loss_rate"] == pytest.approx(1)
         seats = rates["seats"]
         assert sorted(seats) == ["player_1", "player_2"]
-        assert [s["games"] for s in seats.values()] == [10, 10]  # the seat takes turns
+        if matchup != "vs_pool":
+            assert rates["games"] == 20
+            assert [s["games"] for s in seats.values()] == [10, 10]  # the seat takes turns
+    # The training games against the pool: the learner's, in the smoothing window.
+    assert stats["vs_pool"]["games"] == min(100, second["episodes_total"])
 
 
 def test_stage_needs_self_play_and_shows_in_the_plan(
@@ -157,7 +164,9 @@ def test_remote_workers_play_against_the_learners_snapshots(ray_backend: None) -
             result = trainer.train()
         local = trainer.workers.local_worker().get_weights()
         remote = trainer.workers.foreach_worker(lambda w: w.get_weights())[1:]
-    assert result["self_play"] == {DEFAULT_POLICY_ID: {"snapshots": 3}}
+    stats = result["self_play"][DEFAULT_POLICY_ID]
+    assert stats["snapshots"] == 3 and stats["vs_pool"]["games"] > 0
+    assert not {"vs_random", "win_rate", "measured_at"} & set(stats)  # measuring is off
     assert result["episodes_total"] > 0
     for weights in remote:
         for pid in [DEFAULT_POLICY_ID, *POOL[:2]]:

@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -25,7 +26,16 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from rlflow.cli.output import jsonable, make_run_dir, progress_line, summary, write_yaml
+from rlflow import storage
+from rlflow.cli.output import (
+    evaluation_games,
+    jsonable,
+    make_run_dir,
+    progress_line,
+    seat_outcomes,
+    summary,
+    write_yaml,
+)
 from rlflow.cli.resolve import resolve_run, served_spaces, should_stop, stop_criteria
 from rlflow.cli.resume import prepare_progress, resolve_resume
 from rlflow.config.files import tuned_envs
@@ -220,6 +230,14 @@ def _check_train_flags(args: argparse.Namespace) -> None:
         raise ConfigError(f"--checkpoint-every {args.checkpoint_every}: must be >= 0")
     if args.address and args.backend == "local":
         raise ConfigError(f"--address {args.address!r} needs --backend ray")
+    # Storage URIs before anything starts: the scheme, pyarrow's support, credentials, and
+    # that the bucket answers.
+    if args.out:
+        storage.probe(args.out, "--out")
+    if args.restore:
+        storage.probe(args.restore, "--restore")
+    if getattr(args, "output", None):
+        storage.probe(args.output, "--output")
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -248,10 +266,11 @@ def _fresh_run(
     is given the trainer once built; ``workers``: remote workers started for ``setup``
     (`rlflow.workers.placement.StartedWorkers`) for the trainer to adopt."""
     algo, config = setup.algorithm.name, setup.config
-    fresh = not (args.out and os.path.exists(args.out))
+    fresh = not (args.out and storage.exists(args.out))
     run_dir = make_run_dir(args.out, algo, config.env if env is None else env)
     write_yaml(
-        run_dir / "config.yaml", {"algorithm": algo, "config": config.to_dict(), "stop": stop}
+        storage.join(run_dir, "config.yaml"),
+        {"algorithm": algo, "config": config.to_dict(), "stop": stop},
     )
     from rlflow.trainer import Trainer
 
@@ -259,7 +278,10 @@ def _fresh_run(
         trainer = Trainer(setup, backend=args.backend, logdir=run_dir, started_workers=workers)
     except BaseException:
         if fresh:  # made above, and no iteration ran in it (a given --out dir stays)
-            shutil.rmtree(run_dir, ignore_errors=True)
+            if storage.is_remote(run_dir):
+                storage.delete(run_dir)
+            else:
+                shutil.rmtree(run_dir, ignore_errors=True)
         raise
     if started is not None:
         started(trainer)
@@ -287,6 +309,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         episode_timeout_s=args.episode_timeout,
+        auth_token=args.auth_token,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        max_body_bytes=args.max_body_bytes,
     )
     config = run.config.replace(num_envs_per_worker=args.concurrent_episodes)
     server.check_config(config)  # before the port is taken
@@ -311,7 +337,7 @@ def _resume(args: argparse.Namespace) -> int:
     spec = resolve_resume(args)
     run = spec.run
     write_yaml(
-        spec.run_dir / "config.yaml",
+        storage.join(spec.run_dir, "config.yaml"),
         {"algorithm": run.algo, "config": run.config.to_dict(), "stop": run.stop},
     )
     last = prepare_progress(spec.run_dir, spec.state)
@@ -330,14 +356,15 @@ def _resume(args: argparse.Namespace) -> int:
 
 def _train_loop(
     trainer: Any,
-    run_dir: Path,
+    run_dir: Path | str,
     stop: Mapping[str, float],
     every: int,
     header: str,
     last: dict[str, Any] | None,
 ) -> int:
     """Train until ``stop`` (the trainer's loggers write each result to the run dir); ``last``:
-    a resumed run's last result (it may meet ``stop`` already: then nothing trains)."""
+    a resumed run's last result (it may meet ``stop`` already: then nothing trains). A run dir
+    in object storage gets each checkpoint uploaded, and the loggers' files with it."""
     out = sys.stdout
     crit = ", ".join(f"{k} >= {v:g}" for k, v in stop.items()) or "none (Ctrl-C to stop)"
     out.write(f"{header}; stop: {crit}\n")
@@ -351,7 +378,7 @@ def _train_loop(
             out.write(progress_line(result) + "\n")
             out.flush()
             if every and result["iteration"] % every == 0:
-                trainer.save(run_dir / f"checkpoint_{result['iteration']:06d}")
+                trainer.save(storage.join(run_dir, f"checkpoint_{result['iteration']:06d}"))
                 saved_at = result["iteration"]
             if (why := should_stop(result, stop)) is not None:
                 reason = why
@@ -364,14 +391,15 @@ def _train_loop(
 
 
 def _finish(
-    trainer: Any, run_dir: Path, result: dict[str, Any] | None, reason: str, saved_at: int
+    trainer: Any, run_dir: Path | str, result: dict[str, Any] | None, reason: str, saved_at: int
 ) -> int:
     """Save the last checkpoint (unless saved), write ``result.json`` and the summary."""
-    checkpoint = run_dir / f"checkpoint_{trainer.iteration:06d}"
+    checkpoint = storage.join(run_dir, f"checkpoint_{trainer.iteration:06d}")
     if trainer.iteration != saved_at:
         trainer.save(checkpoint)
     if result is not None:
-        (run_dir / "result.json").write_text(json.dumps(jsonable(result), indent=2) + "\n")
+        text = json.dumps(jsonable(result), indent=2) + "\n"
+        storage.write_text(storage.join(run_dir, "result.json"), text)
     summary(sys.stdout, trainer, result, reason, checkpoint, run_dir)
     return _STOPPED_EXIT.get(reason, EXIT_OK)
 
@@ -383,6 +411,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     if args.episodes < 1:
         raise ConfigError(f"--episodes {args.episodes}: must be >= 1")
+    storage.probe(args.checkpoint, "CHECKPOINT")
     check_watch_flags(render=args.render, video_dir=args.video)
     state = load_checkpoint(latest_checkpoint(args.checkpoint))  # a run dir: its latest
     with Trainer.restore(state, backend="local") as trainer:
@@ -393,12 +422,19 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             args.episodes, seed=args.seed, explore=args.stochastic, env_creator=creator
         )
     mode = "stochastic" if args.stochastic else "greedy"
-    sys.stdout.write(
-        f"{trainer.algorithm} on {trainer.config.env}, iteration {trainer.iteration}: "
-        f"{stats['episodes']} {mode} episodes, return mean {stats['episode_return_mean']:.2f} "
-        f"(min {stats['episode_return_min']:.2f}, max {stats['episode_return_max']:.2f}), "
-        f"length mean {stats['episode_len_mean']:.1f}\n"
-    )
+    what = f"{trainer.algorithm} on {trainer.config.env}, iteration {trainer.iteration}"
+    if "self_play" in stats:  # a zero-sum game: its mean return is 0, its results are these
+        sys.stdout.write(evaluation_games(what, stats, mode))
+    elif (seats := seat_outcomes(stats)) is not None:  # a zero-sum game without self-play
+        sys.stdout.write(f"{what}: {stats['episodes']} {mode} episodes, {seats}\n")
+    else:
+        teams = stats.get("team_return_mean") or {}
+        team_returns = "".join(f", team {t} return mean {v:.2f}" for t, v in teams.items())
+        sys.stdout.write(
+            f"{what}: {stats['episodes']} {mode} episodes{team_returns}, return mean "
+            f"{stats['episode_return_mean']:.2f} (min {stats['episode_return_min']:.2f}, max "
+            f"{stats['episode_return_max']:.2f}), length mean {stats['episode_len_mean']:.1f}\n"
+        )
     if args.video:
         videos = sorted(Path(args.video).glob("*.mp4"))
         sys.stdout.write(f"videos: {len(videos)} in {args.video}\n")
@@ -409,31 +445,56 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from rlflow.checkpoint import latest_checkpoint, load_checkpoint
     from rlflow.trainer import Trainer
 
+    storage.probe(args.checkpoint, "CHECKPOINT_OR_RUN_DIR")
+    storage.probe(args.output, "--output")
     state = load_checkpoint(latest_checkpoint(args.checkpoint))  # a run dir: its latest
     with Trainer.restore(state, backend="local") as trainer:
-        path = trainer.export_policy(args.output, policy_id=args.policy_id)
+        if storage.is_remote(args.output):  # written here, then uploaded (policy.json last)
+            with tempfile.TemporaryDirectory(prefix="rlflow-export-") as tmp:
+                local = trainer.export_policy(Path(tmp) / "policy", policy_id=args.policy_id)
+                onnx_path = _export_onnx(args, local)
+                spec = storage.join(args.output, "policy.json")
+                if storage.exists(args.output) and not storage.is_file(spec):
+                    raise ConfigError(
+                        f"--output {args.output!r} exists and is not an exported policy; give "
+                        "a new path"
+                    )
+                storage.delete(spec)  # an old export there is incomplete from now on
+                storage.upload_dir(local, args.output, last=["policy.json"])
+            path = args.output
+        else:
+            path = trainer.export_policy(args.output, policy_id=args.policy_id)
+            onnx_path = _export_onnx(args, path)
     sys.stdout.write(
         f"exported {args.policy_id} of {trainer.algorithm} on {trainer.config.env} "
         f"(iteration {trainer.iteration}) to {path}; load it with rlflow.load_policy({path!r})\n"
     )
-    if args.format == "onnx":
-        from rlflow.export.onnx import ONNX_FILE, export_onnx
-
-        onnx_path = export_onnx(path, Path(path) / ONNX_FILE)
+    if onnx_path is not None:
+        where = storage.join(path, Path(onnx_path).name)
         sys.stdout.write(
-            f"ONNX: {onnx_path} (inputs and outputs: rlflow.export.onnx; run it with "
+            f"ONNX: {where} (inputs and outputs: rlflow.export.onnx; run it with "
             "onnxruntime.InferenceSession)\n"
         )
     return EXIT_OK
 
 
+def _export_onnx(args: argparse.Namespace, path: str) -> Path | None:
+    """With ``--format onnx``: write the local export ``path``'s ONNX file beside it."""
+    if args.format != "onnx":
+        return None
+    from rlflow.export.onnx import ONNX_FILE, export_onnx
+
+    return export_onnx(path, Path(path) / ONNX_FILE)
+
+
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from rlflow.cli.dataflow import RunDataflow, format_table, load_dataflow
+    from rlflow.cli.dataflow import RunDataflow, format_table
     from rlflow.cli.plan_html import write_html
     from rlflow.trainer import Trainer
 
-    if Path(args.algo).is_dir():  # a run dir: its saved graph with the measured stages
-        measured = load_dataflow(args.algo)
+    remote = storage.is_remote(args.algo) if "://" in args.algo else False
+    if remote or Path(args.algo).is_dir():  # a run dir: its saved graph with measured stages
+        measured = _load_dataflow(args.algo, remote=remote)
         sys.stdout.write(format_table(measured) + "\n")
         if args.html:
             sys.stdout.write(f"wrote {write_html(measured, args.html)}\n")
@@ -446,6 +507,26 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         bare = RunDataflow.unmeasured(graph, run.algo, str(run.config.env))
         sys.stdout.write(f"wrote {write_html(bare, args.html)}\n")
     return EXIT_OK
+
+
+def _load_dataflow(run_dir: str, *, remote: bool) -> Any:
+    """`rlflow.cli.dataflow.load_dataflow` of a local run dir, or of a copy of the files it
+    reads from one in object storage."""
+    from rlflow.cli.dataflow import load_dataflow
+
+    if not remote:
+        return load_dataflow(run_dir)
+    storage.probe(run_dir, "RUN_DIR")
+    with tempfile.TemporaryDirectory(prefix="rlflow-plan-") as tmp:
+        local = Path(tmp) / storage.name_of(run_dir)
+        local.mkdir()
+        for name in ("plan.json", "progress.jsonl", "config.yaml"):
+            if storage.is_file(storage.join(run_dir, name)):
+                storage.download_file(storage.join(run_dir, name), local / name)
+        try:
+            return load_dataflow(local)
+        except ConfigError as err:
+            raise ConfigError(str(err).replace(str(local), run_dir.rstrip("/"))) from None
 
 
 def _cmd_list(args: argparse.Namespace) -> int:

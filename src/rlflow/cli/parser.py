@@ -29,7 +29,8 @@ def _config_args() -> Parser:
     config_args = Parser(add_help=False)
     config_args.add_argument(
         "--env",
-        help="Gymnasium env id or PettingZoo env module (pettingzoo.classic.rps_v2; "
+        help="Gymnasium env id, or the dotted name of a module with PettingZoo's "
+        "parallel_env()/env() (pettingzoo.classic.rps_v2, mpe2.simple_spread_v3, your own; "
         "env_config are its kwargs) (default: the config's)",
     )
     config_args.add_argument("--num-workers", type=int, help="remote rollout workers")
@@ -72,13 +73,19 @@ def _run_args() -> Parser:
     run.add_argument(
         "--output",
         metavar="DIR",
-        help="also write every sampled batch to DIR as Parquet files (config output; "
-        "train bc or marwil on them with --set input=DIR)",
+        help="also write every sampled batch to DIR (a path or s3://, gs://, file:// URI) as "
+        "Parquet files (config output; train bc or marwil on them with --set input=DIR)",
     )
     run.add_argument(
         "--stop-policy-reward",
         type=float,
         help="multi-agent: stop once every policy's policy_reward_mean reaches this",
+    )
+    run.add_argument(
+        "--stop-win-rate",
+        type=float,
+        help="self-play games: stop once the win_rate against a random legal player (the "
+        "lowest learner's, at its latest measurement) reaches this, in (0, 1]",
     )
     run.add_argument(
         "--stop-timesteps",
@@ -88,7 +95,12 @@ def _run_args() -> Parser:
     )
     run.add_argument("--stop-time", type=float, help="stop after this many seconds")
     run.add_argument("--stop-iters", type=int, help="stop after this many iterations")
-    run.add_argument("--out", metavar="DIR", help="run dir (default runs/<algo>_<env>_<time>)")
+    run.add_argument(
+        "--out",
+        metavar="DIR",
+        help="run dir: a path or an s3://, gs://, file:// URI (object storage: checkpoints "
+        "uploaded as written, logs synced at each checkpoint; default runs/<algo>_<env>_<time>)",
+    )
     run.add_argument("--address", help="Ray cluster address (backend ray)")
     run.add_argument(
         "--ray-init-timeout",
@@ -129,8 +141,11 @@ def _add_train(
     train.add_argument(
         "--restore",
         metavar="CHECKPOINT_OR_RUN_DIR",
-        help="continue a run from a checkpoint (a run dir: its latest) in its run dir, with its "
-        "config (flags override; no tuned config); stop criteria count over the whole run",
+        help="continue a run from a checkpoint (a run dir: its latest complete one; a path or an "
+        "s3://, gs://, file:// URI) in its run dir, with its config (flags override; no tuned "
+        "config); stop criteria count over the whole run. A checkpoint is code: it is unpickled "
+        "with cloudpickle, and loading one runs what it holds; only restore checkpoints you "
+        "trust (exports of rlflow export hold tensors only)",
     )
 
 
@@ -154,7 +169,11 @@ def _add_serve(
         help='{"observation_space": SPACE, "action_space": SPACE}, each as rlflow.export '
         'writes spaces (e.g. {"type": "Discrete", "n": 2}) (default: --env\'s)',
     )
-    serve.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="interface (default 127.0.0.1); any but a loopback address needs --auth-token",
+    )
     serve.add_argument("--port", type=int, default=9900, help="port (default 9900; 0: any)")
     serve.add_argument(
         "--concurrent-episodes",
@@ -171,6 +190,28 @@ def _add_serve(
         metavar="S",
         help="end an episode without a request for S seconds (default 60)",
     )
+    serve.add_argument(
+        "--auth-token",
+        metavar="TOKEN",
+        help="every request must carry 'Authorization: Bearer TOKEN' (401 otherwise); "
+        "required unless --host is a loopback address (default: the environment variable "
+        "RLFLOW_SERVE_TOKEN, which unlike this flag other users cannot list)",
+    )
+    serve.add_argument(
+        "--tls-cert",
+        metavar="CERT.pem",
+        help="serve HTTPS with this PEM certificate chain (clients: https://HOST:PORT)",
+    )
+    serve.add_argument(
+        "--tls-key", metavar="KEY.pem", help="the private key of --tls-cert (default: in its file)"
+    )
+    serve.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=2**20,
+        metavar="N",
+        help="a request body over N bytes gets 413 (default 1048576: 1 MiB)",
+    )
     serve.add_argument("--backend", choices=["ray", "local"], default="local")
     serve.set_defaults(restore=None)
 
@@ -183,7 +224,9 @@ def _add_plot(sub: argparse._SubParsersAction[Parser]) -> None:
         "label (default: algorithm and env of their config.yaml, e.g. seeds) are drawn as the "
         "mean with a min/max band.",
     )
-    plot.add_argument("run_dirs", metavar="RUN_DIR", nargs="+", help="run dirs to plot")
+    plot.add_argument(
+        "run_dirs", metavar="RUN_DIR", nargs="+", help="run dirs to plot (paths or storage URIs)"
+    )
     plot.add_argument("--x", default="num_env_steps_sampled", help="x column (nested: a/b)")
     plot.add_argument("--y", default="episode_return_mean", help="y column (nested: a/b)")
     plot.add_argument("-o", "--output", default="plot.png", metavar="FILE", help="image file")
@@ -200,8 +243,19 @@ def _add_export(sub: argparse._SubParsersAction[Parser]) -> None:
         "export",
         help="write a checkpoint's policy for rlflow.load_policy (no Ray needed to load it)",
     )
-    export.add_argument("checkpoint", metavar="CHECKPOINT_OR_RUN_DIR", help="a run dir: its latest")
-    export.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write")
+    export.add_argument(
+        "checkpoint",
+        metavar="CHECKPOINT_OR_RUN_DIR",
+        help="a run dir: its latest (path or URI). A checkpoint is unpickled with cloudpickle "
+        "(loading runs code): only trusted ones; the export written holds JSON and tensors only",
+    )
+    export.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="directory to write (a path or an s3://, gs://, file:// URI)",
+    )
     export.add_argument("--policy-id", default="default_policy", help="the policy to export")
     export.add_argument(
         "--format",
@@ -216,7 +270,12 @@ def _add_evaluate(sub: argparse._SubParsersAction[Parser]) -> None:
     evaluate = sub.add_parser(
         "evaluate", help="play episodes with a checkpoint's policies; watch or record them"
     )
-    evaluate.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint or run dir")
+    evaluate.add_argument(
+        "checkpoint",
+        metavar="CHECKPOINT",
+        help="checkpoint or run dir (a path or storage URI; unpickled with cloudpickle: loading "
+        "runs code, only trusted ones)",
+    )
     evaluate.add_argument("--episodes", type=int, default=10, metavar="N", help="episodes")
     evaluate.add_argument(
         "--seed", type=int, help="seed of the env's first reset (default: the run's seed + 1000003)"
@@ -251,7 +310,9 @@ def build_parser() -> Parser:
         help="print a plan's Mermaid graph (ALGO), or a run's measured stages (RUN_DIR)",
     )
     plan.add_argument(
-        "algo", metavar="ALGO_OR_RUN_DIR", help="an algorithm, or a run dir (its saved plan.json)"
+        "algo",
+        metavar="ALGO_OR_RUN_DIR",
+        help="an algorithm, or a run dir (a path or storage URI: its saved plan.json)",
     )
     plan.add_argument(
         "--html",

@@ -6,19 +6,22 @@ label (``--label``, else ``<algorithm> <env>`` from the run's ``config.yaml``, e
 name): a group of one is its curve, a larger group (seeds of one config) its mean over the
 range all its runs cover, with a band from their min to their max (curves interpolated onto
 the union of their x values). matplotlib is an optional extra (``rl-flow[plot]``); the image is
-drawn without pyplot, on the Agg canvas, so no display is needed.
+drawn without pyplot, on the Agg canvas, so no display is needed. A run dir, and the image, may be
+in object storage (``s3://``, ``gs://``; `rlflow.storage`): its progress files are downloaded.
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from rlflow import storage
 from rlflow.errors import ConfigError
-from rlflow.loggers import read_progress
+from rlflow.loggers import CSV_FILE, JSONL_FILE, read_progress
 
 __all__ = ["Curve", "group_band", "load_curve", "plot_runs", "run_label"]
 
@@ -94,6 +97,20 @@ def _groups(run_dirs: Sequence[str | Path], labels: Sequence[str] | None) -> dic
     return groups
 
 
+def _local_run_dir(run_dir: str | Path, tmp: Path, index: int) -> str | Path:
+    """``run_dir``, or for one in object storage a local copy of its progress files."""
+    if not storage.is_remote(run_dir):
+        return run_dir
+    uri = storage.check_location(run_dir, "run dir").rstrip("/")
+    local = tmp / str(index) / storage.name_of(uri)
+    for name in ("config.yaml", CSV_FILE, JSONL_FILE):
+        if storage.is_file(storage.join(uri, name)):
+            storage.download_file(storage.join(uri, name), local / name)
+    if not local.is_dir():
+        raise ConfigError(f"{uri!r}: no {CSV_FILE} or {JSONL_FILE} there (not a run dir)")
+    return local
+
+
 def plot_runs(
     run_dirs: Sequence[str | Path],
     *,
@@ -101,12 +118,27 @@ def plot_runs(
     y: str = "episode_return_mean",
     out: str | Path = "plot.png",
     labels: Sequence[str] | None = None,
-) -> Path:
+) -> Path | str:
     """Draw the runs' ``y`` over ``x`` into the image ``out`` (format from its suffix); return
-    its path. ConfigError without matplotlib, for a dir that is no run dir or lacks a column."""
+    its path (a URI as a string). ConfigError without matplotlib, for a dir that is no run dir
+    or lacks a column. Run dirs and ``out`` may be object-storage URIs."""
     figure = _figure()
+    with tempfile.TemporaryDirectory(prefix="rlflow-plot-") as tmp:
+        local = [_local_run_dir(d, Path(tmp), i) for i, d in enumerate(run_dirs)]
+        _draw(figure, _groups(local, labels), x, y)
+        if storage.is_remote(out):
+            image = Path(tmp) / storage.name_of(out)
+            figure.savefig(image, dpi=120)
+            storage.upload_file(image, out)
+            return str(out)
+    path = Path(out)
+    figure.savefig(path, dpi=120)
+    return path
+
+
+def _draw(figure: Any, groups: dict[str, list[Path]], x: str, y: str) -> None:
     axes = figure.add_subplot()
-    for label, paths in _groups(run_dirs, labels).items():
+    for label, paths in groups.items():
         curves = [load_curve(p, x, y) for p in paths]
         if len(curves) == 1:
             axes.plot(curves[0].x, curves[0].y, label=label)
@@ -118,6 +150,3 @@ def plot_runs(
     axes.set_ylabel(y)
     axes.grid(alpha=0.3)
     axes.legend()
-    path = Path(out)
-    figure.savefig(path, dpi=120)
-    return path

@@ -170,13 +170,16 @@ def stop_criteria(args: argparse.Namespace, base: Mapping[str, float]) -> dict[s
     flags = {
         "episode_return_mean": args.stop_reward,
         "policy_reward_mean": args.stop_policy_reward,
+        "win_rate": args.stop_win_rate,
         "num_env_steps_sampled": args.stop_timesteps,
         "time_total_s": args.stop_time,
         "iteration": args.stop_iters,
     }
     for key, value in flags.items():
         if value is not None:
-            if key not in ("episode_return_mean", "policy_reward_mean") and value <= 0:
+            if key == "win_rate" and not 0 < value <= 1:
+                raise ConfigError(f"--stop-win-rate {value!r}: must be a rate in (0, 1]")
+            if key not in ("episode_return_mean", "policy_reward_mean", "win_rate") and value <= 0:
                 raise ConfigError(f"--stop-{key}: {value!r} must be > 0")
             stop[key] = float(value)
     return stop

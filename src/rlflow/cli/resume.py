@@ -6,17 +6,21 @@ A run dir resolves to its latest ``checkpoint_N``. The config is the checkpoint'
 not applied again); ``--env`` and ALGO, if given, must be the checkpoint's. The stop criteria are
 the ``--stop-*`` flags (and ``--config``'s), or without any the run's ``config.yaml`` ones; since
 the trainer's iteration, env-step and time counters come back from the checkpoint, they count
-over the whole run.
+over the whole run. A checkpoint or run dir in object storage (``s3://``, ``gs://``) resolves
+to its latest complete checkpoint (`rlflow.checkpoint.latest_checkpoint`), and the run
+continues in that run dir there.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from rlflow import storage
 from rlflow.cli.output import make_run_dir
 from rlflow.cli.resolve import RunSpec, parse_sets, stop_criteria
 from rlflow.config.files import coerce_field, load_config_file
@@ -31,11 +35,11 @@ PROGRESS_FILE = "progress.jsonl"
 class ResumeSpec(NamedTuple):
     """A resumed run: where it continues from and what it runs."""
 
-    checkpoint: Path
-    """The checkpoint directory restored."""
+    checkpoint: Path | str
+    """The checkpoint directory restored (a URI as a string)."""
     state: dict[str, Any]
     """Its trainer state (`rlflow.checkpoint.load_checkpoint`)."""
-    run_dir: Path
+    run_dir: Path | str
     """Where progress is appended and checkpoints go (the checkpoint's run dir)."""
     run: RunSpec
     """The checkpoint's algorithm and config with the flags on top, resolved once (what
@@ -58,21 +62,28 @@ def _overrides(
     return fields, dict(file.stop) if file else {}
 
 
-def _run_dir(args: argparse.Namespace, checkpoint: Path, algo: str, env: Any) -> Path:
+def _run_dir(args: argparse.Namespace, checkpoint: Path | str, algo: str, env: Any) -> Path | str:
     """``--out``, else the checkpoint's run dir, else (a checkpoint saved elsewhere) a new one."""
-    parent = checkpoint.resolve().parent
-    if not args.out and ((parent / PROGRESS_FILE).is_file() or (parent / "config.yaml").is_file()):
-        return parent
+    parent = storage.parent_of(checkpoint)
+    if not args.out and any(
+        storage.is_file(storage.join(parent, name)) for name in (PROGRESS_FILE, "config.yaml")
+    ):
+        return parent if storage.is_remote(parent) else Path(parent)
     return make_run_dir(args.out, algo, env)
 
 
-def _saved_stop(run_dir: Path) -> dict[str, float]:
+def _saved_stop(run_dir: Path | str) -> dict[str, float]:
     """The stop criteria in a run dir's ``config.yaml`` (none if absent or unreadable)."""
-    path = run_dir / "config.yaml"
-    if not path.is_file():
+    path = storage.join(run_dir, "config.yaml")
+    if not storage.is_file(path):
         return {}
     try:
-        return load_config_file(path).stop
+        if not storage.is_remote(path):
+            return load_config_file(path).stop
+        with tempfile.TemporaryDirectory(prefix="rlflow-resume-") as tmp:
+            local = Path(tmp) / "config.yaml"
+            storage.download_file(path, local)
+            return load_config_file(local).stop
     except ConfigError:
         return {}
 
@@ -109,7 +120,7 @@ def _iteration(line: str) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def prepare_progress(run_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
+def prepare_progress(run_dir: Path | str, state: dict[str, Any]) -> dict[str, Any]:
     """Make ``progress.jsonl`` end at the checkpoint's iteration; return the run's last result.
 
     Lines after the checkpoint (iterations a crash lost) are dropped, so the resumed run's
@@ -123,15 +134,19 @@ def prepare_progress(run_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
         "time_total_s": float(state["time_total_s"]),
         "num_env_steps_sampled": int(counters.get("num_env_steps_sampled", 0)),
     }
-    path = run_dir / PROGRESS_FILE
-    if not path.is_file():
+    path = storage.join(run_dir, PROGRESS_FILE)
+    if not storage.is_file(path):
         return last
-    lines = path.read_text().splitlines()
+    lines = storage.read_text(path).splitlines()
     kept = [line for line in lines if (i := _iteration(line)) is not None and i <= iteration]
     if len(kept) != len(lines):
-        tmp = path.with_name(PROGRESS_FILE + ".tmp")
-        tmp.write_text("".join(line + "\n" for line in kept))
-        tmp.replace(path)
+        text = "".join(line + "\n" for line in kept)
+        if storage.is_remote(path):
+            storage.write_text(path, text)  # one upload: the object is replaced whole
+        else:
+            tmp = Path(path).with_name(PROGRESS_FILE + ".tmp")
+            tmp.write_text(text)
+            tmp.replace(path)
     if kept and _iteration(kept[-1]) == iteration:
         last = dict(json.loads(kept[-1]))
     return last

@@ -7,12 +7,14 @@ are `rlflow.offline`; the offline algorithms (``bc``, ``marwil``) read ``input``
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlflow import storage
 from rlflow.config.group import FieldGroup
 from rlflow.errors import ConfigError
 
@@ -22,8 +24,38 @@ SAMPLER = "sampler"
 """The value of ``input`` that means the rollout workers' live samples."""
 
 
-def _files_of(item: str, label: str) -> list[Path]:
-    path = Path(item).expanduser()
+def _remote_files_of(item: str, label: str) -> list[str]:
+    """The files a folder, file or glob in object storage names (`rlflow.storage`)."""
+    uri = storage.check_location(item, label).rstrip("/")
+    if not any(c in uri for c in "*?["):
+        if storage.is_file(uri):
+            return [uri]
+        names = storage.list_files(uri)
+        found = [
+            storage.join(uri, n)
+            for n in names
+            if n.endswith(".parquet") and not any(p.startswith(".") for p in n.split("/"))
+        ]
+        if found:
+            return found
+        what = "the folder holds no .parquet files" if names else "no such folder or file"
+        raise ConfigError(f"{label}={item!r}: {what}")
+    base = uri[: min(uri.index(c) for c in "*?[" if c in uri)].rpartition("/")[0]
+    matches = [
+        storage.join(base, n)
+        for n in storage.list_files(base)
+        if fnmatch.fnmatchcase(storage.join(base, n), uri)
+        and not n.rpartition("/")[2].startswith(".")
+    ]
+    if not matches:
+        raise ConfigError(f"{label}={item!r}: no file in object storage matches it")
+    return matches
+
+
+def _files_of(item: str, label: str) -> list[Path] | list[str]:
+    if storage.is_remote(item):
+        return _remote_files_of(item, label)
+    path = storage.local_path(item).expanduser()
     if path.is_dir():
         found = [p for p in path.rglob("*.parquet") if not p.name.startswith(".")]
         if not found:
@@ -40,19 +72,20 @@ def _files_of(item: str, label: str) -> list[Path]:
 
 def experience_files(
     spec: str | os.PathLike[str] | Sequence[str], label: str = "input"
-) -> list[Path]:
+) -> list[Path | str]:
     """The files an ``input`` names: each folder's ``*.parquet`` files (recursively, hidden
     ones left out), each glob's matches, each file; in that order, duplicates dropped.
-    `ConfigError` naming ``label`` when an item names nothing."""
+    `ConfigError` naming ``label`` when an item names nothing. An item may be an ``s3://`` /
+    ``gs://`` URI (`rlflow.storage`): its files are URIs (strings)."""
     items = [os.fspath(spec)] if isinstance(spec, str | os.PathLike) else list(spec)
     if not items:
         raise ConfigError(f"{label}=[]: name at least one folder, glob or file")
-    files: dict[Path, None] = {}
+    files: dict[Path | str, None] = {}
     for item in items:
         if not isinstance(item, str | os.PathLike):
             raise ConfigError(f"{label}: {item!r} is not a path or glob")
         for path in _files_of(os.fspath(item), label):
-            files.setdefault(path.resolve(), None)
+            files.setdefault(path if isinstance(path, str) else path.resolve(), None)
     return list(files)
 
 
@@ -61,16 +94,18 @@ class OfflineConfig(FieldGroup):
     """Where sampled experience is written and where recorded experience is read from."""
 
     output: str | None = None
-    """A folder: every batch the rollout workers sample is also written there as Parquet files
-    (`rlflow.offline.ExperienceWriter`, needs ``pip install "rl-flow[offline]"``). None: not
-    written. CLI: ``--output DIR``."""
+    """A folder, local or in object storage (``s3://``, ``gs://``, ``file://``;
+    `rlflow.storage`): every batch the rollout workers sample is also written there as Parquet
+    files (`rlflow.offline.ExperienceWriter`, needs ``pip install "rl-flow[offline]"``). None:
+    not written. CLI: ``--output DIR``."""
     output_max_rows_per_file: int = 10_000
     """Rows (of one policy) per written file, >= 1; a worker's last file holds the rest."""
     input: str | list[str] = SAMPLER
     """Where the offline algorithms (``bc``, ``marwil``) read experience: a folder (its
     ``*.parquet`` files, recursively), a glob, a file, or a list of them; ``"sampler"``: the
-    rollout workers (what online algorithms always use). Checked when the config is built: each
-    item must name at least one file."""
+    rollout workers (what online algorithms always use). Each may be an ``s3://`` / ``gs://``
+    URI (`rlflow.storage`). Checked when the config is built: each item must name at least one
+    file."""
     num_input_readers: int = 1
     """Reader shards that read and decode ``input``'s files in parallel (an actor each on Ray),
     >= 1; at most one per file."""
@@ -86,6 +121,8 @@ class OfflineConfig(FieldGroup):
         super().__post_init__()
         if self.output is not None and not isinstance(self.output, str | os.PathLike):
             raise self._bad("output", "must be a folder path or None")
+        if self.output is not None:
+            storage.check_location(self.output, self._label("output"))
         self._check_int("output_max_rows_per_file", 1)
         self._check_int("num_input_readers", 1)
         if self.input != SAMPLER:

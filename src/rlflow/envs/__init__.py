@@ -1,5 +1,6 @@
 """Environment creation and in-process vector envs; flattened structured observations
-(`rlflow.envs.flatten`: the env creator of a config applies `FlattenObservations`).
+(`rlflow.envs.flatten`: the env creator of a config applies `FlattenObservations`); agent
+groups that act as one team (`rlflow.envs.groups`: `GroupAgents`, `TeamBox`).
 
 Importing this package registers the Gymnasium ids :data:`POINT_NAV_ID`
 (``rlflow/PointNav2D-v0``, `rlflow.envs.point_nav.PointNavigation2D`),
@@ -12,6 +13,7 @@ CartPole-v1 without its velocities, `rlflow.envs.stateless`), once per process.
 from rlflow.envs.crashing import CARTPOLE_CRASHING_ID
 from rlflow.envs.creator import EnvCreator, config_env_creator, make_env_creator
 from rlflow.envs.flatten import FlattenObservations, flatten_observation, flatten_space
+from rlflow.envs.groups import GroupAgents, TeamBox, TeamObs
 from rlflow.envs.stateless import STATELESS_CARTPOLE_ID
 from rlflow.envs.vector import AgentReturn, EpisodeStat, VectorEnv, VectorStep
 
@@ -21,7 +23,10 @@ __all__ = [
     "EnvCreator",
     "EpisodeStat",
     "FlattenObservations",
+    "GroupAgents",
     "STATELESS_CARTPOLE_ID",
+    "TeamBox",
+    "TeamObs",
     "VectorEnv",
     "VectorStep",
     "config_env_creator",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import importlib.util
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -78,34 +79,69 @@ def make_ale_env(env_id: str, *, deepmind: bool = True, **env_kwargs: Any) -> gy
 
 
 PETTINGZOO_PREFIX = "pettingzoo."
-"""Env ids starting with this are PettingZoo env modules, built by `make_pettingzoo_env`."""
+"""Env ids starting with this are PettingZoo's own env modules (`make_pettingzoo_env`); a
+failed import of one names the ``multiagent`` extra."""
+
+
+def is_env_module_name(name: str) -> bool:
+    """Whether ``name`` may name a Python module of a multi-agent env (`make_pettingzoo_env`):
+    dotted identifiers (``"mpe2.simple_spread_v3"``, ``"my_games.duel"``), or one identifier
+    that names an importable top-level module (``"my_game"``). Gymnasium ids (``"CartPole-v1"``,
+    ``"module:Id-v0"``, ``"ALE/Pong-v5"``) never are.
+
+    >>> [is_env_module_name(n) for n in ("mpe2.simple_spread_v3", "CartPole-v1", "a:B-v0")]
+    [True, False, False]
+    """
+    parts = name.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return False
+    if len(parts) > 1:
+        return True
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _pettingzoo_module(path: str) -> Any:
-    """The PettingZoo env module ``path``; `ConfigError` naming it if it cannot be imported or
-    has neither ``parallel_env`` nor ``env``."""
+    """The multi-agent env module ``path``; `ConfigError` naming it if it cannot be imported
+    or has neither ``parallel_env`` nor ``env`` (naming, for a module outside PettingZoo, both
+    things the name could have been: a Gymnasium id and such a module)."""
+    own = path.startswith(PETTINGZOO_PREFIX)
     try:
         module = importlib.import_module(path)
     except ImportError as err:
+        if own:
+            raise ConfigError(
+                f"make_env_creator: env {path!r} names a PettingZoo module that could not be "
+                f'imported ({err}); install PettingZoo (pip install "rl-flow[multiagent]") and '
+                "the env family's extras, or fix the module path (e.g. pettingzoo.classic.rps_v2)"
+            ) from None
         raise ConfigError(
-            f"make_env_creator: env {path!r} names a PettingZoo module that could not be "
-            f'imported ({err}); install PettingZoo (pip install "rl-flow[multiagent]") and '
-            "the env family's extras, or fix the module path (e.g. pettingzoo.classic.rps_v2)"
+            f"make_env_creator: env {path!r} is not a registered Gymnasium id, and as a module "
+            f"path it could not be imported ({err}); name a Gymnasium id (CartPole-v1, "
+            "'module:Id-v0' to import the module that registers it) or an importable module "
+            "with PettingZoo's parallel_env() or env() (mpe2.simple_spread_v3, "
+            "pettingzoo.classic.rps_v2, a package of your own on sys.path)"
         ) from None
     if not callable(getattr(module, "parallel_env", None)) and not callable(
         getattr(module, "env", None)
     ):
         raise ConfigError(
-            f"make_env_creator: env {path!r}: the module has neither parallel_env nor env; name "
-            "a PettingZoo env module (e.g. pettingzoo.butterfly.pistonball_v6)"
+            f"make_env_creator: env {path!r}: the module has neither parallel_env nor env, and "
+            "the name is not a registered Gymnasium id; name a module with PettingZoo's "
+            "parallel_env() or env() (mpe2.simple_spread_v3, pettingzoo.butterfly.pistonball_v6) "
+            "or a Gymnasium id (CartPole-v1, 'module:Id-v0')"
         )
     return module
 
 
 def make_pettingzoo_env(path: str, **env_kwargs: Any) -> Any:
-    """Build the PettingZoo env of module ``path`` (``"pettingzoo.classic.rps_v2"``) with
-    ``env_kwargs``: its ``parallel_env``, else its AEC ``env`` (a turn-based game is played
-    turn by turn: `rlflow.envs.multi_agent.PettingZooAECEnv`), adapted to a
+    """Build the multi-agent env of module ``path`` with ``env_kwargs``: any importable module
+    that has PettingZoo's constructors (``"pettingzoo.classic.rps_v2"``,
+    ``"mpe2.simple_spread_v3"``, a package of your own): its ``parallel_env``, else its AEC
+    ``env`` (a turn-based game is played turn by turn:
+    `rlflow.envs.multi_agent.PettingZooAECEnv`), adapted to a
     `rlflow.envs.multi_agent.MultiAgentEnv`."""
     from rlflow.envs.ma_envs import make_multi_agent_env
 
@@ -197,13 +233,16 @@ def make_env_creator(env: str | Callable[..., gym.Env[Any, Any]], **env_kwargs: 
 
     Names in `rlflow.envs.ma_envs.MULTI_AGENT_ENVS` (``"multi_cartpole"``, ``"two_team_grid"``)
     build multi-agent envs (`rlflow.envs.multi_agent.MultiAgentEnv`); a callable may also
-    return one, or a PettingZoo env (rollout workers adapt it with ``from_pettingzoo``). A
-    PettingZoo module path (``"pettingzoo.butterfly.pistonball_v6"``) builds that module's
-    ``parallel_env(**env_kwargs)`` (or AEC ``env``) with `make_pettingzoo_env`; the module is
-    imported here, so a wrong path fails at once.
+    return one, or a PettingZoo env (rollout workers adapt it with ``from_pettingzoo``). The
+    dotted name of any module with PettingZoo's ``parallel_env()`` or ``env()``
+    (``"pettingzoo.butterfly.pistonball_v6"``, ``"mpe2.simple_spread_v3"``, a package of your
+    own on ``sys.path``; `is_env_module_name`) that is not a registered Gymnasium id builds
+    that module's ``parallel_env(**env_kwargs)`` (or AEC ``env``) with `make_pettingzoo_env`;
+    the module is imported here, so a wrong path fails at once.
 
-    Raises `ConfigError` for an unknown id (naming the id and the closest registered ids) or
-    for an ``env`` that is neither a string nor callable. No environment is built here.
+    Raises `ConfigError` for an unknown id (naming the id and the closest registered ids), for
+    a dotted name that is neither a Gymnasium id nor such a module (naming both), or for an
+    ``env`` that is neither a string nor callable. No environment is built here.
 
     Example:
         >>> creator = make_env_creator("CartPole-v1", max_episode_steps=10)
@@ -216,7 +255,7 @@ def make_env_creator(env: str | Callable[..., gym.Env[Any, Any]], **env_kwargs: 
         if env in MULTI_AGENT_ENVS:
             # A multi-agent env is not a gym.Env; rollout workers tell the two apart.
             return functools.partial(make_multi_agent_env, env, **env_kwargs)  # type: ignore[return-value]
-    if isinstance(env, str) and env.startswith(PETTINGZOO_PREFIX):
+    if isinstance(env, str) and env not in gym.registry and is_env_module_name(env):
         _pettingzoo_module(env)
         return functools.partial(make_pettingzoo_env, env, **env_kwargs)
     if isinstance(env, str) and env.startswith(ALE_PREFIX):

@@ -25,9 +25,11 @@ A space with a part of any other kind (``Text``, ``Graph``, ``Sequence``, ``OneO
 it is, and the algorithm's policy refuses it, naming the part (:func:`unflattenable_part`).
 A multi-agent env (a `rlflow.envs.multi_agent.MultiAgentEnv`, or a PettingZoo env, adapted
 first) whose agents have such spaces is wrapped in :class:`FlattenMultiAgentObservations`,
-which flattens each agent's observations the same way. Observations given to a trained policy
-by hand (`Trainer.compute_single_action`, `rlflow.load_policy`) are the flat ones:
-:func:`flatten_observation` makes them.
+which flattens each agent's observations the same way. Observations given to a trainer's
+policy by hand (`Trainer.compute_single_action`) and to an ONNX graph are the flat ones:
+:func:`flatten_observation` makes them (`rlflow.export.flat_observations` for an export); an
+exported policy (`rlflow.load_policy`) records the env's space and takes the env's own
+observations as well (`env_observation_space`).
 
 >>> space = spaces.Dict({"pos": spaces.Box(-1.0, 1.0, (2,)), "door": spaces.Discrete(3)})
 >>> flatten_space(space).shape
@@ -58,6 +60,7 @@ __all__ = [
     "flatten_observation",
     "flatten_space",
     "action_mask_size",
+    "env_observation_space",
     "needs_flattening",
     "unflattenable_part",
 ]
@@ -242,6 +245,21 @@ class ObservationFlattener:
                     f"{self.original_space} ({err!r}); fix the env or its observation_space"
                 ) from None
         return out
+
+
+def env_observation_space(env: Any, agent: AgentID | None = None) -> gym.Space[Any] | None:
+    """The space of the observations ``env`` (as the env creator returns it) gets from the
+    env it wraps, before :class:`FlattenObservations` or :class:`FlattenMultiAgentObservations`
+    flattened them (``agent``'s, for a multi-agent env); None when they were not flattened.
+
+    >>> env_observation_space(FlattenObservations(gym.make("Blackjack-v1")))
+    Tuple(Discrete(32), Discrete(11), Discrete(2))
+    """
+    if isinstance(env, FlattenObservations):
+        return env.flattener.original_space
+    if isinstance(env, FlattenMultiAgentObservations) and agent in env.flatteners:
+        return env.flatteners[agent].original_space
+    return None
 
 
 def flatten_space(space: gym.Space[Any]) -> spaces.Box:

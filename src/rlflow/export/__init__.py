@@ -9,12 +9,14 @@ actor (`rlflow.models.actors.ExportableActor`): a policy class chooses its own w
 ``export_model()``.
 
 Modules: `rlflow.export.writer` (what is written), `rlflow.export.files` (the files, safe
-loading), `rlflow.export.spaces` (spaces as JSON) and `rlflow.export.loaded` (the loaded
-policy).
+loading), `rlflow.export.spaces` (spaces as JSON), `rlflow.export.loaded` (the loaded
+policy) and `rlflow.export.observations` (the env's own observations as the flat vectors the
+network and the ONNX graph take).
 """
 
 from rlflow.export.files import FORMAT, FORMAT_VERSION, SPEC_FILE, WEIGHTS_FILE
 from rlflow.export.loaded import LoadedPolicy, load_policy
+from rlflow.export.observations import EnvObservations, flat_observations
 from rlflow.export.spaces import space_from_json, space_to_json
 from rlflow.export.writer import actor_export, export_policy
 
@@ -23,9 +25,11 @@ __all__ = [
     "FORMAT_VERSION",
     "SPEC_FILE",
     "WEIGHTS_FILE",
+    "EnvObservations",
     "LoadedPolicy",
     "actor_export",
     "export_policy",
+    "flat_observations",
     "load_policy",
     "space_from_json",
     "space_to_json",

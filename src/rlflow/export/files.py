@@ -4,7 +4,8 @@ The weights are a flat ``{name: tensor}`` dict written with ``torch.save`` and r
 ``torch.load(weights_only=True)``: torch's restricted unpickler, which builds tensors and plain
 containers only and refuses any other pickled object, so loading never runs code from the
 file. A directory is written next to its final place and renamed into it, so a reader never
-sees half an export.
+sees half an export. An export in object storage (``s3://``, ``gs://``; `rlflow.storage`) is
+written locally, then uploaded with ``policy.json`` last; reading downloads it first.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from rlflow import storage
 from rlflow.errors import ConfigError
 
 __all__ = [
@@ -49,8 +51,21 @@ WEIGHTS_FILE = "weights.pt"
 def write_export(path: str | Path, spec: dict[str, Any], weights: dict[str, Any]) -> str:
     """Write ``spec`` (JSON-able) and ``weights`` (``{name: array}``) as the directory
     ``path``; return its path. An export already there is replaced once the new one is
-    complete; anything else there is a `ConfigError`."""
-    path = Path(path)
+    complete; anything else there is a `ConfigError`. A ``path`` in object storage gets the
+    weights first and ``policy.json`` last."""
+    if storage.is_remote(path):
+        uri: str = storage.check_location(path, "export_policy").rstrip("/")
+        spec_uri = storage.join(uri, SPEC_FILE)
+        if storage.exists(uri) and not storage.is_file(spec_uri):
+            raise ConfigError(
+                f"export_policy: {uri!r} exists and is not an exported policy; give a new path"
+            )
+        with tempfile.TemporaryDirectory(prefix="rlflow-export-") as staging:
+            local = write_export(Path(staging) / storage.name_of(uri), spec, weights)
+            storage.delete(spec_uri)
+            storage.upload_dir(local, uri, last=[SPEC_FILE])
+        return uri
+    path = storage.local_path(path)
     if path.exists() and not (path / SPEC_FILE).is_file():
         raise ConfigError(
             f"export_policy: {str(path)!r} exists and is not an exported policy; give a new path"
@@ -119,7 +134,20 @@ def _read_weights(weights_file: Path) -> dict[str, npt.NDArray[Any]]:
 
 def read_export(path: str | Path) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]]:
     """The spec and weights of the export directory ``path`` (`ConfigError` naming the file
-    for a missing, foreign, damaged or unsafe one)."""
-    path = Path(path)
+    for a missing, foreign, damaged or unsafe one). An export in object storage is downloaded
+    to a temporary folder first."""
+    if storage.is_remote(path):
+        uri = storage.check_location(path, "load_policy").rstrip("/")
+        with tempfile.TemporaryDirectory(prefix="rlflow-export-") as staging:
+            local_dir = Path(staging) / storage.name_of(uri)
+            local_dir.mkdir()
+            for name in (SPEC_FILE, WEIGHTS_FILE):
+                if storage.is_file(storage.join(uri, name)):
+                    storage.download_file(storage.join(uri, name), local_dir / name)
+            try:
+                return read_export(local_dir)
+            except ConfigError as err:
+                raise ConfigError(str(err).replace(str(local_dir), uri)) from None
+    path = storage.local_path(path)
     spec = _read_spec(path)
     return spec, _read_weights(path / WEIGHTS_FILE)

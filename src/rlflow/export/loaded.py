@@ -5,7 +5,11 @@ no config class. Actions follow the env rule of training and evaluation
 (`rlflow.envs.records.env_action`): Box actions clipped to the bounds, Discrete ones as ints.
 Observations are given raw, as the env returns them: an export of a run with
 ``observation_filter="MeanStdFilter"`` normalizes them with the learner's filter, frozen
-(`LoadedPolicy.obs_filter`), as `rlflow.Trainer.compute_actions` and evaluation do.
+(`LoadedPolicy.obs_filter`), as `rlflow.Trainer.compute_actions` and evaluation do. Structured
+ones (Dict, Tuple, MultiDiscrete, MultiBinary: a PettingZoo game's ``env.observe(agent)``,
+``{"observation", "action_mask"}``) are taken as the env gives them and flattened as in
+training (`LoadedPolicy.env_observations`, `rlflow.export.observations`); the flat vectors the
+network takes are accepted too.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from gymnasium import spaces
 from rlflow.checks import check_bool
 from rlflow.errors import ConfigError
 from rlflow.export.files import read_export
+from rlflow.export.observations import EnvObservations
 from rlflow.export.spaces import space_from_json
 from rlflow.filters import filter_from_json
 from rlflow.models.actors import ExportableActor, actor_class
@@ -104,6 +109,14 @@ class LoadedPolicy:
         """The export's spec (the parsed ``policy.json``)."""
         self.observation_space = space_from_json(spec["observation_space"])
         self.action_space = space_from_json(spec["action_space"])
+        recorded = spec.get("env_observation_space")
+        self.env_observations = (
+            None if recorded is None else EnvObservations(space_from_json(recorded))
+        )
+        """How the env's own observations become the flat ones :attr:`observation_space`
+        describes (`rlflow.export.observations.EnvObservations`; its ``space`` is the env's
+        space), for an env whose observations are structured; None when the env gives flat
+        ones."""
         self.obs_filter = filter_from_json(spec.get("observation_filter"))
         """The frozen observation filter of the run (None: ``"NoFilter"``): a callable
         ``raw obs batch -> filtered batch`` applied before the actor."""
@@ -147,8 +160,16 @@ class LoadedPolicy:
         :attr:`obs_filter`, if any): greedy (the distribution's mode, argmax Q), or with
         ``explore`` drawn with :attr:`generator`. A policy with memory (:attr:`recurrent`)
         acts from ``state`` (None: the initial state), with the previous actions and rewards
-        when its model reads them, and returns ``(actions, state_out)``."""
+        when its model reads them, and returns ``(actions, state_out)``.
+
+        With structured env observations (:attr:`env_observations`), ``obs_batch_`` may also be
+        a list of them as the env gives them, or one batched observation (a dict of arrays
+        with a leading batch axis, as a Gymnasium vector env gives;
+        `rlflow.export.observations.EnvObservations.batch`). An action mask in them is obeyed:
+        a masked action is never chosen."""
         explore = check_bool(explore, "LoadedPolicy.compute_actions: explore")
+        if self.env_observations is not None:
+            obs_batch_ = self.env_observations.batch(obs_batch_)
         obs = obs_batch(self.observation_space, obs_batch_, "LoadedPolicy.compute_actions")
         if self.obs_filter is not None:
             obs = self.obs_filter(obs)
@@ -183,8 +204,14 @@ class LoadedPolicy:
         prev_reward: float | None = None,
     ) -> Any:
         """The action for one observation (an ``int`` for a Discrete action space); a policy
-        with memory returns ``(action, state_out)`` from ``state`` (None: the initial one)."""
-        batch = np.expand_dims(np.asarray(obs), 0)
+        with memory returns ``(action, state_out)`` from ``state`` (None: the initial one).
+        ``obs`` is the env's own observation (a dict such as a PettingZoo game's
+        ``{"observation", "action_mask"}``, flattened as in training: :attr:`env_observations`)
+        or the flat vector the network takes."""
+        if self.env_observations is not None:
+            batch = self.env_observations.one(obs)
+        else:
+            batch = np.expand_dims(np.asarray(obs), 0)
         memory = memory_of_one(state, prev_action, prev_reward)
         result = self.compute_actions(batch, explore=explore, **memory)
         return single_result(self.action_space, result, recurrent=self.recurrent)

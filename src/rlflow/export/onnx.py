@@ -7,7 +7,12 @@ and Box actions clipped to their bounds after it, so ``onnxruntime`` gives the a
 batch axis ``batch`` is dynamic):
 
 - ``obs``: raw observations ``[batch, *obs_shape]``, in the observation space's dtype (float64
-  as float32; uint8 frames stay uint8);
+  as float32; uint8 frames stay uint8). Structured observations (Dict, Tuple, MultiDiscrete,
+  MultiBinary: a PettingZoo game's ``{"observation", "action_mask"}``) go in as the flat
+  float32 vectors the network takes (their parts side by side, an action mask last:
+  `rlflow.envs.flatten`), which `rlflow.export.observations.flat_observations` makes from the
+  env's own observations (it reads the export's ``policy.json``, or this model's
+  ``rlflow_policy`` metadata);
 - ``actions``: the greedy actions ``[batch, ...]`` (int64 for Discrete, float32 for Box);
 - ``action_inputs`` (when the actor has them, `ExportableActor.action_inputs`): what the action
   is chosen from, ``[batch, D]``: logits (illegal actions' masked), a Gaussian's mean and

@@ -12,6 +12,12 @@ With ``observation_filter="MeanStdFilter"`` the spec also holds the learner's fi
 (``observation_filter``: mean, std, clip and epsilon, `rlflow.filters.filter_to_json`), which
 the loaded policy applies, frozen, to the raw observations it is given; without one it says
 ``{"name": "NoFilter"}``.
+
+When the env's observations are structured (a ``Dict``, ``Tuple``, ``MultiDiscrete`` or
+``MultiBinary`` space, PettingZoo's ``{"observation", "action_mask"}`` among them), the env
+creator flattens them before the policy sees them (`rlflow.envs.flatten`); the spec then also
+holds the env's own space (``env_observation_space``), from which the loaded policy flattens
+the observations it is given the same way (`rlflow.export.observations`).
 """
 
 from __future__ import annotations
@@ -97,11 +103,15 @@ def export_policy(
     policy_id: str,
     config: Any,
     obs_filter: MeanStdFilter | None = None,
+    env_observation_space: Any = None,
 ) -> str:
     """Write ``policy`` (of ``algorithm``, named ``policy_id`` in a run with ``config``) as the
     directory ``path`` (see the module docstring); return its path. ``obs_filter``: the
-    policy's observation filter (the learner's), saved with its current statistics. An export
-    already there is replaced once the new one is complete."""
+    policy's observation filter (the learner's), saved with its current statistics.
+    ``env_observation_space``: the space of the env's own observations when the env creator
+    flattened them into the policy's (`rlflow.workers.RolloutWorker.env_observation_spaces`),
+    recorded so that the loaded policy takes them as they are. An export already there is
+    replaced once the new one is complete."""
     export = actor_export(policy)
     try:
         options = json.loads(json.dumps(export.options, allow_nan=False))
@@ -120,4 +130,6 @@ def export_policy(
         "env": env_record(config),
         "observation_filter": filter_to_json(obs_filter),
     }
+    if env_observation_space is not None:
+        spec["env_observation_space"] = space_to_json(env_observation_space)
     return write_export(path, spec, export.weights)

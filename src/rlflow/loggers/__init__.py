@@ -19,6 +19,11 @@ Files in ``DIR``: ``progress.jsonl`` (`JsonlLogger`), ``progress.csv`` (`CsvLogg
 (`MLflowLogger`), and ``plan.json``, the plan's graph (`LoggerSet.write_plan`). A run
 restored at iteration N and logging to the same dir follows on: rows of later iterations (lost
 by a crash) are dropped and TensorBoard steps continue from N + 1.
+
+``DIR`` may be an object-storage URI (``s3://bucket/run``; `rlflow.storage`): the loggers then
+write in a local staging folder (`rlflow.storage.StagedDir`, seeded with the files already
+there, so a resumed run appends), which is copied up by `LoggerSet.sync` (`rlflow.Trainer`
+calls it at every checkpoint) and when the set closes. No logger ever sees the URI.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from rlflow.loggers.files import (
 )
 from rlflow.loggers.plan_file import PLAN_FILE, read_plan, write_plan
 from rlflow.loggers.tensorboard import TensorBoardLogger
+from rlflow.storage import StagedDir, is_remote
 
 __all__ = [
     "CSV_FILE",
@@ -131,16 +137,27 @@ class LoggerSet:
     ``names`` are checked (known, installed) when the set is made, so a `rlflow.Trainer`
     refuses them before any actor starts; the files open at the first result, whose
     ``iteration`` says where a resumed run starts. With ``logdir`` None the built-in loggers
-    are not used (there is nowhere to write); added ones still are.
+    are not used (there is nowhere to write); added ones still are. A ``logdir`` in object
+    storage is staged locally (module doc): `sync` copies the files up.
     """
+
+    STAGING_EXCLUDE = ("checkpoint_*",)
+    """Top-level names in a remote ``logdir`` the staging folder does not download."""
 
     def __init__(self, names: Iterable[str] = (), logdir: str | Path | None = None) -> None:
         self._names = tuple(names) if logdir is not None else ()
         for name in self._names:
             _check_name(name)
             check_installed(name)
+        self._staged: StagedDir | None = None
+        if logdir is not None and is_remote(logdir):
+            self._staged = StagedDir(str(logdir), exclude=self.STAGING_EXCLUDE)
+            logdir = self._staged.path
         self.logdir = None if logdir is None else Path(logdir)
-        """Where the built-in loggers write (None: they are not used)."""
+        """Where the built-in loggers write (None: they are not used); for a ``logdir`` in
+        object storage, the local staging folder."""
+        self.location: str | None = None if self._staged is None else self._staged.location
+        """The object-storage URI the staging folder is copied to (None: a local logdir)."""
         self._loggers: list[Logger] = []
         self._added: list[Logger] = []
         self._opened = False
@@ -172,9 +189,17 @@ class LoggerSet:
         for logger in self.loggers:
             logger.on_result(result)
 
+    def sync(self) -> int:
+        """Copy the files written since the last sync to a remote ``logdir``; return how many
+        (0 for a local one)."""
+        return 0 if self._staged is None else self._staged.sync()
+
     def close(self) -> None:
-        """Close every logger, in order (all of them, even if one raises; then it is raised)."""
+        """Close every logger, in order (all of them, even if one raises; then it is raised);
+        then copy a remote ``logdir``'s last files up."""
         loggers, self._loggers, self._added = self.loggers, [], []
         with contextlib.ExitStack() as stack:
+            if self._staged is not None:
+                stack.callback(self._staged.close)  # runs last: after every logger closed
             for logger in reversed(loggers):  # the stack unwinds last-in first
                 stack.callback(logger.close)

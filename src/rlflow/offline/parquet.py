@@ -11,19 +11,23 @@ dtype and shape, so reading restores every array exactly (bools, every integer a
 image observations as uint8). Only numeric and boolean columns can be written; a column of Python
 objects or strings is refused, naming it.
 
-pyarrow is imported on first use: ``pip install "rl-flow[offline]"``.
+pyarrow is imported on first use: ``pip install "rl-flow[offline]"``. A file may be in object
+storage (``s3://``, ``gs://``; `rlflow.storage`): it is written locally and uploaded whole, and
+read through pyarrow's filesystem (the footer, then a row group at a time).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from rlflow import storage
 from rlflow.data.sample_batch import SampleBatch
 from rlflow.errors import OfflineDataError
 
@@ -131,13 +135,20 @@ def _row_groups(batches: Sequence[SampleBatch], rows: int) -> list[SampleBatch]:
 
 
 def write_parquet(
-    path: Path, policy_id: str, batches: Sequence[SampleBatch], *, row_group_rows: int = 1
+    path: Path | str, policy_id: str, batches: Sequence[SampleBatch], *, row_group_rows: int = 1
 ) -> int:
     """Write ``batches`` (same columns, dtypes and shapes) as one file at ``path``, a row group
     each, or with ``row_group_rows`` > 1 consecutive small ones joined until a group has that
     many rows (rows in order: a fragment is never split); return the bytes written. The file is
     written beside ``path`` and renamed into place, so ``path`` exists only once it is
-    complete."""
+    complete; in object storage it is written locally and uploaded in one piece."""
+    if storage.is_remote(path):
+        with tempfile.TemporaryDirectory(prefix="rlflow-parquet-") as tmp:
+            local = Path(tmp) / storage.name_of(path)
+            size = write_parquet(local, policy_id, batches, row_group_rows=row_group_rows)
+            storage.upload_file(local, path)
+        return size
+    path = Path(path)
     pa = _pyarrow()
     if not batches:
         raise OfflineDataError(f"{path}: nothing to write")
@@ -169,9 +180,9 @@ def write_parquet(
     return path.stat().st_size
 
 
-def _file_meta(pa: Any, path: Path) -> tuple[Any, dict[str, Any]]:
+def _file_meta(pa: Any, path: Path | str, source: Any) -> tuple[Any, dict[str, Any]]:
     try:
-        parquet_file = pa.parquet.ParquetFile(path)
+        parquet_file = pa.parquet.ParquetFile(source)
     except (OSError, pa.ArrowException) as err:
         raise OfflineDataError(
             f"{path}: not a readable Parquet file (truncated or corrupt?): {err}"
@@ -200,10 +211,16 @@ class ExperienceFile:
     is not Parquet, is truncated, or is not rlflow's.
     """
 
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
+    def __init__(self, path: Path | str) -> None:
+        """Open ``path`` (a local path or a storage URI) and read its footer."""
+        self.path: Path | str = path if storage.is_remote(path) else Path(path)
         self._pa = _pyarrow()
-        self._file, meta = _file_meta(self._pa, self.path)
+        self._source = storage.open_input_file(self.path)
+        try:
+            self._file, meta = _file_meta(self._pa, self.path, self._source)
+        except BaseException:
+            self._close_source()
+            raise
         self.policy_id = str(meta["policy_id"])
         """The policy whose rows the file holds."""
         self.columns = {
@@ -235,9 +252,14 @@ class ExperienceFile:
     def close(self) -> None:
         """Close the file."""
         self._file.close()
+        self._close_source()
+
+    def _close_source(self) -> None:
+        if not isinstance(self._source, str):  # a remote file pyarrow's filesystem opened
+            self._source.close()
 
 
-def read_parquet(path: Path) -> FileContents:
+def read_parquet(path: Path | str) -> FileContents:
     """The batches of one file written by `write_parquet`, exactly as written.
 
     `OfflineDataError` naming the file when it is not Parquet, truncated, or not rlflow's."""

@@ -39,7 +39,7 @@ class ShardReader:
 
     def __init__(
         self,
-        files: Sequence[Path],
+        files: Sequence[Path | str],
         *,
         seed: int | None,
         shard: int,
@@ -89,7 +89,7 @@ class ShardReader:
 
 
 def read_experience(
-    files: Sequence[Path], *, num_shards: int = 1, seed: int | None = None
+    files: Sequence[Path | str], *, num_shards: int = 1, seed: int | None = None
 ) -> flow.ParallelIterator[SampleBatch | MultiAgentBatch]:
     """A repeating parallel iterator over ``files``: file ``i`` goes to shard ``i % num_shards``
     (at most one shard per file)."""

@@ -7,7 +7,9 @@ they become one file, ``DIR/<policy id>/worker<i>-<n>.parquet`` (``n`` counts th
 that policy from 0, past any file already there), and when the worker stops the rest is written.
 ``DIR/schema.json`` describes the columns of each policy (written once per policy, by the first
 writer to get there). A file appears only when complete (`rlflow.offline.parquet.write_parquet`
-renames it into place), so a worker killed mid-run loses only what it had buffered.
+renames it into place), so a worker killed mid-run loses only what it had buffered. ``DIR`` may
+be in object storage (``s3://bucket/data``; `rlflow.storage`): each file is written locally and
+uploaded in one piece, so there too a file appears only when complete.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlflow import storage
 from rlflow.checks import check_int
 from rlflow.config import DEFAULT_POLICY_ID
 from rlflow.data.sample_batch import MultiAgentBatch, SampleBatch
@@ -54,8 +57,13 @@ class ExperienceWriter:
     """
 
     def __init__(self, root: str | os.PathLike[str], *, worker_index: int, max_rows_per_file: int):
-        """Write under ``root`` (created if missing) as worker ``worker_index``."""
-        self.root = Path(root)
+        """Write under ``root`` (created if missing; or an object-storage URI) as worker
+        ``worker_index``."""
+        self.root: Path | str = (
+            storage.check_location(root, "output").rstrip("/")
+            if storage.is_remote(root)
+            else Path(root)
+        )
         self.worker_index = check_int(worker_index, "ExperienceWriter: worker_index", low=0)
         self.max_rows_per_file = check_int(
             max_rows_per_file, "ExperienceWriter: max_rows_per_file", low=1
@@ -105,14 +113,15 @@ class ExperienceWriter:
         if not batches:
             return
         start = time.perf_counter()
-        folder = self.root / pid
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = storage.join(self.root, pid)
+        if not storage.is_remote(folder):
+            Path(folder).mkdir(parents=True, exist_ok=True)
         self._write_schema(pid, batches[0])
         n = self._next_file.get(pid, 0)
-        path = folder / f"worker{self.worker_index}-{n:06d}.parquet"
-        while path.exists():  # a recreated worker, or an earlier run into the same folder
+        path = storage.join(folder, f"worker{self.worker_index}-{n:06d}.parquet")
+        while storage.exists(path):  # a recreated worker, or an earlier run into the folder
             n += 1
-            path = folder / f"worker{self.worker_index}-{n:06d}.parquet"
+            path = storage.join(folder, f"worker{self.worker_index}-{n:06d}.parquet")
         self._next_file[pid] = n + 1
         self.bytes_written += write_parquet(path, pid, batches, row_group_rows=ROW_GROUP_ROWS)
         self.rows_written += rows
@@ -122,9 +131,9 @@ class ExperienceWriter:
     def _write_schema(self, pid: str, batch: SampleBatch) -> None:
         """Add ``pid``'s columns to ``schema.json`` unless it lists them (rename-safe: several
         workers may write it; the last complete one wins, each lists what its writer saw)."""
-        path = self.root / SCHEMA_FILE
+        path = storage.join(self.root, SCHEMA_FILE)
         try:
-            schema = json.loads(path.read_text()) if path.exists() else {}
+            schema = json.loads(storage.read_text(path)) if storage.is_file(path) else {}
         except (OSError, json.JSONDecodeError):
             schema = {}
         policies = schema.setdefault("policies", {})
@@ -133,7 +142,10 @@ class ExperienceWriter:
         columns = batch_schema(batch, f"output {self.root}")
         policies[pid] = {name: spec.to_json() for name, spec in columns.items()}
         schema.update(format=FORMAT, version=FORMAT_VERSION)
-        partial = path.with_name(f".{SCHEMA_FILE}.{os.getpid()}.{self.worker_index}.partial")
+        if storage.is_remote(path):  # one upload: the object is replaced whole
+            storage.write_text(path, json.dumps(schema, indent=1, sort_keys=True))
+            return
+        partial = Path(path).with_name(f".{SCHEMA_FILE}.{os.getpid()}.{self.worker_index}.partial")
         try:
             partial.write_text(json.dumps(schema, indent=1, sort_keys=True))
             partial.replace(path)

@@ -98,6 +98,11 @@ PLAN_EPISODES: Final = "_plan_episodes"
 """``ctx.info[PLAN_EPISODES]``: episodes a plan's own stage measured (ES's and ARS's
 unperturbed evaluation episodes, which no sampler plays), added by
 `rlflow.ops.metrics.report_episodes` and taken by the next `CollectMetrics` call."""
+SELF_PLAY_LATEST: Final = "_self_play_latest"
+"""``ctx.info[SELF_PLAY_LATEST]``: each self-play learner's rates against the random legal
+player at its latest measurement (``{learner: {"win_rate", "draw_rate", "loss_rate",
+"measured_at"}}``), which every result carries (`rlflow.ops.self_play.SnapshotPolicies`) and
+checkpoints keep."""
 RECENT_EPISODES: Final = "_recent_episodes"
 """``ctx.info[RECENT_EPISODES]``: the smoothing window of finished episodes (a list of
 ``EpisodeStat``). Info keys that start with ``_`` are internal and left out of results."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,7 @@ __all__ = [
     "policy_return_stats",
     "report_episodes",
     "standard_metrics_reporting",
+    "team_return_stats",
 ]
 
 Clock = Callable[[], float]
@@ -165,7 +166,8 @@ class CollectMetrics:
     Result keys: ``episode_return_mean/min/max`` (summed over agents in multi-agent envs),
     ``episode_len_mean``, per-policy ``policy_reward_mean/min/max`` in multi-agent runs (see
     :func:`policy_return_stats`; and their agents' wins, draws and losses,
-    :func:`agent_outcome_counts`), ``episodes_this_iter``,
+    :func:`agent_outcome_counts`; with ``teams``, each team's return,
+    :func:`team_return_stats`), ``episodes_this_iter``,
     ``episodes_total``, ``num_env_steps_sampled``, ``num_env_steps_trained``,
     ``num_agent_steps_sampled``, ``num_agent_steps_trained``, ``num_env_steps_sampled_this_iter``,
     ``num_env_steps_trained_this_iter``, ``num_healthy_workers`` (remote workers not known to be
@@ -186,9 +188,12 @@ class CollectMetrics:
         *,
         smoothing_episodes: int = 100,
         timeout_s: float = _DEFAULT_COLLECT_TIMEOUT_S,
+        teams: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
-        """Validate ``smoothing_episodes`` (int >= 1) and ``timeout_s`` (>= 0)."""
+        """Validate ``smoothing_episodes`` (int >= 1) and ``timeout_s`` (>= 0); ``teams``
+        (``{team: agent ids}``) adds each team's return (:func:`team_return_stats`)."""
         self.workers = workers
+        self.teams = dict(teams or {})
         self.timeout_s = check_number(timeout_s, "CollectMetrics: timeout_s", low=0)
         self.smoothing_episodes = check_int(
             smoothing_episodes, "CollectMetrics: smoothing_episodes", low=1
@@ -241,6 +246,7 @@ class CollectMetrics:
         public_info = {k: v for k, v in ctx.info.items() if not k.startswith("_")}
         result: dict[str, Any] = {
             **self._episode_stats(window),
+            **team_return_stats(window, self.teams),
             "episodes_this_iter": len(new),
             "episodes_total": counters[keys.NUM_EPISODES],
             "num_env_steps_sampled": sampled,
@@ -359,6 +365,39 @@ def agent_outcome_counts(episodes: list[EpisodeStat]) -> dict[str, Any]:
     return out
 
 
+def team_return_stats(
+    episodes: list[EpisodeStat], teams: Mapping[str, Sequence[str]]
+) -> dict[str, Any]:
+    """Each team's return over multi-agent episodes: per episode the sum of its agents'
+    returns (the team return of a game whose agents' rewards are summed), then the mean, min
+    and max over the episodes where any of its agents played. ``teams``: ``{team: agent
+    ids}`` (an agent group). Keys: ``team_return_mean``, ``team_return_min``,
+    ``team_return_max`` (dicts ``{team: value}``) and the same flattened as
+    ``"team_return_mean/<team>"``; a result that carries ``team_return_mean`` leads its
+    progress line with it (`rlflow.cli.output.progress_line`).
+
+    >>> from rlflow.envs import AgentReturn
+    >>> ep = EpisodeStat(0.0, 9, (AgentReturn("r0", "p", 1.0), AgentReturn("r1", "p", 1.0),
+    ...                           AgentReturn("b0", "q", -1.0), AgentReturn("b1", "q", -1.0)))
+    >>> team_return_stats([ep], {"red": ["r0", "r1"], "blue": ["b0", "b1"]})["team_return_mean"]
+    {'red': 2.0, 'blue': -2.0}
+    """
+    per_team: dict[str, list[float]] = {}
+    for episode in episodes:
+        for team, members in teams.items():
+            returns = [a.return_ for a in episode.agent_returns if a.agent_id in members]
+            if returns:
+                per_team.setdefault(team, []).append(math.fsum(returns))
+    out: dict[str, Any] = {}
+    if not per_team:
+        return out
+    for stat, fn in (("mean", lambda xs: math.fsum(xs) / len(xs)), ("min", min), ("max", max)):
+        values = {team: float(fn(xs)) for team, xs in per_team.items()}
+        out[f"team_return_{stat}"] = values
+        out.update({f"team_return_{stat}/{team}": v for team, v in values.items()})
+    return out
+
+
 def episode_stats(episodes: list[EpisodeStat]) -> dict[str, Any]:
     """`rlflow.Trainer.evaluate`'s result for its finished episodes (`EpisodeStat`s, at least
     one): ``episode_return_mean/min/max``, ``episode_len_mean``, ``episodes`` and, for
@@ -389,10 +428,15 @@ def standard_metrics_reporting(
     ``observation_filter`` other than ``"NoFilter"`` the workers' filters are synced once per
     iteration, before the metrics (:class:`~rlflow.ops.filters.SyncObservationFilters`). With
     ``config.self_play`` the last stage is `rlflow.ops.self_play.SnapshotPolicies` (snapshots
-    and win rates).
+    and win rates). With ``config.groups`` each group's return leads the results as
+    ``team_return_mean/<group>`` (:func:`team_return_stats`).
     """
     done = _IterationDone(config.min_steps_per_iteration, config.min_time_s_per_iteration)
-    collect = CollectMetrics(workers, smoothing_episodes=config.metrics_num_episodes_for_smoothing)
+    # A group of agents (``groups``) is one agent of the env: its return is the team's.
+    teams = {group: [group] for group in config.groups}
+    collect = CollectMetrics(
+        workers, smoothing_episodes=config.metrics_num_episodes_for_smoothing, teams=teams
+    )
     iterations = train_op.for_each(_LearnerTimestep(workers)).filter(done)
     if config.observation_filter != "NoFilter":
         sync = SyncObservationFilters(workers, timeout_s=config.sample_timeout_s)

@@ -10,7 +10,11 @@ see `rlflow.ops.metrics.standard_metrics_reporting`), runs once per iteration:
    learner against a uniformly random legal player (`RandomLegalPolicy`; the learner greedy)
    and against its newest snapshot (both sampling), on a fresh env of the learner's worker,
    the learner's seat taking turns, and reports win / draw / loss rates, overall and by seat
-   (`measure_learner`, which also measures a trained policy on its own);
+   (`measure_learner`, which also measures a trained policy on its own); every iteration it
+   reports each learner's rates in its training games against its pool (``vs_pool``, over the
+   results' smoothing window) and the latest measurement's rates against the random player,
+   which lead the run's results (`headline_rates`: ``win_rate``, ``draw_rate``,
+   ``loss_rate``; a zero-sum game's mean return says nothing);
 2. every ``snapshot_every`` iterations it shifts each pool by one on the learner (the oldest
    snapshot falls out, slot 0 gets the learner's weights) and sends the pool's weights to the
    remote workers like any weight sync; the learner's training is not touched.
@@ -44,6 +48,7 @@ __all__ = [
     "RandomLegalPolicy",
     "SnapshotPolicies",
     "game_outcomes",
+    "headline_rates",
     "measure_learner",
 ]
 
@@ -159,23 +164,33 @@ def _rates(counts: list[int]) -> dict[str, Any]:
 
 
 def measure_learner(
-    worker: RolloutWorker, learner: str, newest: str, *, games: int, seed: int | None
+    worker: RolloutWorker,
+    learner: str,
+    newest: str,
+    *,
+    games: int,
+    seed: int | None,
+    explore: bool = False,
+    creator: Any = None,
 ) -> dict[str, Any]:
     """``learner``'s rates (`game_outcomes`) in ``games`` games against a uniformly random
-    legal player, ``"vs_random"`` (the learner greedy), and as many against policy ``newest``,
-    ``"vs_previous"`` (both sampling), played on fresh envs of ``worker`` (the learner's) reset
-    with ``seed`` first, the learner's seat taking turns. The worker's training state is
+    legal player, ``"vs_random"`` (the learner greedy; sampling with ``explore``), and as many
+    against policy ``newest``, ``"vs_previous"`` (both sampling), played on fresh envs of
+    ``worker`` (the learner's; built by ``creator`` if given, e.g. one that renders) reset with
+    ``seed`` first, the learner's seat taking turns. The worker's training state is
     untouched."""
     policy = worker.get_policy(learner)
     player = RandomLegalPolicy(policy.observation_space, policy.action_space, seed=seed)
     vs_random = worker.evaluate(
         games,
         seed=seed,
+        explore=explore,
+        creator=creator,
         mapping_fn=_Matchup(learner, RANDOM_PLAYER),
         policies={**worker.policy_map, RANDOM_PLAYER: player},
     )
     vs_newest = worker.evaluate(
-        games, seed=seed, explore=True, mapping_fn=_Matchup(learner, newest)
+        games, seed=seed, explore=True, creator=creator, mapping_fn=_Matchup(learner, newest)
     )
     return {
         "vs_random": game_outcomes(vs_random, learner),
@@ -183,16 +198,44 @@ def measure_learner(
     }
 
 
+_RATES = ("win_rate", "draw_rate", "loss_rate")
+
+
+def headline_rates(per_learner: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+    """The rates that lead a self-play run's results: ``win_rate``, ``draw_rate`` and
+    ``loss_rate`` of the learner with the lowest win rate among ``per_learner`` (``{learner:
+    rates}``, each with those three keys, or empty while unmeasured); empty while none was
+    measured (no NaN for the loggers; a stop criterion on ``win_rate`` waits for the key).
+
+    >>> headline_rates({"a": {"win_rate": 0.9, "draw_rate": 0.1, "loss_rate": 0.0},
+    ...                 "b": {"win_rate": 0.5, "draw_rate": 0.0, "loss_rate": 0.5}})
+    {'win_rate': 0.5, 'draw_rate': 0.0, 'loss_rate': 0.5}
+    """
+    measured = [r for r in per_learner.values() if "win_rate" in r]
+    if not measured:
+        return {}
+    lowest = min(measured, key=lambda r: r["win_rate"])
+    return {key: float(lowest[key]) for key in _RATES}
+
+
 class SnapshotPolicies:
     """Keep the self-play pools and measure the learners (the module docstring).
 
     Items: ``dict -> dict`` (an iteration's result, with ``self_play`` added: ``{learner:
-    {"snapshots": n, "vs_random": rates, "vs_previous": rates}}``, the rates on measuring
-    iterations only, see `game_outcomes`). Use with ``.for_each`` as a plan's last stage.
-    Side effects: on the learner (the local worker), snapshot policies' weights; remote
-    workers get them by ``set_weights``; counters ``self_play_iterations`` and
-    ``self_play_snapshots`` (kept in checkpoints, so a restored run keeps its schedule).
-    The constructor fills every pool with its learner's weights and sends them.
+    {"snapshots": n, "vs_pool": rates, "vs_random": rates, "vs_previous": rates, "win_rate":
+    w, "draw_rate": d, "loss_rate": l, "measured_at": i}}``, see `game_outcomes`:
+    ``vs_random`` and ``vs_previous`` on measuring iterations only; ``vs_pool`` the learner's
+    training games against its pool among the result's smoothing window of episodes (absent
+    while it finished none); ``win_rate``, ``draw_rate``, ``loss_rate`` those against the
+    random player at the latest measurement, iteration ``measured_at`` (absent before the
+    first)); and the headline ``win_rate``, ``draw_rate``, ``loss_rate`` at the top level
+    (`headline_rates`; absent before the first measurement).
+    Use with ``.for_each`` as a plan's last stage. Side effects: on the learner (the local
+    worker), snapshot policies' weights; remote workers get them by ``set_weights``; counters
+    ``self_play_iterations`` and ``self_play_snapshots`` and the latest measurement
+    (``ctx.info``, `rlflow.ops.keys.SELF_PLAY_LATEST`), all kept in checkpoints, so a restored
+    run keeps its schedule and headline. The constructor fills every pool with its learner's
+    weights and sends them.
     """
 
     def __init__(self, workers: WorkerSet, config: AlgorithmConfig) -> None:
@@ -215,10 +258,12 @@ class SnapshotPolicies:
         self._send_pools()
 
     def __call__(self, result: Mapping[str, Any]) -> dict[str, Any]:
-        counters = flow.current_metrics().counters
+        ctx = flow.current_metrics()
+        counters = ctx.counters
         counters[keys.NUM_SELF_PLAY_ITERATIONS] += 1
         iteration = counters[keys.NUM_SELF_PLAY_ITERATIONS]
         stats: dict[str, dict[str, Any]] = {p: {} for p in self.pools}
+        latest = ctx.info.setdefault(keys.SELF_PLAY_LATEST, {})
         if self.settings.evaluates_at(iteration):
             for learner, pool in self.pools.items():
                 stats[learner] = measure_learner(
@@ -228,12 +273,19 @@ class SnapshotPolicies:
                     games=self.settings.evaluation_games,
                     seed=self.seed + iteration + _EVAL_SEED_OFFSET,
                 )
+                rates = stats[learner]["vs_random"]
+                latest[learner] = {**{k: rates[k] for k in _RATES}, "measured_at": iteration}
         if iteration % self.settings.snapshot_every == 0:
             self._snapshot()
             counters[keys.NUM_SELF_PLAY_SNAPSHOTS] += 1
+        window = ctx.info.get(keys.RECENT_EPISODES, [])
         for learner in self.pools:
             stats[learner]["snapshots"] = int(counters[keys.NUM_SELF_PLAY_SNAPSHOTS])
-        return {**result, "self_play": stats}
+            vs_pool = game_outcomes(window, learner)
+            if vs_pool["games"]:
+                stats[learner]["vs_pool"] = vs_pool
+            stats[learner].update(latest.get(learner, {}))
+        return {**result, **headline_rates(stats), "self_play": stats}
 
     def _snapshot(self) -> None:
         local = self.workers.local_worker()

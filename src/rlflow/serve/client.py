@@ -13,6 +13,11 @@ client goes away (its episodes end then).
     client.log_returns(episode, reward)
     client.end_episode(episode, obs)
 
+A server reachable from other machines takes a token (``rlflow serve --auth-token``): give the
+client the same one (``auth_token=``, or the environment variable ``RLFLOW_SERVE_TOKEN``); a
+server with TLS (``--tls-cert``) is addressed as ``https://HOST:PORT`` (``ca_file=`` names the
+certificate that signed it, e.g. a self-signed one).
+
 Observations may be numbers, nested lists, or anything with ``tolist()`` (numpy arrays).
 With ``inference="local"`` the client acts with the server's exported policy itself (that mode
 imports rlflow and torch, on its first action).
@@ -22,17 +27,24 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import ssl
 import time
 from typing import Any
 
 __all__ = ["PolicyClient", "ServeError"]
+
+TOKEN_ENV = "RLFLOW_SERVE_TOKEN"
+"""The environment variable the client reads its auth token from when given none (the
+server's `rlflow.serve.server.TOKEN_ENV`; repeated here so this file needs no rlflow)."""
 
 
 class ServeError(Exception):
     """The server refused a request: ``status`` is its HTTP status, the message its reason."""
 
     def __init__(self, status: int, message: str) -> None:
-        """``status``: 400 bad request, 404 unknown episode, 409 conflict, 503 stopping, ..."""
+        """``status``: 400 bad request, 401 no or wrong token, 404 unknown episode, 409
+        conflict, 413 body too large, 503 stopping, ..."""
         super().__init__(f"{status}: {message}")
         self.status = status
 
@@ -47,8 +59,8 @@ def _jsonable(value: Any) -> Any:
 
 
 class PolicyClient:
-    """A client of a `rlflow.serve.PolicyServer` at ``address`` (``"HOST:PORT"``, or
-    ``http://HOST:PORT``).
+    """A client of a `rlflow.serve.PolicyServer` at ``address`` (``"HOST:PORT"``,
+    ``http://HOST:PORT``, or ``https://HOST:PORT`` for a server with TLS).
 
     Args:
         address: the server.
@@ -60,6 +72,13 @@ class PolicyClient:
             and only reports what it did (``log_action``): no wait for the server per step.
         update_interval_s: with ``"local"``, fetch the server's policy again after this long.
         seed: with ``"local"``, seeds the sampling of actions.
+        auth_token: sent with every request as ``Authorization: Bearer <auth_token>`` (the
+            server's ``--auth-token``); None: the ``RLFLOW_SERVE_TOKEN`` environment
+            variable's, if set.
+        ca_file: with ``https://``, the PEM file of the certificate(s) to trust for the
+            server's (its own, when self-signed); None: the system's.
+        ssl_context: with ``https://``, the `ssl.SSLContext` to connect with (instead of one
+            built from ``ca_file``).
 
     Not thread-safe: use one client per thread.
     """
@@ -72,11 +91,28 @@ class PolicyClient:
         inference: str = "remote",
         update_interval_s: float = 10.0,
         seed: int | None = None,
+        auth_token: str | None = None,
+        ca_file: str | os.PathLike[str] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         """Connect lazily (on the first request)."""
-        host, _, port = address.removeprefix("http://").rstrip("/").rpartition(":")
+        tls = address.startswith("https://")
+        host, _, port = (
+            address.removeprefix("https://").removeprefix("http://").rstrip("/").rpartition(":")
+        )
         if not host or not port.isdigit():
             raise ValueError(f"PolicyClient: address {address!r}: expected HOST:PORT")
+        if (ca_file is not None or ssl_context is not None) and not tls:
+            raise ValueError(
+                f"PolicyClient: address {address!r}: ca_file and ssl_context need https://"
+            )
+        if tls and ssl_context is None:
+            ssl_context = ssl.create_default_context(cafile=ca_file)
+        self.ssl_context = ssl_context
+        """The TLS context (None: plain HTTP)."""
+        if auth_token is None:
+            auth_token = os.environ.get(TOKEN_ENV) or None
+        self._auth = {} if auth_token is None else {"Authorization": f"Bearer {auth_token}"}
         if inference not in ("remote", "local"):
             raise ValueError(f"PolicyClient: inference {inference!r}: 'remote' or 'local'")
         self.host, self.port, self.timeout_s = host, int(port), timeout_s
@@ -87,9 +123,18 @@ class PolicyClient:
 
     def _request(self, method: str, command: str, body: dict[str, Any] | None = None) -> Any:
         if self._conn is None:
-            self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+            if self.ssl_context is None:
+                self._conn = http.client.HTTPConnection(
+                    self.host, self.port, timeout=self.timeout_s
+                )
+            else:
+                self._conn = http.client.HTTPSConnection(
+                    self.host, self.port, timeout=self.timeout_s, context=self.ssl_context
+                )
         data = None if body is None else json.dumps(body).encode()
-        headers = {} if data is None else {"Content-Type": "application/json"}
+        headers = dict(self._auth)
+        if data is not None:
+            headers["Content-Type"] = "application/json"
         try:
             self._conn.request(method, f"/{command}", body=data, headers=headers)
             response = self._conn.getresponse()
@@ -97,9 +142,15 @@ class PolicyClient:
         except (OSError, http.client.HTTPException):
             self.close()  # the next request opens a new connection
             raise
-        answer = json.loads(raw) if raw else {}
+        try:
+            answer = json.loads(raw) if raw else {}
+        except ValueError:
+            answer = {"error": raw.decode(errors="replace")[:500]}
         if response.status >= 400:
-            raise ServeError(response.status, answer.get("error", raw.decode(errors="replace")))
+            error = answer.get("error") if isinstance(answer, dict) else None
+            raise ServeError(response.status, error or raw.decode(errors="replace")[:500])
+        if response.getheader("Connection", "").lower() == "close":
+            self.close()  # the server closes it after this answer
         return answer
 
     def info(self) -> dict[str, Any]:

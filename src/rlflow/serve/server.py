@@ -30,26 +30,41 @@ The protocol (version `PROTOCOL_VERSION`; JSON bodies, UTF-8, ``Content-Length``
   value after it), true that it was cut (a time limit: the learner bootstraps from
   ``observation``).
 - Errors: a JSON ``{"error": message}`` with 400 (bad JSON, a missing or ill-typed key, an
-  observation that does not fit the space), 404 (unknown path, or an episode never started,
-  ended or dropped), 405 (wrong method), 409 (an episode id already running, or a request for
-  an episode whose ``get_action`` is still waiting), 411 (no ``Content-Length``), 503 (the
-  server is stopping).
-- A client that keeps its connection open (HTTP/1.1 keep-alive, as `rlflow.serve.PolicyClient`
-  does) owns the episodes it sends requests for: closing that connection, or dying, ends them
-  (truncated where they were). Any episode without a request for ``episode_timeout_s`` is ended
-  the same way. The server and the run go on.
+  observation that does not fit the space or holds NaN or an infinity), 401 (no or a wrong
+  token), 404 (unknown path, or an episode never started, ended or dropped), 405 (wrong
+  method), 409 (an episode id already running, or a request for an episode whose
+  ``get_action`` is still waiting), 411 (no ``Content-Length``), 413 (a body over
+  ``max_body_bytes``, 1 MiB by default), 503 (the server is stopping, or no action within
+  ``action_timeout_s``). A 5xx other than 503 is a bug of the server.
+- Auth: a server given a token (``auth_token``, ``rlflow serve --auth-token`` or the
+  environment variable ``RLFLOW_SERVE_TOKEN``; required unless it listens on a loopback
+  address) answers only requests with ``Authorization: Bearer TOKEN`` (compared in constant
+  time), ``GET /policy`` and ``GET /info`` included. With ``tls_cert`` (and ``tls_key``) it
+  speaks HTTPS only.
+- Connections: HTTP/1.1 with or without keep-alive. A client that keeps its connection open
+  (as `rlflow.serve.PolicyClient` does) owns the episodes it sends requests for: closing that
+  connection, or dying, ends them (truncated where they were). A client that opens a
+  connection per request (``Connection: close``, HTTP/1.0, curl, urllib) owns none: its
+  episodes end by ``end_episode`` or, without a request for ``episode_timeout_s``, as dropped.
+  The server and the run go on.
 """
 
 from __future__ import annotations
 
 import base64
+import hmac
+import http
 import http.server
+import ipaddress
 import itertools
 import json
 import logging
 import math
+import os
 import select
 import socket
+import ssl
+import sys
 import tempfile
 import threading
 from collections.abc import Callable
@@ -60,13 +75,20 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from rlflow.checks import check_number
+from rlflow.checks import check_int, check_number
 from rlflow.errors import ConfigError
 from rlflow.export.spaces import space_to_json
 from rlflow.serve.env import ENV_ID, register_server, unregister_server
 from rlflow.serve.episodes import EpisodeError, EpisodeHub
 
-__all__ = ["DEFAULT_PORT", "PROTOCOL_VERSION", "PolicyServer"]
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_PORT",
+    "PROTOCOL_VERSION",
+    "TOKEN_ENV",
+    "PolicyServer",
+    "is_loopback",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -76,13 +98,50 @@ PROTOCOL_VERSION = 1
 DEFAULT_PORT = 9900
 """The port `PolicyServer` and ``rlflow serve`` listen on unless told otherwise."""
 
-_MAX_BODY = 64 * 2**20
-"""The largest request body accepted (64 MiB: an Atari frame stack is about 28 KiB of bytes,
-a few hundred KiB as JSON)."""
+DEFAULT_MAX_BODY_BYTES = 2**20
+"""The largest request body a `PolicyServer` accepts unless told otherwise (1 MiB: an Atari
+frame stack, 84x84x4 bytes, is about 115 KiB as JSON; a larger body gets 413)."""
+
+TOKEN_ENV = "RLFLOW_SERVE_TOKEN"
+"""The environment variable `PolicyServer` and `rlflow.serve.PolicyClient` read their auth
+token from when none is given (safer than ``--auth-token`` on a command line others can
+list)."""
+
+_DRAIN_BYTES = 64 * 2**20
+"""A body refused with 413 up to this size is read and discarded before the connection closes,
+so its client reads the answer instead of a reset; a larger one is not read. (A request
+refused with 401 has its body read only up to ``max_body_bytes``.)"""
+
+_HANDSHAKE_TIMEOUT_S = 10.0
+"""How long a TLS handshake may take (on the connection's own thread)."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or a name) is this machine only: ``localhost`` or an
+    address every resolution of which is a loopback one (``127.0.0.0/8``, ``::1``). ``""`` and
+    ``0.0.0.0`` (every interface) are not."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
 
 
 class _BadRequestError(Exception):
     """A request the server answers with 400 and this message."""
+
+
+def _check_finite(array: np.ndarray[Any, Any], what: str) -> None:
+    """`_BadRequestError` if a float ``array`` holds NaN or an infinity (a run samples with
+    ``on_nonfinite="raise"`` by default: one client must not stop it)."""
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        raise _BadRequestError(f"{what} holds NaN or an infinity")
 
 
 def _parse_value(space: gym.Space[Any], value: Any, what: str) -> Any:
@@ -93,13 +152,15 @@ def _parse_value(space: gym.Space[Any], value: Any, what: str) -> Any:
             raise _BadRequestError(f"{what} {value!r} is not an integer in {space}")
         return np.int64(value)
     try:
-        array = np.asarray(value, dtype=space.dtype)
-    except (TypeError, ValueError) as err:
+        with np.errstate(all="ignore"):  # a float beyond float32's range becomes inf: refused
+            array = np.asarray(value, dtype=space.dtype)
+    except (TypeError, ValueError, OverflowError, RecursionError) as err:
         raise _BadRequestError(f"{what} is not an array of {space.dtype} numbers ({err})") from None
     if array.shape != space.shape:
         raise _BadRequestError(
             f"{what} has shape {array.shape}; the space {space} has {space.shape}"
         )
+    _check_finite(array, what)
     if not isinstance(space, spaces.Box) and not space.contains(array):
         raise _BadRequestError(f"{what} {value!r} is not in the space {space}")
     return array
@@ -129,27 +190,72 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if self.keeps_alive:
                 self.server.hub.drop_connection(self.connection_id)
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """An error the HTTP layer finds (a malformed request line, headers too long, an
+        unsupported method): a JSON ``{"error": ...}`` like the protocol's, and the connection
+        closes."""
+        if self.command == "HEAD" or code < 200 or code in (204, 304):
+            super().send_error(code, message, explain)
+            return
+        self.close_connection = True
+        try:
+            phrase = http.HTTPStatus(code).phrase
+        except ValueError:
+            phrase = "error"
+        self._error(code, f"{message or phrase}" + (f" ({explain})" if explain else ""))
+
     def log_message(self, format: str, *args: Any) -> None:
         """Requests are logged at debug level, not printed."""
         logger.debug("%s %s", self.address_string(), format % args)
 
-    def _answer(self, status: int, body: dict[str, Any]) -> None:
+    def _answer(
+        self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
         self.keeps_alive = not self.close_connection
 
-    def _error(self, status: int, message: str) -> None:
-        self._answer(status, {"error": message})
+    def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        self._answer(status, {"error": message}, headers)
+
+    def _authorized(self) -> bool:
+        """Whether the request carries the server's token (``Authorization: Bearer TOKEN``,
+        compared in constant time), or the server has none; if not, answer 401 (the body
+        discarded) and return False."""
+        token = self.server.auth_token
+        if token is None:
+            return True
+        scheme, _, given = (self.headers.get("Authorization") or "").strip().partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode("utf-8", "surrogateescape"), token
+        ):
+            return True
+        self._discard_body()
+        reason = "no Authorization header" if not scheme else "a wrong token"
+        self._error(
+            401,
+            f"{self.command} {self.path}: {reason}; this server takes "
+            "'Authorization: Bearer TOKEN' with its --auth-token (RLFLOW_SERVE_TOKEN)",
+            {"WWW-Authenticate": 'Bearer realm="rlflow"'},
+        )
+        return False
 
     def do_GET(self) -> None:
         """``GET /info``, ``GET /policy``."""
+        if not self._authorized():
+            return
         getters = {"/info": self.server.policy_server.info, "/policy": self._policy}
         getter = getters.get(self.path)
         if getter is None:
+            self._discard_body()
             command = self.path.strip("/")
             if command in self.server.commands:
                 self._error(405, f"{self.path} takes POST with a JSON body")
@@ -160,6 +266,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     + ", ".join(f"/{c}" for c in self.server.commands),
                 )
             return
+        self._discard_body()
         try:
             self._answer(200, getter())
         except EpisodeError as err:
@@ -173,6 +280,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         """One protocol command (see the module docstring)."""
+        if not self._authorized():
+            return
         command = self.path.strip("/")
         handler = self.server.commands.get(command)
         try:
@@ -191,28 +300,61 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_PUT(self) -> None:
         """Not part of the protocol: 405."""
-        self._body_discarded()
-        self._error(405, f"PUT {self.path}: the protocol takes GET /info and POST commands")
+        if not self._authorized():
+            return
+        self._discard_body()
+        self._error(405, f"{self.command} {self.path}: the protocol takes GET /info, /policy "
+                    "and POST commands")  # fmt: skip
 
-    do_DELETE = do_PATCH = do_PUT  # noqa: N815
+    do_DELETE = do_PATCH = do_OPTIONS = do_PUT  # noqa: N815
 
-    def _body_discarded(self) -> None:
-        length = self.headers.get("Content-Length")
-        if length and length.isdigit() and int(length) <= _MAX_BODY:
-            self.rfile.read(int(length))
+    def _declared_length(self) -> int | None:
+        """The ``Content-Length`` as a number (None: absent or not a number)."""
+        length = (self.headers.get("Content-Length") or "").strip()
+        return int(length) if length.isdigit() and len(length) < 20 else None
+
+    def _discard_body(self, limit: int | None = None) -> None:
+        """Read and drop the request's body (so the connection reads the next request, or its
+        client its answer); one over ``limit`` (default: the server's ``max_body_bytes``),
+        chunked or of no stated length is not read and the connection closes after the
+        answer."""
+        if limit is None:
+            limit = self.server.policy_server.max_body_bytes
+        length = self._declared_length()
+        if length is None:
+            if self.headers.get("Content-Length") or self.headers.get("Transfer-Encoding"):
+                self.close_connection = True
+            return
+        if length > limit:
+            self.close_connection = True
+            return
+        while length > 0:
+            chunk = self.rfile.read(min(length, 2**16))
+            if not chunk:
+                self.close_connection = True
+                return
+            length -= len(chunk)
 
     def _body(self) -> dict[str, Any]:
-        length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
+        length = self._declared_length()
+        if length is None:
             self.close_connection = True
-            raise EpisodeError(411, "a POST needs a Content-Length header")
-        if int(length) > _MAX_BODY:
+            raise EpisodeError(411, "a POST needs a Content-Length header (a number of bytes)")
+        limit = self.server.policy_server.max_body_bytes
+        if length > limit:
+            self._discard_body(_DRAIN_BYTES)  # an authorized client: let it read the 413
             self.close_connection = True
-            raise _BadRequestError(f"body of {length} bytes: at most {_MAX_BODY}")
-        raw = self.rfile.read(int(length))
+            raise EpisodeError(
+                413,
+                f"a body of {length} bytes: this server takes at most {limit} (--max-body-bytes)",
+            )
+        raw = self.rfile.read(length)
+        if len(raw) < length:
+            self.close_connection = True
+            raise _BadRequestError(f"the body ended after {len(raw)} of {length} bytes")
         try:
             body = json.loads(raw or b"{}")
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        except (UnicodeDecodeError, ValueError, RecursionError) as err:
             raise _BadRequestError(f"the body is not JSON ({err})") from None
         if not isinstance(body, dict):
             raise _BadRequestError(f"the body must be a JSON object, got {type(body).__name__}")
@@ -277,10 +419,14 @@ def _log_action(handler: _Handler, body: dict[str, Any]) -> dict[str, Any]:
 
 def _log_returns(handler: _Handler, body: dict[str, Any]) -> dict[str, Any]:
     episode_id = _key(body, "episode_id", str)
-    reward = _key(body, "reward", (int, float))
+    number = _key(body, "reward", (int, float))
+    try:
+        reward = float(number)
+    except OverflowError:
+        reward = math.inf
     if not math.isfinite(reward):
-        raise _BadRequestError(f"reward {reward!r} is not finite")
-    handler.server.hub.log_returns(episode_id, float(reward), handler.owner)
+        raise _BadRequestError(f"reward {str(number)[:40]} is not finite")
+    handler.server.hub.log_returns(episode_id, reward, handler.owner)
     return {}
 
 
@@ -301,17 +447,73 @@ _COMMANDS = {
 
 
 class _HTTPServer(http.server.ThreadingHTTPServer):
-    """The HTTP server of a `PolicyServer`: a thread per connection."""
+    """The HTTP server of a `PolicyServer`: a thread per connection (its TLS handshake on that
+    thread, not the accepting one)."""
 
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 1024
+    """The listen backlog (the kernel caps it at ``net.core.somaxconn``). socketserver's 5
+    overflowed when clients that open a connection per request (curl, urllib) came at once:
+    the kernel dropped their handshakes, the clients waited seconds to retry or got resets,
+    and a run stepping their episodes in lockstep stalled (16 such clients: 5 steps/s)."""
 
     def __init__(self, address: tuple[str, int], policy_server: PolicyServer) -> None:
         self.policy_server = policy_server
         self.hub = policy_server.hub
         self.commands = _COMMANDS
         self.connection_ids = itertools.count(1)
+        self.auth_token = policy_server.auth_token_bytes
+        self.ssl_context = policy_server.ssl_context
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.address_family = family
         super().__init__(address, _Handler)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        """Serve one connection (with TLS: after its handshake; one that fails, a plain HTTP
+        client for instance, is closed and logged at debug level)."""
+        if self.ssl_context is None:
+            super().finish_request(request, client_address)
+            return
+        try:
+            request.settimeout(_HANDSHAKE_TIMEOUT_S)
+            tls = self.ssl_context.wrap_socket(request, server_side=True)
+            tls.settimeout(None)
+        except (OSError, ValueError) as err:
+            logger.debug("TLS handshake with %s failed: %s", client_address, err)
+            return
+        try:
+            _Handler(tls, client_address, self)
+        finally:
+            self.shutdown_request(tls)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection's error ends that connection only: logged (at debug level when it is
+        the connection's own, a client that reset it), not printed."""
+        if isinstance(sys.exc_info()[1], OSError):
+            logger.debug("connection from %s ended: %s", client_address, sys.exc_info()[1])
+        else:
+            logger.exception("connection from %s failed", client_address)
+
+
+def _ssl_context(
+    cert: str | os.PathLike[str] | None, key: str | os.PathLike[str] | None
+) -> ssl.SSLContext | None:
+    """The server's TLS context from PEM files (None without ``cert``); `ConfigError` naming
+    the file that cannot be loaded."""
+    if cert is None:
+        if key is not None:
+            raise ConfigError(f"PolicyServer: tls_key {str(key)!r} without tls_cert: give both")
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as err:
+        files = f"tls_cert {str(cert)!r}" + ("" if key is None else f", tls_key {str(key)!r}")
+        raise ConfigError(
+            f"PolicyServer: {files}: cannot load a PEM certificate and its key ({err})"
+        ) from None
+    return context
 
 
 class PolicyServer:
@@ -326,6 +528,15 @@ class PolicyServer:
         episode_timeout_s: an episode without a request for this long is ended, truncated.
         action_timeout_s: a ``get_action`` waiting longer than this for its action gets 503
             and its episode ends (None: it waits, as long as the run trains between samples).
+        auth_token: every request must carry ``Authorization: Bearer <auth_token>`` (401
+            otherwise, ``GET /policy`` included); None: the `TOKEN_ENV` environment variable's,
+            if set. Required unless ``host`` is a loopback address (`is_loopback`): a server
+            others can reach lets them feed its run and download its policy.
+        tls_cert: a PEM certificate chain file: serve HTTPS (the standard library's `ssl`);
+            None: plain HTTP.
+        tls_key: the PEM private key of ``tls_cert`` (None: it is in ``tls_cert``'s file).
+        max_body_bytes: a request body larger than this gets 413 (default
+            `DEFAULT_MAX_BODY_BYTES`, 1 MiB).
 
     The run that trains on the clients' episodes is configured with `configure` and samples in
     this process: its `rlflow.serve.env.ExternalEnv` steps are the clients' requests.
@@ -345,8 +556,12 @@ class PolicyServer:
         port: int = DEFAULT_PORT,
         episode_timeout_s: float = 60.0,
         action_timeout_s: float | None = None,
+        auth_token: str | None = None,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
-        """Check the arguments; `start` listens."""
+        """Check the arguments (`ConfigError` naming the one at fault); `start` listens."""
         for name, space in (
             ("observation_space", observation_space),
             ("action_space", action_space),
@@ -371,6 +586,28 @@ class PolicyServer:
                 action_timeout_s, "PolicyServer: action_timeout_s", low=0, low_open=True
             )
         )
+        self.max_body_bytes = check_int(max_body_bytes, "PolicyServer: max_body_bytes", low=1)
+        if auth_token is None:
+            auth_token = os.environ.get(TOKEN_ENV) or None
+        if auth_token is not None and (not isinstance(auth_token, str) or not auth_token.strip()):
+            raise ConfigError("PolicyServer: auth_token: must be a non-empty string")
+        if auth_token is None and not is_loopback(host):
+            raise ConfigError(
+                f"PolicyServer: host {host!r} is not a loopback address and no auth token is "
+                f"set: anyone who reaches the port could feed the run and download its policy. "
+                f"Set one with --auth-token TOKEN or the environment variable {TOKEN_ENV} "
+                "(clients send 'Authorization: Bearer TOKEN'), or listen on 127.0.0.1"
+            )
+        self.auth_token_bytes = None if auth_token is None else auth_token.strip().encode()
+        """The token every request carries (None: no auth)."""
+        self.ssl_context = _ssl_context(tls_cert, tls_key)
+        """The TLS context of HTTPS (None: plain HTTP)."""
+        if self.auth_token_bytes is not None and self.ssl_context is None and not is_loopback(host):
+            logger.warning(
+                "PolicyServer on %s: the auth token travels in clear text without TLS "
+                "(--tls-cert, --tls-key); anyone on the path can read it",
+                host,
+            )
         self.hub = EpisodeHub(self.episode_timeout_s)
         self._http: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -385,8 +622,9 @@ class PolicyServer:
 
     @property
     def url(self) -> str:
-        """``http://HOST:PORT``."""
-        return f"http://{self.address}"
+        """``http://HOST:PORT`` (``https://`` with TLS)."""
+        scheme = "http" if self.ssl_context is None else "https"
+        return f"{scheme}://{self.address}"
 
     def start(self) -> PolicyServer:
         """Listen, on a thread; `ConfigError` naming the address if it cannot be bound."""

@@ -55,6 +55,7 @@ from rlflow.workers.sampler import (
     MappingFn,
     Sampler,
     SamplerSpec,
+    env_observation_spaces,
     is_multi_agent_env,
     policy_spaces,
 )
@@ -164,10 +165,20 @@ class RolloutWorker(ParallelIteratorWorker):
         self.sampler_spec, spaces_of, probe = self._probe_env(config, worker_index)
         """The settings of this worker's sampler (`SamplerSpec`), built once; evaluation runs
         a variant of them."""
+        self.env_observation_spaces: dict[PolicyID, Any] = {}
+        """``{policy id: the space of the env's own observations}`` for the policies whose
+        observations the env creator flattens (`env_observation_spaces`): what an export
+        records, so that the loaded policy takes the env's observations as they are."""
         self.policy_map: dict[PolicyID, TorchPolicy] = {}
         self.filters: dict[PolicyID, MeanStdFilter] = {}
         """``{policy id: observation filter}``: empty with ``observation_filter="NoFilter"``."""
         try:
+            self.env_observation_spaces = env_observation_spaces(
+                probe,
+                config.policy_specs(),
+                config.agent_mapping(),
+                multi_agent=self.sampler_spec.multi_agent,
+            )
             self._build_policies(policy_class, spaces_of, policy_seed, algorithm)
             external = getattr(getattr(probe, "unwrapped", probe), "external", False)
             if worker_index == 0 and not self.sampler_spec.multi_agent and not external:

@@ -37,6 +37,7 @@ from rlflow.checks import check_int
 from rlflow.config import DEFAULT_POLICY_ID
 from rlflow.config.self_play import EpisodeInfo
 from rlflow.data import MultiAgentBatch, SampleBatch
+from rlflow.envs.flatten import env_observation_space
 from rlflow.envs.multi_agent import MultiAgentEnv
 from rlflow.envs.vector import EpisodeStat
 from rlflow.errors import ConfigError
@@ -47,6 +48,7 @@ __all__ = [
     "agent_policy_map",
     "mapping_takes_episode",
     "as_multi_agent_env",
+    "env_observation_spaces",
     "is_multi_agent_env",
     "policy_spaces",
 ]
@@ -301,5 +303,49 @@ def policy_spaces(
                 f"{list(env.possible_agents)}) maps to it, so give its observation_space "
                 "and action_space in its PolicySpec"
             )
+        if spec.observation_space is None and spec.action_space is None:
+            _check_same_spaces(env, pid, [a for a, p in policy_of.items() if p == source])
         out[pid] = (obs_space, act_space)
     return out
+
+
+def env_observation_spaces(
+    probe: Any, specs: Mapping[str, Any], mapping_fn: MappingFn | None, *, multi_agent: bool
+) -> dict[str, Any]:
+    """``{policy id: the space of its env's own observations}`` for the policies whose
+    observations the env creator flattens (`rlflow.envs.flatten.env_observation_space`: a
+    Dict, Tuple, MultiDiscrete or MultiBinary space, PettingZoo's ``{"observation",
+    "action_mask"}`` among them), read off ``probe`` as `policy_spaces` reads the flat ones;
+    policies with spaces of their own, or observations that are not flattened, are left out.
+    An export records it, so that a loaded policy takes the env's observations as they are."""
+    if not multi_agent:
+        space = env_observation_space(probe)
+        spec = specs.get(DEFAULT_POLICY_ID)
+        if space is None or spec is None or spec.observation_space is not None:
+            return {}
+        return {DEFAULT_POLICY_ID: space}
+    agents = list(getattr(probe, "possible_agents", []))
+    policy_of = agent_policy_map(agents, mapping_fn, list(specs))
+    out: dict[str, Any] = {}
+    for pid, spec in specs.items():
+        source = spec.snapshot_of or pid
+        agent = next((a for a, p in policy_of.items() if p == source), None)
+        space = None if agent is None else env_observation_space(probe, agent)
+        if space is not None and spec.observation_space is None:
+            out[pid] = space
+    return out
+
+
+def _check_same_spaces(env: Any, pid: str, agents: list[str]) -> None:
+    """`ConfigError` naming the agents of ``env`` that map to policy ``pid`` but differ in
+    their observation or action spaces (one network cannot take both)."""
+    first = agents[0] if agents else None
+    for agent in agents[1:]:
+        for kind, of in (("observation", env.observation_spaces), ("action", env.action_spaces)):
+            if of[agent] != of[first]:
+                raise ConfigError(
+                    f"policy {pid!r}: agents {first!r} and {agent!r} both map to it but their "
+                    f"{kind} spaces differ ({of[first]} vs {of[agent]}); give them policies of "
+                    "their own (policies and policy_mapping_fn, e.g. one policy per agent: "
+                    "policies={agent: PolicySpec()} and policy_mapping_fn=lambda agent: agent)"
+                )
