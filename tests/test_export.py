@@ -278,8 +278,22 @@ def test_every_algorithms_policy_exports(name: str, tmp_path: Path) -> None:
 
     spec = get_algorithm(name)
     continuous = name in ("maml", "sac", "td3", "cql", "apex_td3", "apex_ddpg")
-    obs_space = spaces.Box(-1.0, 1.0, (3,), np.float32)
+    obs_space: spaces.Box = spaces.Box(-1.0, 1.0, (3,), np.float32)
     act_space = spaces.Box(-0.5, 2.0, (2,), np.float32) if continuous else spaces.Discrete(3)
+    if name == "mappo":  # a team's policy: the team's observations, the joint action
+        from rlflow.envs.groups import TeamBox
+
+        ones = np.ones(12, np.float32)
+        obs_space = TeamBox(
+            -ones,
+            ones,
+            agent_ids=["a", "b"],
+            agent_obs_size=3,
+            agent_mask_size=0,
+            state_size=6,
+            agent_action_sizes=[3, 3],
+        )
+        act_space = spaces.MultiDiscrete([3, 3])
     model: dict[str, Any] = {"hidden": [8, 8], "activation": "relu"}
     if name in ("pg", "ppo", "impala"):
         model["shared"] = True  # one trunk for both heads
@@ -287,7 +301,7 @@ def test_every_algorithms_policy_exports(name: str, tmp_path: Path) -> None:
     config = AlgorithmConfig()
     path = export_policy(policy, tmp_path / name, algorithm=name, policy_id="p", config=config)
     assert actor_export(policy).options["activation"] == "relu"
-    obs = np.random.default_rng(0).uniform(-1, 1, (50, 3)).astype(np.float32)
+    obs = np.random.default_rng(0).uniform(-1, 1, (50, obs_space.shape[0])).astype(np.float32)
     expected, _ = policy.compute_actions(obs, explore=False)
     if continuous:
         expected = np.clip(expected, -0.5, 2.0)  # as the env gets them

@@ -112,8 +112,22 @@ def test_every_algorithms_policy_runs_in_onnxruntime(name: str, tmp_path: Path) 
     spec = get_algorithm(name)
     # Box for the policies that take only Box actions (and MAML's point navigation).
     continuous = name == "maml" or spaces.Discrete not in spec.policy_cls.action_space_types
-    obs_space = spaces.Box(-1.0, 1.0, (3,), np.float32)
+    obs_space: spaces.Box = spaces.Box(-1.0, 1.0, (3,), np.float32)
     act_space = spaces.Box(-0.5, 2.0, (2,), np.float32) if continuous else spaces.Discrete(3)
+    if name == "mappo":  # a team's policy: the team's observations, the joint action
+        from rlflow.envs.groups import TeamBox
+
+        ones = np.ones(12, np.float32)
+        obs_space = TeamBox(
+            -ones,
+            ones,
+            agent_ids=["a", "b"],
+            agent_obs_size=3,
+            agent_mask_size=0,
+            state_size=6,
+            agent_action_sizes=[3, 3],
+        )
+        act_space = spaces.MultiDiscrete([3, 3])
     model: dict[str, Any] = {"hidden": [8, 8], "activation": "relu"}
     policy = spec.policy_cls(obs_space, act_space, spec.config_cls(model=model), seed=1)
     path = export_policy(

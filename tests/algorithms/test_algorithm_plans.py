@@ -71,11 +71,14 @@ def test_config_validation_names_class_field_value_and_rule() -> None:
         PPOConfig(lambda_=2)
 
 
-# maml needs a task-settable env, ppo_dqn a multi-agent one, the offline ones recorded experience:
-# their own test files run them. The team algorithms need a group of agents: run below.
+# maml needs a task-settable env, ppo_dqn a multi-agent one, mappo a team of agents (groups), the
+# offline ones recorded experience: their own test files run them. maddpg and matd3 need a team
+# too: run below.
 OFFLINE = {"bc", "marwil", "cql"}
 TEAM_ALGORITHMS = {"maddpg", "matd3"}
-SINGLE_AGENT_ALGORITHMS = sorted(set(ALGORITHMS) - {"maml", "ppo_dqn"} - OFFLINE - TEAM_ALGORITHMS)
+SINGLE_AGENT_ALGORITHMS = sorted(
+    set(ALGORITHMS) - {"maml", "ppo_dqn", "mappo"} - OFFLINE - TEAM_ALGORITHMS
+)
 BOX_ALGORITHMS = {"sac", "td3", "apex_td3", "apex_ddpg"}
 """Algorithms for Box actions only: they run CountingEnv(continuous=True)."""
 

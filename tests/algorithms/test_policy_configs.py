@@ -28,6 +28,7 @@ from rlflow.algorithms.es import ESPolicy
 from rlflow.algorithms.impala import VTracePolicy
 from rlflow.algorithms.maddpg import MADDPGPolicy
 from rlflow.algorithms.maml import MAMLPolicy
+from rlflow.algorithms.mappo.policy import MAPPOPolicy
 from rlflow.algorithms.marwil import MARWILPolicy
 from rlflow.algorithms.matd3 import MATD3Policy
 from rlflow.algorithms.pg import PGPolicy
@@ -48,15 +49,16 @@ ACT_SPACE = gym.spaces.Discrete(2)
 BOX_ACT_SPACE = gym.spaces.Box(-2.0, 2.0, (2,), dtype=np.float32)
 """SAC and TD3 take Box actions only."""
 TEAM_OBS_SPACE = TeamBox(
-    np.full(8, -1.0, np.float32),
-    np.ones(8, np.float32),
+    -np.ones(12, np.float32),
+    np.ones(12, np.float32),
     agent_ids=["a", "b"],
     agent_obs_size=3,
     agent_mask_size=0,
-    state_size=2,
+    state_size=6,
     agent_action_sizes=[2, 2],
 )
-"""MADDPG and MATD3 take a team's observations (two members of 3 values, a state of 2)."""
+"""MAPPO, MADDPG and MATD3 take a team's observations (`rlflow.envs.groups`): two members of 3
+values, a state of 6."""
 TEAM_ACT_SPACE = gym.spaces.MultiDiscrete([2, 2])
 
 Check = Callable[[Any, Any], bool]
@@ -154,7 +156,7 @@ MADDPG = [
     (
         "critic_input",
         lambda d: "state_and_observations",
-        lambda p, v: p.critic_input_size() == 2 * 3 + 2 + 4,  # the state's 2 values in
+        lambda p, v: p.critic_input_size() == 2 * 3 + 6 + 4,  # the state's 6 values in
     ),
 ]
 FIELDS: dict[type, list[tuple[str, Callable[[Any], Any], Check]]] = {
@@ -194,6 +196,22 @@ FIELDS: dict[type, list[tuple[str, Callable[[Any], Any], Check]]] = {
         ("vf_clip_param", lambda d: 4.5, _reads),
         ("kl_coeff", lambda d: 0.45, lambda p, v: p.kl_coeff == v),
         ("kl_target", lambda d: 0.035, _reads),
+    ],
+    MAPPOPolicy: [
+        *BASE,
+        ("model", lambda d: {"hidden": (7,), "activation": "relu"}, _hidden),
+        ("use_gae", _flip, _reads),
+        ("lambda_", lambda d: 0.55, _reads),
+        *COEFFS,
+        ("clip_param", lambda d: 0.15, _reads),
+        ("vf_clip_param", lambda d: 4.5, _reads),
+        ("kl_coeff", lambda d: 0.45, lambda p, v: p.kl_coeff == v),
+        ("kl_target", lambda d: 0.035, _reads),
+        ("share_policy", _flip, lambda p, v: (len(p.model.actors.nets) == 1) == v),
+        ("agent_id_input", _flip, lambda p, v: p.model.actors.agent_id_input == v),
+        ("clip_per_agent", _flip, _reads),
+        ("use_valuenorm", _flip, lambda p, v: (p.model.value_norm is not None) == v),
+        ("valuenorm_beta", lambda d: 0.99, _reads),
     ],
     DQNPolicy: [
         *BASE,
@@ -314,9 +332,10 @@ def test_policy_uses_every_setting_of_its_config(name: str) -> None:
     assert set(resolved) == set(expected)
     for pid, (cls, policy_config) in resolved.items():
         assert isinstance(policy_config, cls.config_class)
-        act_space = BOX_ACT_SPACE if issubclass(cls, TwinQPolicy) else ACT_SPACE
-        obs_space = OBS_SPACE
-        if issubclass(cls, MADDPGPolicy):
+        obs_space, act_space = OBS_SPACE, ACT_SPACE
+        if issubclass(cls, TwinQPolicy):
+            act_space = BOX_ACT_SPACE
+        if cls is MAPPOPolicy or issubclass(cls, MADDPGPolicy):  # a team of two
             obs_space, act_space = TEAM_OBS_SPACE, TEAM_ACT_SPACE
         policy = cls(obs_space, act_space, policy_config, seed=0, worker_index=2)
         assert policy.worker_index == 2

@@ -4,12 +4,13 @@ A package never imports another algorithm's package, with two documented kinds o
 variant's config extends its base algorithm's config (a2c and a3c of pg, apex of dqn, appo of
 impala, bc of marwil, cql of sac (whose policy it extends), apex_r2d2 of r2d2 and apex, whose plan
 it runs, ddppo of ppo, apex_td3 of td3 (whose policy it extends) and apex, whose plan it runs,
-apex_ddpg of apex_td3, whose plan it runs, matd3 of maddpg, whose policy and plan it extends),
-and ``ppo_dqn``, which composes PPO and DQN, imports their config and policy classes. A variant
-that shares a policy (a2c and a3c use pg's `PGPolicy`, ddppo ppo's `PPOPolicy`, apex uses dqn's
-`DQNPolicy`, apex_r2d2 r2d2's `R2D2Policy`, apex_ddpg apex_td3's `ApexTD3Policy`, bc marwil's
-`MARWILPolicy`) gets it here, from this registry, never by import; a loss two algorithms extend
-(IMPALA's and APPO's V-trace) keeps its base in `rlflow.policy`.
+apex_ddpg of apex_td3, whose plan it runs, mappo of ppo, whose policy it extends, matd3 of
+maddpg, whose policy and plan it extends), and ``ppo_dqn``, which composes PPO and DQN, imports
+their config and policy classes. A variant that shares a policy (a2c and a3c use pg's
+`PGPolicy`, ddppo ppo's `PPOPolicy`, apex uses dqn's `DQNPolicy`, apex_r2d2 r2d2's
+`R2D2Policy`, apex_ddpg apex_td3's `ApexTD3Policy`, bc marwil's `MARWILPolicy`) gets it here,
+from this registry, never by import; a loss two algorithms extend (IMPALA's and APPO's V-trace)
+keeps its base in `rlflow.policy`.
 
 Where to start: a plan (e.g. :func:`rlflow.algorithms.ppo.ppo_plan`) is a short function from a
 :class:`~rlflow.workers.WorkerSet` and a config to an iterator of result dicts. The registry
@@ -45,6 +46,7 @@ from rlflow.algorithms.es import ESConfig
 from rlflow.algorithms.impala import IMPALAConfig
 from rlflow.algorithms.maddpg import MADDPGConfig
 from rlflow.algorithms.maml import MAMLConfig
+from rlflow.algorithms.mappo import MAPPOConfig
 from rlflow.algorithms.marwil import MARWILConfig
 from rlflow.algorithms.matd3 import MATD3Config
 from rlflow.algorithms.pg import PGConfig
@@ -183,6 +185,12 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         ),
         _spec("appo", APPOConfig, "appo:APPOPolicy", "Asynchronous PPO on IMPALA's dataflow"),
         _spec("maml", MAMLConfig, "maml:MAMLPolicy", "MAML: meta-learning, one task per worker"),
+        _spec(
+            "mappo",
+            MAPPOConfig,
+            "mappo:MAPPOPolicy",
+            "MAPPO: a team's PPO, decentralized actors, centralized critic (groups)",
+        ),
         _spec(
             "ppo_dqn",
             PPODQNConfig,

@@ -566,6 +566,11 @@ class PolicyServer:
             ("observation_space", observation_space),
             ("action_space", action_space),
         ):
+            if isinstance(space, spaces.Dict | spaces.Tuple):  # exports take them; serve not
+                raise ConfigError(
+                    f"PolicyServer: {name} {space!r}: served spaces are Box, Discrete, "
+                    "MultiDiscrete and MultiBinary (send a Dict's or Tuple's parts as one vector)"
+                )
             try:
                 space_to_json(space)
             except ConfigError as err:
