@@ -264,12 +264,13 @@ def test_cli_exports_a_checkpoint(
 def _policy_cases() -> list[Any]:
     from rlflow.algorithms import ALGORITHMS
 
-    # ppo_dqn's policies are PPO's and DQN's; team policies export per member (below).
+    # ppo_dqn's policies are PPO's and DQN's; team policies export per member (below, and
+    # maddpg's and matd3's in tests/algorithms/maddpg/test_maddpg.py).
     names = [n for n in ALGORITHMS if n != "ppo_dqn" and n not in TEAM_ALGORITHMS]
     return [pytest.param(n, id=n) for n in names]
 
 
-TEAM_ALGORITHMS = ("qmix", "vdn", "mappo")
+TEAM_ALGORITHMS = ("qmix", "vdn", "mappo", "maddpg", "matd3")
 """Algorithms of a team (``groups``): their export is one directory per member."""
 
 

@@ -101,11 +101,17 @@ def check_onnx_acts_as_loaded(path: Path, obs: np.ndarray | None = None) -> dict
 def _algorithms() -> list[Any]:
     from rlflow.algorithms import ALGORITHMS
 
-    team = ("qmix", "vdn", "mappo")  # a team's export is one directory per member: below
+    team = (
+        "qmix",
+        "vdn",
+        "mappo",
+        "maddpg",
+        "matd3",
+    )  # a team's export is one directory per member: below
     return [pytest.param(n, id=n) for n in ALGORITHMS if n != "ppo_dqn" and n not in team]
 
 
-@pytest.mark.parametrize("name", ["qmix", "vdn", "mappo"])
+@pytest.mark.parametrize("name", ["qmix", "vdn", "mappo", "maddpg", "matd3"])
 def test_every_team_members_policy_runs_in_onnxruntime(name: str, tmp_path: Path) -> None:
     from rlflow.algorithms import get_algorithm
     from rlflow.envs.groups import GroupAgents
@@ -114,7 +120,7 @@ def test_every_team_members_policy_runs_in_onnxruntime(name: str, tmp_path: Path
     spec = get_algorithm(name)
     team = GroupAgents(TwoStepGame(), {"team": ["agent_0", "agent_1"]})
     model: dict[str, Any] = {"hidden": [8], "lstm_cell_size": 8}
-    if name == "mappo":
+    if name in ("mappo", "maddpg", "matd3"):
         model = {"hidden": [8], "activation": "relu"}
     policy = spec.policy_cls(
         team.observation_spaces["team"], team.action_spaces["team"], spec.config_cls(model=model)

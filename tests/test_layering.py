@@ -126,7 +126,8 @@ def test_imports_point_down_the_layers() -> None:
 # dataflow (both configs, Ape-X's plan); mappo is PPO for a team (PPO's config and policy
 # extended); apex_td3 is TD3 on Ape-X's dataflow (TD3's config and
 # policy extended, Ape-X's dataflow config and plan); apex_ddpg is apex_td3 with DDPG's defaults;
-# qmix is DQN's replay for a team (config, policy and plan extended); vdn is qmix's sum mixer.
+# qmix is DQN's replay for a team (config, policy and plan extended); vdn is qmix's sum mixer;
+# maddpg runs dqn's dataflow; matd3 is maddpg with TD3's fixes (config, policy, plan extended).
 FAMILIES = {"q_learning", "twin_q", "actor_learner", "perturbation"}
 ALLOWED_ALGORITHM_IMPORTS = {
     "a2c": {"rlflow.algorithms.pg.config"},
@@ -166,6 +167,12 @@ ALLOWED_ALGORITHM_IMPORTS = {
         "rlflow.algorithms.dqn.plan",
     },
     "vdn": {"rlflow.algorithms.qmix.config", "rlflow.algorithms.qmix.plan"},
+    "maddpg": {"rlflow.algorithms.dqn.plan"},
+    "matd3": {
+        "rlflow.algorithms.maddpg.config",
+        "rlflow.algorithms.maddpg.policy",
+        "rlflow.algorithms.maddpg.plan",
+    },
     "ppo_dqn": {
         "rlflow.algorithms.ppo.config",
         "rlflow.algorithms.ppo.policy",

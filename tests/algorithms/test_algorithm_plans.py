@@ -73,10 +73,11 @@ def test_config_validation_names_class_field_value_and_rule() -> None:
 
 # maml needs a task-settable env, ppo_dqn a multi-agent one, mappo a team of agents (groups),
 # alpha_zero a turn-based game it can copy, the offline ones recorded experience: their own test
-# files run them. The team algorithms qmix and vdn run on a grouped env (below).
+# files run them. The team algorithms qmix, vdn, maddpg and matd3 run on a grouped env (below).
 OFFLINE = {"bc", "marwil", "cql"}
-TEAM_ALGORITHMS = {"qmix", "vdn"}
-"""Algorithms of a team (``groups``): they run on the two-step game's team."""
+TEAM_ALGORITHMS = {"qmix", "vdn", "maddpg", "matd3"}
+"""Algorithms of a team (``groups``): qmix and vdn run on the two-step game's team, maddpg and
+matd3 on multi_cartpole's two poles grouped."""
 SINGLE_AGENT_ALGORITHMS = sorted(
     set(ALGORITHMS) - {"maml", "ppo_dqn", "mappo", "alpha_zero"} - OFFLINE - TEAM_ALGORITHMS
 )
@@ -106,25 +107,38 @@ def test_every_plan_runs_two_iterations(local_backend: None, name: str) -> None:
 @pytest.mark.parametrize("name", sorted(TEAM_ALGORITHMS))
 def test_every_team_plan_runs_two_iterations(local_backend: None, name: str) -> None:
     spec = get_algorithm(name)
-    config = spec.config_cls(
-        env="two_step_game",
-        groups={"team": ["agent_0", "agent_1"]},
-        num_workers=2,
-        rollout_fragment_length=4,
-        replay_sequence_length=2,
-        train_batch_size=4,
-        learning_starts=4,
-        min_steps_per_iteration=8,
-        min_time_s_per_iteration=0.0,
-        model={"hidden": (8,), "lstm_cell_size": 8},
-    )
+    if name in ("qmix", "vdn"):
+        config = spec.config_cls(
+            env="two_step_game",
+            groups={"team": ["agent_0", "agent_1"]},
+            num_workers=2,
+            rollout_fragment_length=4,
+            replay_sequence_length=2,
+            train_batch_size=4,
+            learning_starts=4,
+            min_steps_per_iteration=8,
+            min_time_s_per_iteration=0.0,
+            model={"hidden": (8,), "lstm_cell_size": 8},
+        )
+    else:
+        config = spec.config_cls(
+            **{
+                **TINY,
+                "env": "multi_cartpole",
+                "env_config": {},
+                "groups": {"team": ["agent_0", "agent_1"]},
+                "learning_starts": 20,
+                "train_batch_size": 16,
+            }
+        )
     workers = WorkerSet(config, spec.policy_cls)
     plan = spec.plan(workers, config)
     first, second = plan.take(2)
     assert second["num_env_steps_sampled"] > first["num_env_steps_sampled"] > 0
     assert second["num_env_steps_trained"] > 0
-    assert 0.0 <= second["episode_return_mean"] <= 8.0  # the game's payoffs
-    assert second["episode_len_mean"] == 2.0
+    if name in ("qmix", "vdn"):
+        assert 0.0 <= second["episode_return_mean"] <= 8.0  # the game's payoffs
+        assert second["episode_len_mean"] == 2.0
 
 
 def test_a2c_microbatches_average_then_apply_once_per_train_batch(local_backend: None) -> None:

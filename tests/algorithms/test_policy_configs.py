@@ -27,9 +27,11 @@ from rlflow.algorithms.cql import CQLPolicy
 from rlflow.algorithms.dqn import DQNPolicy
 from rlflow.algorithms.es import ESPolicy
 from rlflow.algorithms.impala import VTracePolicy
+from rlflow.algorithms.maddpg import MADDPGPolicy
 from rlflow.algorithms.maml import MAMLPolicy
 from rlflow.algorithms.mappo.policy import MAPPOPolicy
 from rlflow.algorithms.marwil import MARWILPolicy
+from rlflow.algorithms.matd3 import MATD3Policy
 from rlflow.algorithms.pg import PGPolicy
 from rlflow.algorithms.ppo import PPOPolicy
 from rlflow.algorithms.ppo_dqn import DQN_POLICY, PPO_POLICY
@@ -53,7 +55,6 @@ MASKED_OBS_SPACE = ActionMaskBox(
 )
 BOX_ACT_SPACE = gym.spaces.Box(-2.0, 2.0, (2,), dtype=np.float32)
 """SAC and TD3 take Box actions only."""
-
 TEAM_OBS_SPACE = TeamBox(
     -np.ones(12, np.float32),
     np.ones(12, np.float32),
@@ -63,7 +64,9 @@ TEAM_OBS_SPACE = TeamBox(
     state_size=6,
     agent_action_sizes=[2, 2],
 )
-"""MAPPO takes a team's observations (`rlflow.envs.groups`)."""
+"""MAPPO, MADDPG and MATD3 take a team's observations (`rlflow.envs.groups`): two members of 3
+values, a state of 6."""
+TEAM_ACT_SPACE = gym.spaces.MultiDiscrete([2, 2])
 
 
 def _team_spaces() -> tuple[gym.Space[Any], gym.Space[Any]]:
@@ -166,7 +169,26 @@ TD3 = [
     ("target_noise_clip", lambda d: 0.4, _reads),
     ("exploration_noise", lambda d: 0.2, _reads),
 ]
+MADDPG = [
+    *[field for field in TWIN_Q if field[0] != "twin_q"],
+    ("twin_q", _flip, lambda p, v: (len(p.net.critics[0]) == 2) == v),
+    ("exploration_noise", lambda d: 0.2, _reads),
+    ("gumbel_temperature", lambda d: 0.5, _reads),
+    ("actor_regularization", lambda d: 0.01, _reads),
+    (
+        "critic_input",
+        lambda d: "state_and_observations",
+        lambda p, v: p.critic_input_size() == 2 * 3 + 6 + 4,  # the state's 6 values in
+    ),
+]
 FIELDS: dict[type, list[tuple[str, Callable[[Any], Any], Check]]] = {
+    MADDPGPolicy: MADDPG,
+    MATD3Policy: [
+        *MADDPG,
+        ("policy_delay", lambda d: 3, _reads),
+        ("target_noise", lambda d: 0.3, _reads),
+        ("target_noise_clip", lambda d: 0.4, _reads),
+    ],
     SACPolicy: [
         *TWIN_Q,
         ("initial_alpha", lambda d: 0.3, lambda p, v: abs(p.alpha - v) < 1e-6),
@@ -363,8 +385,8 @@ def test_policy_uses_every_setting_of_its_config(name: str) -> None:
         obs_space, act_space = OBS_SPACE, ACT_SPACE
         if issubclass(cls, TwinQPolicy):
             act_space = BOX_ACT_SPACE
-        if cls is MAPPOPolicy:  # a team of two: observations of 3, state of 6
-            obs_space, act_space = TEAM_OBS_SPACE, gym.spaces.MultiDiscrete([2, 2])
+        if cls is MAPPOPolicy or issubclass(cls, MADDPGPolicy):  # a team of two
+            obs_space, act_space = TEAM_OBS_SPACE, TEAM_ACT_SPACE
         if name == "alpha_zero":
             obs_space = MASKED_OBS_SPACE
         if issubclass(cls, QMIXPolicy):

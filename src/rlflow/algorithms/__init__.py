@@ -5,7 +5,8 @@ variant's config extends its base algorithm's config (a2c and a3c of pg, apex of
 impala, bc of marwil, cql of sac (whose policy it extends), apex_r2d2 of r2d2 and apex, whose plan
 it runs, ddppo of ppo, apex_td3 of td3 (whose policy it extends) and apex, whose plan it runs,
 apex_ddpg of apex_td3, whose plan it runs, mappo of ppo, whose policy it extends, qmix of dqn
-(whose policy it extends and whose plan it runs), vdn of qmix, whose plan it runs), and
+(whose policy it extends and whose plan it runs), vdn of qmix, whose plan it runs, matd3
+of maddpg, whose policy and plan it extends), and
 ``ppo_dqn``, which composes PPO and DQN, imports their config and policy classes. A variant
 that shares a policy (a2c and a3c use pg's `PGPolicy`, ddppo ppo's `PPOPolicy`, apex uses
 dqn's `DQNPolicy`, apex_r2d2 r2d2's `R2D2Policy`, apex_ddpg apex_td3's `ApexTD3Policy`, bc
@@ -46,9 +47,11 @@ from rlflow.algorithms.ddppo import DDPPOConfig
 from rlflow.algorithms.dqn import DQNConfig
 from rlflow.algorithms.es import ESConfig
 from rlflow.algorithms.impala import IMPALAConfig
+from rlflow.algorithms.maddpg import MADDPGConfig
 from rlflow.algorithms.maml import MAMLConfig
 from rlflow.algorithms.mappo import MAPPOConfig
 from rlflow.algorithms.marwil import MARWILConfig
+from rlflow.algorithms.matd3 import MATD3Config
 from rlflow.algorithms.pg import PGConfig
 from rlflow.algorithms.ppo import PPOConfig
 from rlflow.algorithms.ppo_dqn import PPODQNConfig
@@ -83,8 +86,10 @@ __all__ = [
     "DQNConfig",
     "ESConfig",
     "IMPALAConfig",
+    "MADDPGConfig",
     "MAMLConfig",
     "MARWILConfig",
+    "MATD3Config",
     "PGConfig",
     "PPOConfig",
     "PPODQNConfig",
@@ -230,6 +235,18 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             ApexDDPGConfig,
             "apex_td3:ApexTD3Policy",
             "DDPG on Ape-X's dataflow (RLlib's APEX_DDPG); Box",
+        ),
+        _spec(
+            "maddpg",
+            MADDPGConfig,
+            "maddpg:MADDPGPolicy",
+            "MADDPG: per-member actors, centralized critics; a team (groups)",
+        ),
+        _spec(
+            "matd3",
+            MATD3Config,
+            "matd3:MATD3Policy",
+            "MATD3: MADDPG with twin critics, smoothing, delayed actors; a team (groups)",
         ),
         _spec(
             "cql",

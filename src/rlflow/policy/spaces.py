@@ -34,9 +34,9 @@ ALGORITHMS_FOR_ACTIONS: dict[str, tuple[str, ...]] = {
 }
 """The algorithms that take each kind of action space, for the hint of a refusal: every
 registered algorithm but those that need more than an env (bc, marwil, cql: recorded data;
-maml: task-settable envs; ppo_dqn: its two learners' agents; mappo: a team, ``groups``;
-alpha_zero: games it can copy). A
-test checks it against the registered policies' ``action_space_types``."""
+maml: task-settable envs; ppo_dqn: its two learners' agents; mappo, maddpg, matd3, qmix, vdn:
+a team, ``groups``; alpha_zero: games it can copy). A test checks it against the registered
+policies' ``action_space_types``."""
 
 _CUSTOM_MODEL_ALGORITHMS = "pg, a2c, a3c, ppo, impala, appo"
 
