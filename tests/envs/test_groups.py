@@ -80,6 +80,7 @@ def test_team_layout_pads_members_and_concatenates_observations_as_state() -> No
     assert isinstance(space, TeamBox)
     assert (space.num_agents, space.agent_obs_size, space.agent_mask_size) == (2, 3, 0)
     assert space.state_size == 5 and space.shape == (11,)
+    assert space.agent_obs_sizes == [2, 3]  # each member's own, without the padding
     assert env.action_spaces["team"] == spaces.MultiDiscrete([3, 3])
     assert env.observation_spaces["c"] == spaces.Box(-10.0, 10.0, (1,), np.float32)
     obs, infos = env.reset(seed=0)

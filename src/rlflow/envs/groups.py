@@ -90,8 +90,11 @@ class TeamBox(spaces.Box):
         agent_mask_size: int,
         state_size: int,
         agent_action_sizes: list[int],
+        agent_obs_sizes: list[int] | None = None,
     ) -> None:
-        """A ``Box`` of shape ``(len(low),)`` with the layout given by the keywords."""
+        """A ``Box`` of shape ``(len(low),)`` with the layout given by the keywords;
+        ``agent_obs_sizes`` None: read from the bounds (trailing values bounded to ``[0, 0]``
+        are a member's padding)."""
         super().__init__(np.asarray(low), np.asarray(high), (len(low),), np.float32)
         self.agent_ids = list(agent_ids)
         """The members, in the order of the layout (and of the joint action)."""
@@ -103,6 +106,24 @@ class TeamBox(spaces.Box):
         """Values of the global state."""
         self.agent_action_sizes = [int(n) for n in agent_action_sizes]
         """Per member: its number of actions (``Discrete``) or action values (``Box``)."""
+        self.agent_obs_sizes = (
+            [int(n) for n in agent_obs_sizes]
+            if agent_obs_sizes is not None
+            else self._obs_sizes_from_bounds()
+        )
+        """Per member: the size of its own observation (without the padding)."""
+
+    def _obs_sizes_from_bounds(self) -> list[int]:
+        per = self.agent_obs_size + self.agent_mask_size
+        sizes = []
+        for i in range(len(self.agent_ids)):
+            low = self.low[i * per : i * per + self.agent_obs_size]
+            high = self.high[i * per : i * per + self.agent_obs_size]
+            size = self.agent_obs_size
+            while size > 1 and low[size - 1] == 0.0 and high[size - 1] == 0.0:
+                size -= 1
+            sizes.append(size)
+        return sizes
 
     @property
     def num_agents(self) -> int:
@@ -126,6 +147,7 @@ class TeamBox(spaces.Box):
             self.agent_mask_size,
             self.state_size,
             tuple(self.agent_action_sizes),
+            tuple(self.agent_obs_sizes),
         )
 
     def __eq__(self, other: object) -> bool:
@@ -285,6 +307,7 @@ class GroupAgents(MultiAgentEnv):
             agent_mask_size=mask,
             state_size=state_size,
             agent_action_sizes=action_sizes,
+            agent_obs_sizes=sizes,
         )
         return team, action
 

@@ -98,20 +98,8 @@ def gumbel_softmax(logits: torch.Tensor, noise: torch.Tensor, temperature: float
 
 
 def member_obs_sizes(space: TeamBox) -> list[int]:
-    """Each member's own observation size (without the zero padding of the team's layout):
-    the space's ``agent_obs_sizes`` where it has them, else read from its bounds (padding
-    values are bounded to exactly 0; a member's last value that is not is its last own one)."""
-    given = getattr(space, "agent_obs_sizes", None)
-    if given is not None:
-        return [int(n) for n in given]
-    per = space.agent_obs_size + space.agent_mask_size
-    sizes = []
-    for i in range(space.num_agents):
-        low = space.low[i * per : i * per + space.agent_obs_size]
-        high = space.high[i * per : i * per + space.agent_obs_size]
-        own = np.flatnonzero((low != 0) | (high != 0))
-        sizes.append(int(own[-1]) + 1 if len(own) else space.agent_obs_size)
-    return sizes
+    """Each member's own observation size (without the zero padding of the team's layout)."""
+    return list(space.agent_obs_sizes)
 
 
 class TeamSpec(NamedTuple):

@@ -359,15 +359,12 @@ class MAPPOModel(nn.Module):
 
 def member_observation_space(space: TeamBox, index: int) -> gym.spaces.Box:
     """Member ``index``'s own flat observation space (its observation, then its action mask
-    when the team has masks), read from the team layout's bounds: the member's width is the
-    padded width less the trailing padding (values whose bounds are both 0)."""
+    when the team has masks), cut from the team layout (`TeamBox.agent_obs_sizes`)."""
     per = space.agent_obs_size + space.agent_mask_size
     start = index * per
     low = np.asarray(space.low[start : start + space.agent_obs_size], np.float32)
     high = np.asarray(space.high[start : start + space.agent_obs_size], np.float32)
-    size = space.agent_obs_size
-    while size > 1 and low[size - 1] == 0.0 and high[size - 1] == 0.0:
-        size -= 1
+    size = space.agent_obs_sizes[index]
     mask = space.agent_mask_size
     low = np.concatenate([low[:size], np.zeros(mask, np.float32)])
     high = np.concatenate([high[:size], np.ones(mask, np.float32)])

@@ -45,16 +45,8 @@ def agent_network(
 
 
 def member_observation_size(space: TeamBox, index: int) -> int:
-    """Member ``index``'s own observation size in ``space`` (its padded width less the trailing
-    padding, which the team layout bounds to ``[0, 0]``)."""
-    per = space.agent_obs_size + space.agent_mask_size
-    start = index * per
-    low = space.low[start : start + space.agent_obs_size]
-    high = space.high[start : start + space.agent_obs_size]
-    size = space.agent_obs_size
-    while size > 1 and low[size - 1] == 0.0 and high[size - 1] == 0.0:
-        size -= 1
-    return size
+    """Member ``index``'s own observation size in ``space`` (`TeamBox.agent_obs_sizes`)."""
+    return space.agent_obs_sizes[index]
 
 
 class VDNMixer(nn.Module):
