@@ -124,7 +124,7 @@ def test_imports_point_down_the_layers() -> None:
 # ppo_dqn composes PPO and DQN, so it takes their configs and policies; r2d2 is DQN with a
 # recurrent Q network (its config, policy and plan extended); apex_r2d2 is R2D2 on Ape-X's
 # dataflow (both configs, Ape-X's plan); mappo is PPO for a team (PPO's config and policy
-# extended); apex_td3 is TD3 on Ape-X's dataflow (TD3's config and
+# extended, its plan run); apex_td3 is TD3 on Ape-X's dataflow (TD3's config and
 # policy extended, Ape-X's dataflow config and plan); apex_ddpg is apex_td3 with DDPG's defaults;
 # qmix is DQN's replay for a team (config, policy and plan extended); vdn is qmix's sum mixer;
 # maddpg runs dqn's dataflow; matd3 is maddpg with TD3's fixes (config, policy, plan extended).
@@ -135,7 +135,11 @@ ALLOWED_ALGORITHM_IMPORTS = {
     "apex": {"rlflow.algorithms.dqn.config"},
     "bc": {"rlflow.algorithms.marwil.config"},
     "ddppo": {"rlflow.algorithms.ppo.config"},
-    "mappo": {"rlflow.algorithms.ppo.config", "rlflow.algorithms.ppo.policy"},
+    "mappo": {
+        "rlflow.algorithms.ppo.config",
+        "rlflow.algorithms.ppo.policy",
+        "rlflow.algorithms.ppo.plan",
+    },
     "cql": {
         "rlflow.algorithms.sac.config",
         "rlflow.algorithms.sac.policy",

@@ -2,11 +2,11 @@
 
 A package never imports another algorithm's package, with two documented kinds of exception: a
 variant's config extends its base algorithm's config (a2c and a3c of pg, apex of dqn, appo of
-impala, bc of marwil, cql of sac (whose policy it extends), apex_r2d2 of r2d2 and apex, whose plan
-it runs, ddppo of ppo, apex_td3 of td3 (whose policy it extends) and apex, whose plan it runs,
-apex_ddpg of apex_td3, whose plan it runs, mappo of ppo, whose policy it extends, qmix of dqn
-(whose policy it extends and whose plan it runs), vdn of qmix, whose plan it runs, matd3
-of maddpg, whose policy and plan it extends), and
+impala, bc of marwil, cql of sac (whose policy it extends), apex_r2d2 of r2d2 and apex, whose
+plan it runs, ddppo of ppo, apex_td3 of td3 (whose policy it extends) and apex, whose plan it
+runs, apex_ddpg of apex_td3, whose plan it runs, mappo of ppo (whose policy it extends and whose
+plan it runs), qmix of dqn (whose policy it extends and whose plan it runs), vdn of qmix, whose
+plan it runs, matd3 of maddpg, whose policy and plan it extends), and
 ``ppo_dqn``, which composes PPO and DQN, imports their config and policy classes. A variant
 that shares a policy (a2c and a3c use pg's `PGPolicy`, ddppo ppo's `PPOPolicy`, apex uses
 dqn's `DQNPolicy`, apex_r2d2 r2d2's `R2D2Policy`, apex_ddpg apex_td3's `ApexTD3Policy`, bc
