@@ -470,9 +470,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
         else:
             path = trainer.export_policy(args.output, policy_id=args.policy_id)
             onnx_paths = _export_onnx(args, path)
+    members = _team_members(path)
+    load = (
+        "one policy per member: "
+        + ", ".join(f"rlflow.load_policy({storage.join(path, m)!r})" for m in members)
+        if members
+        else f"load it with rlflow.load_policy({path!r})"
+    )
     sys.stdout.write(
         f"exported {args.policy_id} of {trainer.algorithm} on {trainer.config.env} "
-        f"(iteration {trainer.iteration}) to {path}; load it with rlflow.load_policy({path!r})\n"
+        f"(iteration {trainer.iteration}) to {path}; {load}\n"
     )
     for relative in onnx_paths:  # a team: one ONNX file per member
         sys.stdout.write(
@@ -480,6 +487,18 @@ def _cmd_export(args: argparse.Namespace) -> int:
             "it with onnxruntime.InferenceSession)\n"
         )
     return EXIT_OK
+
+
+def _team_members(path: str) -> list[str]:
+    """The members of the team export at ``path`` (from its ``team.json``); [] for a policy's
+    export."""
+    from rlflow.export.files import TEAM_FILE
+
+    team_file = storage.join(path, TEAM_FILE)
+    if not storage.is_file(team_file):
+        return []
+    members = json.loads(storage.read_text(team_file)).get("members", [])
+    return [str(m) for m in members]
 
 
 def _export_onnx(args: argparse.Namespace, path: str) -> list[str]:
