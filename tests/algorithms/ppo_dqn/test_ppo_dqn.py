@@ -244,7 +244,12 @@ def test_self_play_composes_with_the_mixed_plan(local_backend: None) -> None:
     finally:
         workers.stop()
     snapshots = {p: snapshot_id(p, 0) for p in (PPO_POLICY, DQN_POLICY)}
-    assert results[-1]["self_play"] == {p: {"snapshots": 6} for p in snapshots}
+    self_play = results[-1]["self_play"]
+    assert {p: r["snapshots"] for p, r in self_play.items()} == {p: 6 for p in snapshots}
+    for record in self_play.values():  # each learner's games against its pool, every iteration
+        pool = record["vs_pool"]
+        assert pool["games"] > 0
+        assert abs(pool["win_rate"] + pool["draw_rate"] + pool["loss_rate"] - 1.0) < 1e-9
     counters = results[-1]["counters"]
     assert all(counters[f"{keys.NUM_TRAIN_STEPS}/{p}"] >= 1 for p in snapshots)
     assert not any(f"{keys.NUM_TRAIN_STEPS}/{s}" in counters for s in snapshots.values())
