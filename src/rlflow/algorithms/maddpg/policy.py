@@ -42,7 +42,7 @@ from torch.func import functional_call
 
 from rlflow.algorithms.maddpg.actor import MemberActor, gumbel_noise, masked_logits
 from rlflow.algorithms.maddpg.config import MADDPGConfig
-from rlflow.algorithms.twin_q.policy import polyak_update
+from rlflow.algorithms.twin_q.policy import load_networks_state, networks_state, polyak_update
 from rlflow.config import AlgorithmConfig
 from rlflow.data.sample_batch import (
     ACTION_DIST_INPUTS,
@@ -512,18 +512,9 @@ class MADDPGPolicy(TorchPolicy):
 
     def get_state(self) -> dict[str, Any]:
         """The base snapshot plus every network (the critics) and the targets."""
-
-        def numpy_state(module: nn.Module) -> dict[str, Array]:
-            return {k: v.detach().cpu().numpy().copy() for k, v in module.state_dict().items()}
-
-        return {
-            **super().get_state(),
-            "model": numpy_state(self.net),
-            "target": numpy_state(self.target_model),
-        }
+        return {**super().get_state(), **networks_state(self.net, self.target_model)}
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         """Restore a snapshot from :meth:`get_state`."""
         super().set_state(state)
-        for module, key in ((self.net, "model"), (self.target_model, "target")):
-            module.load_state_dict({k: torch.as_tensor(np.array(v)) for k, v in state[key].items()})
+        load_networks_state(self.net, self.target_model, state)

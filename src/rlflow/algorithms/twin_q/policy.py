@@ -107,6 +107,23 @@ def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:
             t.mul_(1.0 - tau).add_(s, alpha=tau)
 
 
+def networks_state(net: nn.Module, target: nn.Module) -> dict[str, dict[str, Array]]:
+    """A snapshot of an online network and its target as numpy arrays: ``{"model": ...,
+    "target": ...}`` (what `load_networks_state` restores; a policy's `get_state` adds it)."""
+
+    def numpy_state(module: nn.Module) -> dict[str, Array]:
+        return {k: v.detach().cpu().numpy().copy() for k, v in module.state_dict().items()}
+
+    return {"model": numpy_state(net), "target": numpy_state(target)}
+
+
+def load_networks_state(net: nn.Module, target: nn.Module, state: Mapping[str, Any]) -> None:
+    """Load ``state``'s ``"model"`` and ``"target"`` (from `networks_state`) into ``net`` and
+    ``target``."""
+    for module, key in ((net, "model"), (target, "target")):
+        module.load_state_dict({k: torch.as_tensor(np.array(v)) for k, v in state[key].items()})
+
+
 def _check_box(space: gym.Space[Any], what: str, owner: str, algo: str, *, bounded: bool) -> None:
     """`ConfigError` unless ``space`` is a 1-D Box (with finite bounds if ``bounded``)."""
     ok = isinstance(space, gym.spaces.Box) and len(space.shape) == 1
@@ -306,18 +323,9 @@ class TwinQPolicy(TorchPolicy):
 
     def get_state(self) -> dict[str, Any]:
         """The base snapshot plus every network (critics, ``log_alpha``) and the targets."""
-
-        def numpy_state(module: nn.Module) -> dict[str, Array]:
-            return {k: v.detach().cpu().numpy().copy() for k, v in module.state_dict().items()}
-
-        return {
-            **super().get_state(),
-            "model": numpy_state(self.net),
-            "target": numpy_state(self.target_model),
-        }
+        return {**super().get_state(), **networks_state(self.net, self.target_model)}
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         """Restore a snapshot from :meth:`get_state`."""
         super().set_state(state)
-        for module, key in ((self.net, "model"), (self.target_model, "target")):
-            module.load_state_dict({k: torch.as_tensor(np.array(v)) for k, v in state[key].items()})
+        load_networks_state(self.net, self.target_model, state)
