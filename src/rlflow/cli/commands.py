@@ -443,7 +443,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from rlflow.checkpoint import latest_checkpoint, load_checkpoint
-    from rlflow.export.files import SPEC_FILE, TEAM_FILE
+    from rlflow.export.files import upload_export
     from rlflow.trainer import Trainer
 
     storage.probe(args.checkpoint, "CHECKPOINT_OR_RUN_DIR")
@@ -451,22 +451,14 @@ def _cmd_export(args: argparse.Namespace) -> int:
     state = load_checkpoint(latest_checkpoint(args.checkpoint))  # a run dir: its latest
     with Trainer.restore(state, backend="local") as trainer:
         if storage.is_remote(args.output):  # written here, then uploaded (its spec last)
-            with tempfile.TemporaryDirectory(prefix="rlflow-export-") as tmp:
-                local = trainer.export_policy(Path(tmp) / "policy", policy_id=args.policy_id)
-                onnx_paths = _export_onnx(args, local)
-                marker = TEAM_FILE if (Path(local) / TEAM_FILE).is_file() else SPEC_FILE
-                is_export = storage.is_file(storage.join(args.output, SPEC_FILE)) or (
-                    storage.is_file(storage.join(args.output, TEAM_FILE))
-                )
-                if storage.exists(args.output) and not is_export:
-                    raise ConfigError(
-                        f"--output {args.output!r} exists and is not an exported policy; give "
-                        "a new path"
-                    )
-                # An old export there is incomplete from now on.
-                storage.delete(storage.join(args.output, marker))
-                storage.upload_dir(local, args.output, last=[marker])
-            path = args.output
+            onnx_paths: list[str] = []
+
+            def write_local(local: Path) -> str:
+                written = trainer.export_policy(local, policy_id=args.policy_id)
+                onnx_paths.extend(_export_onnx(args, written))
+                return written
+
+            path = upload_export(args.output, write_local, "--output")
         else:
             path = trainer.export_policy(args.output, policy_id=args.policy_id)
             onnx_paths = _export_onnx(args, path)

@@ -68,7 +68,7 @@ def write_export(path: str | Path, spec: dict[str, Any], weights: dict[str, Any]
     complete; anything else there is a `ConfigError`. A ``path`` in object storage gets the
     weights first and ``policy.json`` last."""
     if storage.is_remote(path):
-        return _upload(path, SPEC_FILE, lambda local: write_export(local, spec, weights))
+        return upload_export(path, lambda local: write_export(local, spec, weights))
     return _write_directory(storage.local_path(path), lambda tmp: _write_files(tmp, spec, weights))
 
 
@@ -83,7 +83,7 @@ def write_team_export(
     path. Replaces an export (a team's or a policy's) already there once complete; in object
     storage ``team.json`` goes last."""
     if storage.is_remote(path):
-        return _upload(path, TEAM_FILE, lambda local: write_team_export(local, team, members))
+        return upload_export(path, lambda local: write_team_export(local, team, members))
 
     def write(tmp: Path) -> None:
         record = {"format": TEAM_FORMAT, "format_version": FORMAT_VERSION, **team}
@@ -99,20 +99,22 @@ def write_team_export(
     return _write_directory(storage.local_path(path), write)
 
 
-def _upload(path: str | Path, marker: str, write_local: Any) -> str:
-    """Write an export to a local staging folder with ``write_local(folder)``, then upload it to
-    the object-storage ``path``, ``marker`` (its spec file) last; return the URI."""
-    uri: str = storage.check_location(path, "export_policy").rstrip("/")
+def upload_export(path: str | Path, write_local: Any, label: str = "export_policy") -> str:
+    """Write an export (a policy's or a team's) to a local staging folder with
+    ``write_local(folder) -> its path``, then upload it to the object-storage ``path``, its
+    spec file (``policy.json``, or a team's ``team.json``) last, an old one there deleted
+    first; return the URI. `ConfigError` naming ``label`` when ``path`` holds something other
+    than an export."""
+    uri: str = storage.check_location(path, label).rstrip("/")
     is_export = storage.is_file(storage.join(uri, SPEC_FILE)) or storage.is_file(
         storage.join(uri, TEAM_FILE)
     )
     if storage.exists(uri) and not is_export:
-        raise ConfigError(
-            f"export_policy: {uri!r} exists and is not an exported policy; give a new path"
-        )
+        raise ConfigError(f"{label}: {uri!r} exists and is not an exported policy; give a new path")
     with tempfile.TemporaryDirectory(prefix="rlflow-export-") as staging:
-        local = write_local(Path(staging) / storage.name_of(uri))
-        storage.delete(storage.join(uri, marker))
+        local = Path(write_local(Path(staging) / storage.name_of(uri)))
+        marker = TEAM_FILE if (local / TEAM_FILE).is_file() else SPEC_FILE
+        storage.delete(storage.join(uri, marker))  # an old export there is incomplete from now
         storage.upload_dir(local, uri, last=[marker])
     return uri
 
