@@ -158,3 +158,28 @@ def test_flow_shutdown_kills_its_sessions_autoscaler_monitor_before_ray_shutdown
 
 def test_stop_monitor_without_a_session_of_this_process_kills_nothing() -> None:
     assert stop_monitor() == []
+
+
+def test_flow_init_starts_a_ray_of_its_own_unless_ray_address_names_a_cluster(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `ray start` left a cluster running here (another job): Ray's own ray.init() would join
+    # it and refuse num_cpus; a `ray job submit` entrypoint has RAY_ADDRESS and joins.
+    import ray
+
+    from rlflow.flow import backend
+
+    for name in ("_backend", "_started_ray", "_session_lost"):
+        monkeypatch.setattr(backend, name, getattr(backend, name))  # put back after the test
+    calls: list[tuple[str, dict[str, object]]] = []
+    monkeypatch.setattr(backend, "start_local_ray", lambda **kw: calls.append(("own", kw)))
+    monkeypatch.setattr(ray, "init", lambda **kw: calls.append(("join", kw)))
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    backend.init("ray", num_cpus=1)
+    monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")
+    backend.init("ray")
+    assert calls == [
+        ("own", {"num_cpus": 1, "include_dashboard": False, "address": "local"}),
+        ("join", {"include_dashboard": False, "address": "ray://head:10001"}),
+    ]

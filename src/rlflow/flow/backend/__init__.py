@@ -16,6 +16,7 @@ actors can create and call other actors through the same facade.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import sys
 import time
@@ -51,8 +52,11 @@ def init(
         ray_init_timeout_s: with an ``address`` of the form ``HOST:PORT``, how long to try to
             reach it before a `ConfigError` naming it (Ray itself would retry for ever).
         **ray_init_kwargs: passed to ``ray.init`` (e.g. ``address=``, ``num_cpus=``). With
-            ``address`` Ray connects to that cluster; without, it starts a local Ray whose
-            processes never outlive this one (`rlflow.flow.backend.reaper`). If Ray is
+            ``address`` Ray connects to that cluster (without one, to the cluster named by
+            the ``RAY_ADDRESS`` environment variable, as a ``ray job submit`` entrypoint
+            has it); else it starts a local Ray of its own (``address="local"``: never one
+            that ``ray start`` left running) whose processes never outlive this one
+            (`rlflow.flow.backend.reaper`). If Ray is
             already initialized in this process it is reused as it is. ``include_dashboard``
             defaults to False. The local backend takes none.
     """
@@ -72,8 +76,14 @@ def init(
     if not ray.is_initialized():
         ray_init_kwargs.setdefault("include_dashboard", False)
         address = ray_init_kwargs.get("address")
+        if address is None:
+            # RAY_ADDRESS (set for a `ray job submit` entrypoint) names the cluster to join;
+            # without it, a Ray of our own, not one that `ray start` left running here (Ray
+            # would join that one, and refuse num_cpus).
+            address = os.environ.get("RAY_ADDRESS") or "local"
+            ray_init_kwargs["address"] = address
         check_reachable(address, ray_init_timeout_s)
-        if address in (None, "local"):
+        if address == "local":
             # A Ray of our own: its processes stop with this one, also after a SIGKILL.
             start_local_ray(**ray_init_kwargs)
         else:
