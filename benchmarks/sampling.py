@@ -11,8 +11,7 @@ plan, medians of ``--rounds`` paired rounds, each beside rlflow's raw loop and t
 the load average. ``--modes`` picks the ``parallel_rollouts`` modes (default both);
 ``--models mlp,lstm,lstm256`` measures the plans with each policy model (`MODELS`: an LSTM
 policy carries its state through the sampler, issue 25). With an
-``ALE/`` id, ``ale-vector`` adds the raw stepping of ale_py's C++ ``AtariVectorEnv``
-(`ALE_VECTOR`).
+``ALE/`` id, ``ale-vector`` is ale_py's C++ ``AtariVectorEnv`` (`rlflow.envs.ale_vector`).
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from rlflow import flow
 from rlflow.algorithms import PPOConfig
 from rlflow.algorithms.ppo.policy import PPOPolicy
 from rlflow.envs import make_env_creator
-from rlflow.envs.gym_vector import GymVectorEnv, make_vector_env
+from rlflow.envs.gym_vector import make_vector_env
 from rlflow.ops import keys, parallel_rollouts
 from rlflow.workers import WorkerSet
 
@@ -40,10 +39,7 @@ def _raw_stepper(args: tuple[int, int, float, str, str]) -> float:
     """Step a vector env of engine ``vector_env`` with random actions for ``seconds`` (whole
     blocks of 100 steps, so a little longer); return its env steps/s over the time it took."""
     num_envs, seed, seconds, env_id, vector_env = args
-    if vector_env == ALE_VECTOR:
-        venv: Any = _ale_vector_env(env_id, num_envs, seed)
-    else:
-        venv = make_vector_env(make_env_creator(env_id), num_envs, seed, vector_env=vector_env)
+    venv = make_vector_env(make_env_creator(env_id), num_envs, seed, vector_env=vector_env)
     venv.reset()
     num_actions = int(venv.action_space.n)
     rng = np.random.default_rng(seed)
@@ -56,22 +52,6 @@ def _raw_stepper(args: tuple[int, int, float, str, str]) -> float:
     elapsed = time.perf_counter() - start
     venv.close()
     return steps / elapsed
-
-
-ALE_VECTOR = "ale-vector"
-"""Raw stepping only (not a ``vector_env`` value): ale_py's C++ ``AtariVectorEnv`` of an
-``ALE/`` id (DeepMind-style preprocessing in C++: 84x84 grayscale, 4 stacked frames, frame skip
-4, episodic life, clipped rewards; frames channel-first, one thread per process) behind
-`rlflow.envs.gym_vector.GymVectorEnv`."""
-
-
-def _ale_vector_env(env_id: str, num_envs: int, seed: int) -> Any:
-    from ale_py.vector_env import AtariVectorEnv
-
-    game = env_id.removeprefix("ALE/").split("-")[0]
-    game = "".join("_" + c.lower() if c.isupper() and i else c.lower() for i, c in enumerate(game))
-    venv = AtariVectorEnv(game, num_envs, num_threads=1, episodic_life=True)
-    return GymVectorEnv(venv, seed)
 
 
 def raw_steps_per_s(
@@ -155,7 +135,7 @@ def measure(args: argparse.Namespace) -> dict[tuple[str, str], list[float]]:
             rates.setdefault((engine, "raw"), []).append(rate)
         flow.init(backend="ray", num_cpus=2, include_dashboard=False, log_to_driver=False)
         try:
-            for engine in (e for e in engines if e != ALE_VECTOR):
+            for engine in engines:
                 for mode, model in itertools.product(modes, args.models.split(",")):
                     rate = plan_steps_per_s(
                         mode, args.envs, args.fragment, args.seconds, args.env, engine, model

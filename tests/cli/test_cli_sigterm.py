@@ -262,3 +262,51 @@ def test_stop_signals_stop_on_ctrl_c_and_leave_an_ignored_one_ignored(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     StopSignals().install()
     assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+
+def test_stop_signals_defer_a_signal_while_the_backend_starts_and_raise_it_after(
+    default_handlers: None,
+) -> None:
+    stop = StopSignals()
+    stop.install()
+    reached = []
+    with pytest.raises(Terminated), stop.deferred():
+        signal.raise_signal(signal.SIGTERM)  # recorded, not raised here
+        reached.append("the end of the start")
+    assert reached == ["the end of the start"]
+    with pytest.raises(SystemExit):  # a second one still exits at once
+        signal.raise_signal(signal.SIGTERM)
+    stop.restore()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the point
+def test_a_stop_signal_python_dropped_is_raised_once_the_start_is_over(
+    default_handlers: None,
+) -> None:
+    stop = StopSignals()
+    stop.install()
+
+    class Dropping:
+        def __del__(self) -> None:  # an exception raised here is printed and ignored
+            signal.raise_signal(signal.SIGTERM)
+
+    Dropping()  # the handler's Terminated is dropped with the finalizer's
+    with pytest.raises(Terminated):
+        stop.raise_received()
+    stop.restore()
+
+
+@pytest.mark.ray
+def test_ray_init_inside_the_cli_start_keeps_the_stop_handler(default_handlers: None) -> None:
+    from rlflow.cli.commands import _ray_init_keeps_handlers
+
+    stop = StopSignals()
+    stop.install()
+    import ray._private.utils as ray_utils
+
+    ray_set = ray_utils.set_sigterm_handler
+    with _ray_init_keeps_handlers("ray"):
+        ray_utils.set_sigterm_handler(lambda signum, frame: None)  # what ray.init does first
+        assert signal.getsignal(signal.SIGTERM) == stop._handle
+    assert ray_utils.set_sigterm_handler is ray_set
+    stop.restore()

@@ -80,13 +80,17 @@ class StopSignals:
     checkpoints are written atomically). A SIGINT that was ignored stays ignored.
 
     Construction records the handlers in effect; `install` replaces them, `restore` puts them
-    back. Install again after the backend started: ``ray.init`` sets a SIGTERM handler of its
-    own (it ends the process with a crash dump and no checkpoint).
+    back. While the backend starts (`deferred`) a first signal is only recorded and raised when
+    the start is over: raised inside ``ray.init`` it could land in a callback where Python
+    prints and drops it, and the run would go on.
     """
 
     def __init__(self) -> None:
         """Record the SIGTERM and SIGINT handlers in effect (none off the main thread)."""
         self.stopping = False
+        self.received: int | None = None
+        """The first signal's number, once one arrived."""
+        self._defer = False
         self._saved: dict[signal.Signals, Any] = {}
         if threading.current_thread() is threading.main_thread():
             self._saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -102,13 +106,54 @@ class StopSignals:
         for sig, previous in self._saved.items():
             signal.signal(sig, previous)
 
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Record a first signal in the block instead of raising it there; raise it (as
+        `Terminated` or `KeyboardInterrupt`) when the block ends without an error of its own."""
+        self._defer = True
+        try:
+            yield
+        finally:
+            self._defer = False
+        self.raise_received()
+
+    def raise_received(self) -> None:
+        """Raise the stop for a signal that arrived (`deferred`, or raised where Python
+        dropped it); nothing if none did."""
+        if self.received is not None:
+            raise Terminated if self.received == signal.SIGTERM else KeyboardInterrupt
+
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.stopping:
             name = signal.Signals(signum).name
             os.write(2, f"\nrlflow: {name} again: exiting without waiting for the stop\n".encode())
             raise SystemExit(128 + signum)
         self.stopping = True
-        raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+        self.received = signum
+        if not self._defer:
+            raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+
+@contextmanager
+def _ray_init_keeps_handlers(backend: str) -> Iterator[None]:
+    """While the block starts Ray, ``ray.init`` does not replace the SIGTERM handler.
+
+    ``ray.init`` installs a handler of its own at its top (``sys.exit(SIGTERM)``, through
+    ``ray._private.utils.set_sigterm_handler``): a SIGTERM then raises `SystemExit` wherever
+    the main thread is, and in a callback (a fork hook, an import lock's) Python prints and
+    ignores it; the run went on (a CI run's SIGTERM test). `StopSignals.deferred` handles a
+    signal there instead. Without that function (another Ray) nothing changes.
+    """
+    utils: Any = importlib.import_module("ray._private.utils") if backend == "ray" else None
+    setter = getattr(utils, "set_sigterm_handler", None)
+    if setter is None:
+        yield
+        return
+    utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        utils.set_sigterm_handler = setter
 
 
 @contextmanager
@@ -137,15 +182,11 @@ def _train_session(args: argparse.Namespace, setup: Any = None) -> Iterator[Any]
     workers = None
     try:
         signals.install()  # a SIGTERM while Ray starts: exit 143, Ray's processes reaped
-        try:
+        with signals.deferred(), _ray_init_keeps_handlers(args.backend):
             started = _start_backend(
                 args.backend, args.address, verbose=args.verbose, timeout_s=args.ray_init_timeout
             )
-        except SystemExit as exit_:
-            if exit_.code == signal.SIGTERM:  # ray.init's own handler: sys.exit(SIGTERM)
-                raise Terminated from None
-            raise
-        signals.install()  # again: ray.init sets a SIGTERM handler of its own
+        signals.install()  # again, in case another Ray set a SIGTERM handler of its own
         if trainer_module is None:
             from rlflow.workers.placement import start_remote_workers
 
@@ -153,6 +194,7 @@ def _train_session(args: argparse.Namespace, setup: Any = None) -> Iterator[Any]
             importlib.import_module("rlflow.trainer")
         else:
             trainer_module.wait()
+        signals.raise_received()  # one raised where Python dropped it
         yield workers
     finally:
         try:

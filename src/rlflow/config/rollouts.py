@@ -84,7 +84,15 @@ def wrapper_specs(items: Any, label: str) -> list[WrapperSpec]:
     return specs
 
 
-VECTOR_ENVS = ("auto", "rlflow", "gymnasium", "gymnasium-sync", "gymnasium-async", "envpool")
+VECTOR_ENVS = (
+    "auto",
+    "rlflow",
+    "gymnasium",
+    "gymnasium-sync",
+    "gymnasium-async",
+    "envpool",
+    "ale-vector",
+)
 """The values of ``vector_env``, the env engine of a rollout worker (`rlflow.envs.gym_vector`)."""
 
 
@@ -138,7 +146,10 @@ class RolloutConfig(FieldGroup):
     (``gymnasium.vector.SyncVectorEnv`` / ``AsyncVectorEnv``, the same trajectories),
     ``"gymnasium"`` (``gymnasium.make_vec`` with the env's vectorized entry point where it
     registers one, such as CartPole-v1's numpy ``CartPoleVectorEnv``, else sync),
-    ``"envpool"`` (if installed) or ``"auto"``: the fastest engine measured for the env's family,
+    ``"envpool"`` (if installed), ``"ale-vector"`` (ale_py's C++ ``AtariVectorEnv`` for
+    ``ALE/...`` games, `rlflow.envs.ale_vector`: rlflow's observations and game scores, a few
+    documented differences after a lost life) or ``"auto"``: the fastest engine measured for
+    the env's family,
     ``"rlflow"`` so far. Only ``"rlflow"`` restarts failed sub-envs and steps multi-agent envs
     (another explicit value is a `ConfigError` then; ``"auto"`` picks ``"rlflow"``)."""
     observation_filter: str = "NoFilter"

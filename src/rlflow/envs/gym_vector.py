@@ -16,6 +16,9 @@ Engines (`rlflow.config.rollouts.VECTOR_ENVS`):
 - ``"envpool"``: ``envpool.make_gymnasium(id, num_envs, seed)`` (C++ threads), for plain
   Gymnasium ids that EnvPool knows, not Atari ids (EnvPool's Atari preprocessing and
   channel-first frames differ from rlflow's).
+- ``"ale-vector"``: ale_py's C++ ``AtariVectorEnv`` for ``ALE/...`` games with rlflow's
+  DeepMind preprocessing (`rlflow.envs.ale_vector`: the same observations, game scores and
+  clipped rewards; what differs after a lost life and at reset is listed there).
 - ``"auto"``: the fastest engine measured for the env's family (`AUTO_VECTOR_ENV`), which is
   ``"rlflow"`` for every family so far (benchmarks/README.md).
 
@@ -138,6 +141,10 @@ def resolve_vector_env(
         )
     if vector_env == "envpool":
         _check_envpool(gym_id(creator))
+    if vector_env == "ale-vector":
+        from rlflow.envs.ale_vector import check_ale_vector
+
+        check_ale_vector(creator)
     return vector_env
 
 
@@ -197,6 +204,12 @@ def make_vector_env(
             creator, num_envs, seed, restart_failed=restart_failed, env_id=env_id,
             worker_index=worker_index,
         )  # fmt: skip
+    if engine == "ale-vector":
+        from rlflow.envs.ale_vector import make_ale_vector_env
+
+        return make_ale_vector_env(
+            creator, num_envs, seed, env_id=env_id, worker_index=worker_index
+        )
     venv = _build(engine, creator, num_envs, seed)
     reset_seed = None if engine == "envpool" else seed
     return GymVectorEnv(venv, reset_seed, env_id=env_id, worker_index=worker_index)
@@ -324,7 +337,7 @@ class GymVectorEnv:
         if self.step_mode == "same":
             self._same_step_finals(info)
         else:
-            self._next_step_resets()
+            self._next_step_resets(info)
         self._obs[...] = obs
         self._count(info)
         out: list[Any] = [self._obs, self._rewards, self._terminateds, self._truncateds]
@@ -336,7 +349,7 @@ class GymVectorEnv:
         for i in np.flatnonzero(info.get("_final_obs", ())):
             self._final_obs[i] = info["final_obs"][i]
 
-    def _next_step_resets(self) -> None:
+    def _next_step_resets(self, info: dict[str, Any]) -> None:
         """Mark the rows where a next-step engine reset an episode that ended on the step
         before (see `restarted`); remember the episodes that ended on this one."""
         pending = self._pending
