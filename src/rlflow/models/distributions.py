@@ -110,7 +110,8 @@ class Categorical(ActionDistribution):
         probs = self.log_probs.detach().exp()
         if probs.device.type != "cpu" or probs.ndim != 2:
             return torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
-        if not np.isfinite(probs.numpy()).all():
+        # Probabilities are >= 0 or NaN, so their sum is finite exactly when all of them are.
+        if not math.isfinite(float(probs.numpy().sum())):
             raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
         q = torch.empty_like(probs).exponential_(1, generator=self.generator)
         return torch.argmax(probs.div_(q), dim=-1)
