@@ -106,8 +106,9 @@ class _Buffers:
         view.memory = {name: column[:steps] for name, column in self.memory.items()}
         return view
 
-    def fragment(self, a: int, b: int, env: int) -> SampleBatch:
-        """Rows ``a:b`` of sub-env ``env`` as a batch of views."""
+    def fragment(self, a: int, b: int, env: int | slice) -> SampleBatch:
+        """Rows ``a:b`` of sub-env ``env`` (of every sub-env for ``slice(None)``: columns
+        ``[b - a, N, ...]``) as a batch of views."""
         batch = SampleBatch(
             {
                 OBS: self.obs[a:b, env],
@@ -473,9 +474,9 @@ class VectorSampler(Sampler):
         policy, max_seq_len = self.policy, self._memory.max_seq_len
         length, num_envs = buf.rewards.shape
         gae = policy.gae_parameters()
-        if gae is not None and max_seq_len is None and bootstrap_obs is None:
-            if not buf.dropped.any():
-                return self._postprocess_gae(buf, *gae)
+        no_sequences = max_seq_len is None and bootstrap_obs is None
+        if gae is not None and no_sequences and not buf.dropped.any():
+            return self._postprocess_gae(buf, *gae)
         pieces: list[SampleBatch] = []
         for i in range(num_envs):
             ends = np.flatnonzero(buf.terminateds[:, i] | buf.truncateds[:, i]).tolist()
