@@ -111,7 +111,7 @@ class Categorical(ActionDistribution):
         if probs.device.type != "cpu" or probs.ndim != 2:
             return torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
         # Probabilities are >= 0 or NaN, so their sum is finite exactly when all of them are.
-        if not math.isfinite(float(probs.numpy().sum())):
+        if not math.isfinite(float(np.add.reduce(probs.numpy(), axis=None))):
             raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
         q = torch.empty_like(probs).exponential_(1, generator=self.generator)
         return torch.argmax(probs.div_(q), dim=-1)
