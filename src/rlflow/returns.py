@@ -155,6 +155,58 @@ def gae(
     )
 
 
+def gae_columns(
+    rewards: Array,
+    values: Array,
+    ends: npt.NDArray[np.bool_],
+    last_values: Array,
+    *,
+    gamma: float,
+    lam: float,
+) -> GAEResult:
+    """`gae` over every episode fragment of a rollout at once: columns ``[T, N]`` of ``N``
+    sub-envs, each cut into fragments at the rows ``ends`` marks (its last row must be one).
+
+    ``last_values[t, n]`` is the bootstrap value after an end row (0.0 after a terminal step);
+    other rows' are not read. Each element is computed with the same float64 operations, in
+    the same order, as `gae` on that fragment with ``bootstrap_value=last_values[end]``, so the
+    results are identical, as float32 ``[T, N]`` arrays; the sweep back in time is one numpy
+    step per row, over all sub-envs.
+
+    Example:
+        >>> r = gae_columns(np.ones((2, 1)), np.full((2, 1), 0.5), np.array([[False], [True]]),
+        ...                 np.zeros((2, 1)), gamma=1.0, lam=1.0)
+        >>> r.advantages[:, 0].tolist(), r.value_targets[:, 0].tolist()
+        ([1.5, 0.5], [2.0, 1.0])
+    """
+    _check_gamma("gae_columns", "gamma", gamma)
+    _check_gamma("gae_columns", "lam", lam)
+    if not (rewards.shape == values.shape == ends.shape == last_values.shape) or rewards.ndim != 2:
+        raise ConfigError(
+            f"gae_columns: rewards {rewards.shape}, values {values.shape}, ends {ends.shape} "
+            f"and last_values {last_values.shape} must all have one shape [T, N]"
+        )
+    if rewards.shape[0] and not ends[-1].all():
+        raise ConfigError("gae_columns: the last row must end every sub-env's fragment")
+    v64 = values.astype(np.float64)
+    next_values = np.empty_like(v64)
+    next_values[:-1] = v64[1:]
+    np.copyto(next_values, last_values, where=ends, casting="unsafe")
+    deltas = rewards.astype(np.float64) + gamma * next_values - v64
+    discount = gamma * lam
+    advantages = np.empty_like(deltas)
+    acc = np.zeros(deltas.shape[1], dtype=np.float64)
+    zero = np.zeros_like(acc)
+    for t in range(deltas.shape[0] - 1, -1, -1):
+        # A fragment's sweep starts from 0.0 at its end row, as `_discounted_cumsum`'s does.
+        acc = deltas[t] + discount * np.where(ends[t], zero, acc)
+        advantages[t] = acc
+    return GAEResult(
+        advantages=advantages.astype(np.float32),
+        value_targets=(advantages + v64).astype(np.float32),
+    )
+
+
 def compute_advantages(
     batch: SampleBatch,
     *,

@@ -65,6 +65,30 @@ def test_categorical_sampling_frequencies_and_seeding() -> None:
     assert torch.equal(draws, again)
 
 
+@pytest.mark.parametrize(("rows", "n"), [(1, 2), (8, 2), (64, 6), (300, 18)])
+def test_categorical_sample_draws_what_torch_multinomial_draws(rows: int, n: int) -> None:
+    # The sampler's actions and the generator's state after them are torch.multinomial's:
+    # seeded runs act as they did when Categorical.sample called it.
+    ours, theirs = torch.Generator().manual_seed(rows), torch.Generator().manual_seed(rows)
+    for seed in range(20):
+        logits = 4 * _logits(seed, rows, n)
+        if seed % 2:  # masked actions: probability 0, never drawn
+            logits[:, 0] = -1e9
+        draws = Categorical(logits, generator=ours).sample()
+        probs = torch.softmax(logits, dim=-1)
+        expected = torch.multinomial(probs, 1, generator=theirs).squeeze(-1)
+        assert torch.equal(draws, expected)
+    assert torch.equal(ours.get_state(), theirs.get_state())
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_categorical_sample_refuses_non_finite_logits(bad: float) -> None:
+    logits = _logits(0)
+    logits[2, 1] = bad
+    with pytest.raises(RuntimeError, match="probability tensor contains"):
+        Categorical(logits).sample()
+
+
 # -- DiagGaussian -------------------------------------------------------------------------------
 
 

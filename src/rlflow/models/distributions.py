@@ -99,9 +99,22 @@ class Categorical(ActionDistribution):
         return int(action_space.n)
 
     def sample(self) -> torch.Tensor:
-        """Draw one index per row with probabilities ``softmax(logits)``."""
+        """Draw one index per row with probabilities ``softmax(logits)``.
+
+        On the CPU this is ``torch.multinomial(probs, 1)``'s own one-sample algorithm written
+        out (``argmax(probs / q)`` with ``q ~ Exp(1)`` drawn from the generator: the same draws,
+        the same actions, the generator left in the same state) without its three
+        synchronizing checks of the probabilities; one finite check of them here raises the
+        same `RuntimeError` on NaN or infinite ones.
+        """
         probs = self.log_probs.detach().exp()
-        return torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
+        if probs.device.type != "cpu" or probs.ndim != 2:
+            return torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
+        # Probabilities are >= 0 or NaN, so their sum is finite exactly when all of them are.
+        if not math.isfinite(float(np.add.reduce(probs.numpy(), axis=None))):
+            raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+        q = torch.empty_like(probs).exponential_(1, generator=self.generator)
+        return torch.argmax(probs.div_(q), dim=-1)
 
     def deterministic(self) -> torch.Tensor:
         """Return the index of the largest logit per row."""

@@ -394,6 +394,13 @@ class TorchPolicy(abc.ABC):
             _, values, _ = self.model_step(obs, memory)
         return values.cpu().numpy()
 
+    def gae_parameters(self) -> tuple[float, float] | None:
+        """``(gamma, lambda)`` when :meth:`postprocess_trajectory` is exactly GAE (advantages
+        and value targets added, nothing else), so a sampler may compute it for all its
+        fragments at once (`rlflow.returns.gae_columns`); None (the base: returns without a
+        critic) makes it postprocess each fragment."""
+        return None
+
     def postprocess_trajectory(self, batch: SampleBatch, *, last_value: float) -> SampleBatch:
         """Return a copy of one episode fragment with advantages added.
 
@@ -490,6 +497,16 @@ class ActorCriticPolicy(TorchPolicy):
         """Whether the policy has a critic (``use_critic``): postprocessing bootstraps from
         V(s_T) and computes GAE advantages (with ``use_gae``)."""
         return self.config.use_critic
+
+    def gae_parameters(self) -> tuple[float, float] | None:
+        """``(gamma, lambda_)`` with ``use_gae`` and ``use_critic`` while
+        `postprocess_trajectory` is this class's own (a subclass that overrides it gets None:
+        its fragments go through its own)."""
+        config = self.config
+        own = type(self).postprocess_trajectory is ActorCriticPolicy.postprocess_trajectory
+        if own and config.use_gae and config.use_critic:
+            return float(config.gamma), float(config.lambda_)
+        return None
 
     def postprocess_trajectory(self, batch: SampleBatch, *, last_value: float) -> SampleBatch:
         """Return a copy of one episode fragment with advantages and value targets added.

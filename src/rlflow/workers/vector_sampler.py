@@ -32,6 +32,7 @@ import numpy.typing as npt
 from rlflow.data.sample_batch import (
     ACTION_DIST_INPUTS,
     ACTIONS,
+    ADVANTAGES,
     EPS_ID,
     LOGP,
     NEXT_OBS,
@@ -39,6 +40,7 @@ from rlflow.data.sample_batch import (
     REWARDS,
     TERMINATEDS,
     TRUNCATEDS,
+    VALUE_TARGETS,
     VF_PREDS,
     SampleBatch,
 )
@@ -51,6 +53,7 @@ from rlflow.envs.vector import EpisodeStat, VectorEnv
 from rlflow.errors import ConfigError, NonFiniteError
 from rlflow.filters import MeanStdFilter
 from rlflow.models.memory import AnyMemory, MemoryRow, NoMemory
+from rlflow.returns import gae_columns
 from rlflow.workers.sampler import Sampler, SamplerSpec
 
 if TYPE_CHECKING:
@@ -103,8 +106,9 @@ class _Buffers:
         view.memory = {name: column[:steps] for name, column in self.memory.items()}
         return view
 
-    def fragment(self, a: int, b: int, env: int) -> SampleBatch:
-        """Rows ``a:b`` of sub-env ``env`` as a batch of views."""
+    def fragment(self, a: int, b: int, env: int | slice) -> SampleBatch:
+        """Rows ``a:b`` of sub-env ``env`` (of every sub-env for ``slice(None)``: columns
+        ``[b - a, N, ...]``) as a batch of views."""
         batch = SampleBatch(
             {
                 OBS: self.obs[a:b, env],
@@ -123,6 +127,12 @@ class _Buffers:
         for name, column in self.memory.items():
             batch[name] = column[a:b, env]
         return batch
+
+
+def _by_env(column: Array) -> Array:
+    """A new array of the rows of ``column`` ``[T, N, ...]`` ordered by sub-env, then time."""
+    rows = np.array(column.swapaxes(0, 1), order="C")
+    return rows.reshape(-1, *column.shape[2:])
 
 
 _Truncated = tuple[int, int, Array, "MemoryRow | None"]
@@ -336,7 +346,8 @@ class VectorSampler(Sampler):
             self._eps_ids[i] = self._new_eps_id()
             self._ep_first_step[i] = self._num_steps + 1
         assert self.venv is not None
-        memory.reset(np.union1d(done, np.asarray(self.venv.restarted, dtype=np.int64)))
+        restarted = self.venv.restarted
+        memory.reset(np.union1d(done, np.asarray(restarted, dtype=np.int64)) if restarted else done)
 
     def _nonfinite(self, step: VectorStep, acted_on: Array) -> None:
         """A NaN or infinite reward or observation in ``step`` (before any filter saw it):
@@ -462,6 +473,10 @@ class VectorSampler(Sampler):
         closed by bootstrap rows when ``bootstrap_obs`` is given) and postprocess it."""
         policy, max_seq_len = self.policy, self._memory.max_seq_len
         length, num_envs = buf.rewards.shape
+        gae = policy.gae_parameters()
+        no_sequences = max_seq_len is None and bootstrap_obs is None
+        if gae is not None and no_sequences and not buf.dropped.any():
+            return self._postprocess_gae(buf, *gae)
         pieces: list[SampleBatch] = []
         for i in range(num_envs):
             ends = np.flatnonzero(buf.terminateds[:, i] | buf.truncateds[:, i]).tolist()
@@ -484,6 +499,20 @@ class VectorSampler(Sampler):
                 start = end + 1
         buf.dropped[:] = False
         return SampleBatch.concat_samples(pieces)
+
+    def _postprocess_gae(self, buf: _Buffers, gamma: float, lam: float) -> SampleBatch:
+        """`_postprocess` of a policy whose postprocessing is GAE (`TorchPolicy.gae_parameters`)
+        and whose fragments need no sequences: every episode fragment's advantages at once
+        (`rlflow.returns.gae_columns`, the same numbers as the policy's own per fragment), and
+        each column copied once from ``[T, N]`` to rows ordered by sub-env, then time."""
+        ends = buf.terminateds | buf.truncateds
+        ends[-1] = True
+        last_values = np.where(buf.terminateds, np.float32(0.0), buf.boot_values)
+        result = gae_columns(buf.rewards, buf.vf_preds, ends, last_values, gamma=gamma, lam=lam)
+        columns = buf.fragment(0, buf.length, slice(None))
+        columns[ADVANTAGES] = result.advantages
+        columns[VALUE_TARGETS] = result.value_targets
+        return SampleBatch({name: _by_env(column) for name, column in columns.items()})
 
     @property
     def envs(self) -> list[Any]:
