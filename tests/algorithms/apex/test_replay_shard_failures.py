@@ -73,3 +73,47 @@ def test_a_killed_replay_shard_is_started_again_and_apex_goes_on(ray_backend: No
         f"\nkill -> next result (more replayed) {replayed_s:.2f}s, -> new shard replays "
         f"{new_shard_s:.2f}s; rows held by the dead shard (lost): {held}"
     )
+
+
+class _Holder:
+    """Stores a batch in its own object store (as a rollout worker does), then can die."""
+
+    def store(self, batch: Any) -> Any:
+        from rlflow.data.refs import store_batch
+
+        return store_batch(batch)
+
+
+def test_a_batch_lost_with_its_rollout_worker_is_dropped_and_the_shard_lives(
+    ray_backend: None,
+) -> None:
+    """With learner actors Ape-X stores batches by reference: the shard fetches each from the
+    worker that sampled it. A worker killed before its batch was fetched made the shard's
+    ``add_batch`` fail with Ray's OwnerDiedError, which ended the run (found by
+    ``benchmarks/soak.py``); the batch is dropped, and the shard is neither dead nor replaced."""
+    import ray
+
+    from rlflow.data import SampleBatch
+    from rlflow.errors import ActorDiedError
+    from rlflow.ops import StoreToReplayBuffer
+    from rlflow.replay import ReplayShardSpec
+    from rlflow.replay.shards import create_replay_shards
+
+    table = create_replay_shards(
+        ReplayShardSpec(num_shards=1, capacity=100, learning_starts=0, num_items=2, seed=0)
+    )
+    store = StoreToReplayBuffer(actors=table)
+    batch = SampleBatch({"obs": [[0.0], [1.0], [2.0]], "rewards": [1.0, 1.0, 1.0]})
+    holder = flow.remote(_Holder).options(num_cpus=0).remote()
+    lost = flow.get(holder.store.remote(batch), timeout=60)
+    ray.kill(holder)
+    with pytest.raises(ActorDiedError):  # dead now (ray.kill does not wait)
+        flow.get(holder.store.remote(batch), timeout=60)
+    shard = table.actors[0]
+    items = flow.from_iterable([lost, batch]).for_each(store)
+    assert len(items.take(2)) == 2
+    while store._pending:  # wait for both adds (the lost one raised OwnerDiedError here)
+        store._settle(*store._pending.pop(0))
+    assert table.actors[0] is shard and table.num_restarts == 0
+    assert flow.get(shard.stats.remote(), timeout=60)["size"] == 3  # the kept batch only
+    flow.kill(shard)
