@@ -3,7 +3,8 @@
 The shard's pid is read on it (``__ray_call__``); after the kill the shard of the same index is
 started again empty. With ``-s`` the test prints the seconds from the kill to the first result
 (which replayed more) and to the new shard's first replay, and the rows the dead shard held (lost
-with it).
+with it). A batch stored by reference whose rollout worker died before its shard read it is
+dropped, and the shard lives.
 """
 
 from __future__ import annotations
