@@ -49,6 +49,7 @@ __all__ = [
     "EXIT_USAGE",
     "StopSignals",
     "Terminated",
+    "terminated_by_sigterm",
 ]
 
 EXIT_OK = 0
@@ -61,6 +62,18 @@ EXIT_TERMINATED = 143
 """Exit status of a training run stopped by SIGTERM (after its checkpoint is saved)."""
 _STOPPED_EXIT = {"interrupted": EXIT_INTERRUPTED, "terminated": EXIT_TERMINATED}
 """The exit status of a run stopped by a signal, by the reason `_train_loop` gives."""
+
+
+_stop_signal: int | None = None
+"""The signal that began this process's stop (set by `StopSignals`)."""
+
+
+def terminated_by_sigterm(err: KeyboardInterrupt) -> bool:
+    """Whether ``err`` stops the run because of SIGTERM: a `Terminated`, or a plain
+    `KeyboardInterrupt` after `StopSignals` saw SIGTERM. Ray turns an exception a signal
+    handler raises during a blocking call (``ray.get``, ``ray.wait``) into a plain
+    `KeyboardInterrupt`, so a SIGTERM that lands there arrives without its type."""
+    return isinstance(err, Terminated) or _stop_signal == signal.SIGTERM
 
 
 class Terminated(KeyboardInterrupt):
@@ -86,6 +99,8 @@ class StopSignals:
 
     def __init__(self) -> None:
         """Record the SIGTERM and SIGINT handlers in effect (none off the main thread)."""
+        global _stop_signal
+        _stop_signal = None
         self.stopping = False
         self._saved: dict[signal.Signals, Any] = {}
         if threading.current_thread() is threading.main_thread():
@@ -108,6 +123,8 @@ class StopSignals:
             os.write(2, f"\nrlflow: {name} again: exiting without waiting for the stop\n".encode())
             raise SystemExit(128 + signum)
         self.stopping = True
+        global _stop_signal
+        _stop_signal = signum
         raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
 
@@ -384,8 +401,9 @@ def _train_loop(
                 reason = why
                 break
     except KeyboardInterrupt as stop_signal:
-        reason = "terminated" if isinstance(stop_signal, Terminated) else "interrupted"
-        signal_name = " (SIGTERM)" if isinstance(stop_signal, Terminated) else ""
+        terminated = terminated_by_sigterm(stop_signal)
+        reason = "terminated" if terminated else "interrupted"
+        signal_name = " (SIGTERM)" if terminated else ""
         out.write(f"\n{reason}{signal_name}: saving a checkpoint\n")
     return _finish(trainer, run_dir, result, reason, saved_at)
 
