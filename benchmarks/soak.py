@@ -22,8 +22,9 @@ Reported, and written to ``benchmarks/results/soak.jsonl`` (one row per algorith
 4. processes that outlive the run: every process seen under this one (the cluster's GCS,
    raylets and their workers, the driver), or naming the cluster's session dir, that is still
    alive 10 s after the cluster was shut down;
-5. the restore check: the checkpoint the SIGTERM wrote against the last result before it and
-   the restored driver's first result (iteration, env steps, every counter: none went back).
+5. the restore check: the driver's exit status (143), the checkpoint the SIGTERM wrote
+   against the last result before it and the restored driver's first result (iteration, env
+   steps, every counter: none went back).
 
 Run (the full soak, about 45 minutes for both)::
 
@@ -343,6 +344,7 @@ def run_one(algo: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
                     raise RuntimeError(f"{algo}: the restored driver gave no result")
                 restore = restore_check(before, ckpt, progress(run_dir)[count])
                 restore["driver_exit"] = rc[-1]
+                restore["ok"] = restore["ok"] and rc[-1] == 143  # SIGTERM's status
                 restore["down_s"] = time.monotonic() - now
                 print(f"  restored: {restore}", flush=True)
                 chaos.active.set()
