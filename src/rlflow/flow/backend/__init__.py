@@ -16,6 +16,7 @@ actors can create and call other actors through the same facade.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import sys
 import time
@@ -51,7 +52,8 @@ def init(
         ray_init_timeout_s: with an ``address`` of the form ``HOST:PORT``, how long to try to
             reach it before a `ConfigError` naming it (Ray itself would retry for ever).
         **ray_init_kwargs: passed to ``ray.init`` (e.g. ``address=``, ``num_cpus=``). With
-            ``address`` Ray connects to that cluster; without, it starts a local Ray whose
+            ``address`` (or ``RAY_ADDRESS``) Ray connects to that cluster; without, it starts
+            a local Ray of its own (never one another process started on this machine) whose
             processes never outlive this one (`rlflow.flow.backend.reaper`). If Ray is
             already initialized in this process it is reused as it is. ``include_dashboard``
             defaults to False. The local backend takes none.
@@ -72,6 +74,10 @@ def init(
     if not ray.is_initialized():
         ray_init_kwargs.setdefault("include_dashboard", False)
         address = ray_init_kwargs.get("address")
+        if address is None and not os.environ.get("RAY_ADDRESS"):
+            # Ray's own default would join the cluster /tmp/ray/ray_current_cluster names (the
+            # last `ray start` or ray.cluster_utils.Cluster on this machine, anyone's).
+            address = ray_init_kwargs["address"] = "local"
         check_reachable(address, ray_init_timeout_s)
         if address in (None, "local"):
             # A Ray of our own: its processes stop with this one, also after a SIGKILL.
