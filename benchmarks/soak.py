@@ -4,9 +4,10 @@ For each algorithm, one run of ``--minutes`` on a ``ray.cluster_utils.Cluster`` 
 nodes started here. The driver is a separate process, ``rlflow train ALGO --address ...`` (two
 learner actors, ``num_learners=2``), and this script, connected to the same cluster, runs a chaos
 thread: every 10-60 s (uniform) it picks a kind of actor at random (rollout worker, replay shard
-for Ape-X, learner actor) and one live actor of that kind, and SIGKILLs its process (found by
-class name in Ray's actor table). Once, between 40% and 60% of the run, it SIGTERMs the driver
-(which saves a checkpoint and exits 143) and starts it again with ``--restore``. No kill in the
+for Ape-X, learner actor) and one live actor of that kind that the driver started, and
+SIGKILLs its process (found by class name and job in Ray's actor table). Once, between 40% and
+60% of the run, it SIGTERMs the driver (which saves a checkpoint and exits 143) and starts it
+again with ``--restore``. No kill in the
 last ``--quiet-tail`` seconds, nor while the driver is down or starting, so every kill is seen by
 a live driver before the run ends. A learner is killed only while another one is alive (a
 learner restarts from a live peer's state).
@@ -118,11 +119,17 @@ def progress(run_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def alive_actors(classes: list[str]) -> list[dict[str, Any]]:
-    """Live actors of ``classes`` in the cluster's actor table (the GCS's; Ray's state API
-    needs the dashboard, which this cluster runs without)."""
-    table = ray._private.state.actors()  # the GCS's table
-    return [a for a in table.values() if a["State"] == "ALIVE" and a["ActorClassName"] in classes]
+def alive_actors(classes: list[str], driver_pid: int) -> list[dict[str, Any]]:
+    """Live actors of ``classes`` that the driver process ``driver_pid`` started, from the
+    cluster's actor and job tables (the GCS's; Ray's state API needs the dashboard, which this
+    cluster runs without). Another process that joined the cluster keeps its actors."""
+    jobs = {j["JobID"] for j in ray._private.state.jobs() if j["DriverPid"] == driver_pid}
+    table = ray._private.state.actors()
+    return [
+        a
+        for a in table.values()
+        if a["State"] == "ALIVE" and a["ActorClassName"] in classes and a["JobID"] in jobs
+    ]
 
 
 def object_store_bytes(address: str) -> int:
@@ -175,6 +182,7 @@ class Chaos(threading.Thread):
         self.soak, self.classes, self.rng, self.until = soak, classes, rng, until
         self.active = threading.Event()
         self.done = threading.Event()
+        self.driver_pid = 0  # the current driver's (its actors are the ones killed)
 
     def run(self) -> None:
         while not self.done.wait(self.rng.uniform(10.0, 60.0)):
@@ -184,7 +192,7 @@ class Chaos(threading.Thread):
                 self.kill_one()
 
     def kill_one(self) -> None:
-        actors = alive_actors(self.classes)
+        actors = alive_actors(self.classes, self.driver_pid)
         by_kind = {c: [a for a in actors if a["ActorClassName"] == c] for c in self.classes}
         if len(by_kind.get("Learner", [])) < 2:  # one learner left: nothing to restart from
             by_kind.pop("Learner", None)
@@ -303,6 +311,7 @@ def run_one(algo: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     restore: dict[str, Any] = {}
     rc: list[int] = []
     try:
+        chaos.driver_pid = drivers[0].proc.pid
         chaos.start()
         if not wait_for_results(run_dir, 0, drivers[0], 600):
             raise RuntimeError(f"{algo}: the driver gave no result (see its log)")
@@ -340,6 +349,7 @@ def run_one(algo: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
                 count = len(progress(run_dir))
                 restored_cmd = [*base, "--restore", str(run_dir), *common]
                 drivers.append(Driver(restored_cmd, out / f"{algo}_driver2.log", env))
+                chaos.driver_pid = drivers[-1].proc.pid
                 if not wait_for_results(run_dir, count, drivers[-1], 600):
                     raise RuntimeError(f"{algo}: the restored driver gave no result")
                 restore = restore_check(before, ckpt, progress(run_dir)[count])
