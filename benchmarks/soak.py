@@ -7,14 +7,15 @@ thread: every 10-60 s (uniform) it picks a kind of actor at random (rollout work
 for Ape-X, learner actor) and one live actor of that kind that the driver started, and
 SIGKILLs its process (found by class name and job in Ray's actor table). Once, between 40% and
 60% of the run, it SIGTERMs the driver (which saves a checkpoint and exits 143) and starts it
-again with ``--restore``. No kill in the
-last ``--quiet-tail`` seconds, nor while the driver is down or starting, so every kill is seen by
-a live driver before the run ends. A learner is killed only while another one is alive (a
-learner restarts from a live peer's state).
+again with ``--restore``. No kill in the ``--quiet-tail`` seconds before the SIGTERM and before
+the end, nor while the driver is down or starting, so every kill is seen by a live driver. A
+learner is killed only while another one is alive (a learner restarts from a live peer's
+state).
 
 Reported, and written to ``benchmarks/results/soak.jsonl`` (one row per algorithm):
 
-1. the learning target: the best ``episode_return_mean`` against ``--target-*``;
+1. the learning target: the best ``episode_return_mean`` against the learning tests' targets
+   (IMPALA 400, Ape-X 300);
 2. kills by kind against the results' counts (``num_worker_restarts``,
    ``num_replay_shard_restarts``, ``num_learner_restarts`` of the last result);
 3. the driver's RSS (psutil) and the object store's bytes in use (the cluster-wide store stats
@@ -296,74 +297,46 @@ def run_one(algo: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
     session_dir = ray._private.worker._global_node.get_session_dir_path()
     print(f"{algo}: cluster of {args.nodes} nodes at {cluster.address} ({session_dir})")
-    base = [sys.executable, "-m", "rlflow", "train"]
-    common = ["--address", cluster.address, "--logger", "jsonl"]
+    run = Run(algo, run_dir, out, env, cluster.address)
     first_cmd = [
-        *base, algo, "--env", "CartPole-v1", "--seed", str(args.seed), "--out", str(run_dir),
-        "--stop-time", str(args.minutes * 60), *common,
+        *run.base, algo, "--env", "CartPole-v1", "--seed", str(args.seed), "--out", str(run_dir),
+        "--stop-time", str(args.minutes * 60), *run.common,
         "--set", "num_learners=2", "--set", "num_cpus_per_learner=0",
         "--set", "placement_strategy=SPREAD",
     ]  # fmt: skip
     end_at = wall_start + args.minutes * 60 + 120  # the run's time plus start-up and restore
     chaos = Chaos(soak, spec["kinds"], rng, until=end_at)
     term_at = args.minutes * 60 * rng.uniform(0.4, 0.6)
-    drivers = [Driver(first_cmd, out / f"{algo}_driver1.log", env)]
-    restore: dict[str, Any] = {}
-    rc: list[int] = []
+    run.drivers.append(Driver(first_cmd, out / f"{algo}_driver1.log", env))
     try:
-        chaos.driver_pid = drivers[0].proc.pid
+        chaos.driver_pid = run.drivers[0].proc.pid
         chaos.start()
-        if not wait_for_results(run_dir, 0, drivers[0], 600):
+        if not wait_for_results(run_dir, 0, run.drivers[0], 600):
             raise RuntimeError(f"{algo}: the driver gave no result (see its log)")
         chaos.active.set()
         run_start = time.monotonic()
         chaos.until = run_start + args.minutes * 60 - args.quiet_tail
-        terminated = False
         next_sample = 0.0
         while True:
-            driver = drivers[-1]
+            driver = run.drivers[-1]
             now = time.monotonic()
             if now >= next_sample:
                 next_sample = now + args.sample_s
-                note_processes(soak)
-                soak.samples.append(
-                    {
-                        "t": now - run_start,
-                        "driver": len(drivers),
-                        "driver_t": now - driver.started,
-                        "rss": driver.rss(),
-                        "store": object_store_bytes(cluster.address),
-                    }
-                )
+                sample(soak, driver, len(run.drivers), now - run_start, cluster.address)
             if driver.proc.poll() is not None:
-                rc.append(driver.proc.returncode)
+                run.exits.append(driver.proc.returncode)
                 break
-            if not terminated and now - run_start >= term_at:
-                terminated = True
-                chaos.active.clear()
-                before = progress(run_dir)[-1]
+            if not run.restore and now - run_start >= term_at - args.quiet_tail:
+                chaos.active.clear()  # the stopping driver must have seen every kill
+            if not run.restore and now - run_start >= term_at:
                 print(f"  SIGTERM to the driver at {now - run_start:.0f}s", flush=True)
-                driver.proc.send_signal(signal.SIGTERM)
-                rc.append(driver.proc.wait(timeout=300))
-                ckpt = checkpoint_counters(run_dir)
-                count = len(progress(run_dir))
-                restored_cmd = [*base, "--restore", str(run_dir), *common]
-                drivers.append(Driver(restored_cmd, out / f"{algo}_driver2.log", env))
-                chaos.driver_pid = drivers[-1].proc.pid
-                if not wait_for_results(run_dir, count, drivers[-1], 600):
-                    raise RuntimeError(f"{algo}: the restored driver gave no result")
-                restore = restore_check(before, ckpt, progress(run_dir)[count])
-                restore["driver_exit"] = rc[-1]
-                restore["ok"] = restore["ok"] and rc[-1] == 143  # SIGTERM's status
-                restore["down_s"] = time.monotonic() - now
-                print(f"  restored: {restore}", flush=True)
-                chaos.active.set()
+                terminate_and_restore(run, chaos)
             if now > end_at + 600:
                 raise RuntimeError(f"{algo}: the driver did not stop")
             time.sleep(1.0)
     finally:
         chaos.done.set()
-        for d in drivers:
+        for d in run.drivers:
             if d.proc.poll() is None:
                 d.proc.kill()
                 d.proc.wait()
@@ -372,7 +345,66 @@ def run_one(algo: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
         cluster.shutdown()
     time.sleep(10.0)
     left = leftovers(soak, session_dir)
-    return summarize(soak, spec, progress(run_dir), restore, rc, left, args)
+    return summarize(soak, spec, progress(run_dir), run.restore, run.exits, left, args)
+
+
+@dataclass
+class Run:
+    """One algorithm's run: its drivers, their exit statuses and the restore check."""
+
+    algo: str
+    run_dir: Path
+    out: Path
+    env: dict[str, str]
+    address: str
+    drivers: list[Driver] = field(default_factory=list)
+    exits: list[int] = field(default_factory=list)
+    restore: dict[str, Any] = field(default_factory=dict)
+    base: list[str] = field(default_factory=lambda: [sys.executable, "-m", "rlflow", "train"])
+
+    @property
+    def common(self) -> list[str]:
+        """Flags of both drivers."""
+        return ["--address", self.address, "--logger", "jsonl"]
+
+
+def sample(soak: Soak, driver: Driver, number: int, t: float, address: str) -> None:
+    """One sample of the driver's RSS and the object store's bytes in use."""
+    note_processes(soak)
+    soak.samples.append(
+        {
+            "t": t,
+            "driver": number,
+            "driver_t": time.monotonic() - driver.started,
+            "rss": driver.rss(),
+            "store": object_store_bytes(address),
+        }
+    )
+
+
+def terminate_and_restore(run: Run, chaos: Chaos) -> None:
+    """SIGTERM the driver, wait for its exit, start it again with ``--restore``, wait for its
+    first result and check it against the checkpoint (``run.restore``)."""
+    started = time.monotonic()
+    chaos.active.clear()
+    before = progress(run.run_dir)[-1]
+    driver = run.drivers[-1]
+    driver.proc.send_signal(signal.SIGTERM)
+    run.exits.append(driver.proc.wait(timeout=300))
+    ckpt = checkpoint_counters(run.run_dir)
+    count = len(progress(run.run_dir))
+    restored_cmd = [*run.base, "--restore", str(run.run_dir), *run.common]
+    run.drivers.append(Driver(restored_cmd, run.out / f"{run.algo}_driver2.log", run.env))
+    chaos.driver_pid = run.drivers[-1].proc.pid
+    if not wait_for_results(run.run_dir, count, run.drivers[-1], 600):
+        raise RuntimeError(f"{run.algo}: the restored driver gave no result")
+    check = restore_check(before, ckpt, progress(run.run_dir)[count])
+    check["driver_exit"] = run.exits[-1]
+    check["ok"] = check["ok"] and run.exits[-1] == 143  # SIGTERM's status
+    check["down_s"] = time.monotonic() - started
+    run.restore = check
+    print(f"  restored: {check}", flush=True)
+    chaos.active.set()
 
 
 def summarize(
