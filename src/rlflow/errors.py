@@ -39,6 +39,14 @@ class ActorDiedError(WorkerError):
     """
 
 
+class ObjectLostError(WorkerError):
+    """An object a remote call needed is gone from the object store (raised by the Ray backend).
+
+    Typically a batch passed by reference whose owner, the rollout worker that sampled it,
+    died before it was read: the data is lost, the actor that was to read it is fine.
+    """
+
+
 class ContextError(RLFlowError, RuntimeError):
     """The plan's shared context was read outside a running operator."""
 

@@ -13,15 +13,17 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from rlflow import flow
 from rlflow.checkpoint import load_checkpoint
 from rlflow.cli import EXIT_TERMINATED, main
-from rlflow.cli.commands import StopSignals, Terminated
+from rlflow.cli.commands import StopSignals, Terminated, terminated_by_sigterm
 from rlflow.flow.backend.reaper import command_line, descendants, session_processes
 
 pytestmark = pytest.mark.timeout(120)
@@ -310,3 +312,32 @@ def test_ray_init_inside_the_cli_start_keeps_the_stop_handler(default_handlers: 
         assert signal.getsignal(signal.SIGTERM) == stop._handle
     assert ray_utils.set_sigterm_handler is ray_set
     stop.restore()
+
+
+def _sleep(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+@pytest.mark.ray
+def test_a_sigterm_during_a_ray_call_still_stops_as_sigterm(
+    ray_backend: None, default_handlers: None
+) -> None:
+    """Ray turns the `Terminated` that the handler raises while the main thread waits in
+    ``ray.get`` into a plain `KeyboardInterrupt`; the stop is still SIGTERM's (exit 143). Found
+    by ``benchmarks/soak.py``: a driver SIGTERMed while it waited on its actors saved its
+    checkpoint but said "interrupted" and exited 130, as after Ctrl-C."""
+    import ray
+
+    stop = StopSignals()
+    stop.install()
+    task = flow.remote(_sleep).remote(60.0)
+    killer = threading.Timer(1.0, os.kill, args=(os.getpid(), signal.SIGTERM))
+    killer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt) as caught:
+            flow.get(task)
+    finally:
+        killer.join()
+        stop.restore()
+        ray.cancel(task, force=True)
+    assert terminated_by_sigterm(caught.value)

@@ -139,3 +139,19 @@ def test_an_address_nothing_listens_on_is_refused_within_its_timeout() -> None:
     assert 0.5 <= float(seconds) < 5.0
     assert message.startswith("cannot reach a Ray cluster at address '127.0.0.1:1' within 1 s")
     assert initialized == "False"
+
+
+def test_ray_reports_a_lost_object_as_object_lost_error() -> None:
+    """Ray's OwnerDiedError (a call's argument whose owner died, raised as the call's cause or
+    by a fetch) reaches the caller as `ObjectLostError`, a `WorkerError`, not as Ray's own
+    type; the Ape-X store drops such a batch (``test_replay_shard_failures.py``)."""
+    from ray.exceptions import OwnerDiedError, RayTaskError
+
+    from rlflow.errors import ObjectLostError
+    from rlflow.flow.backend.ray_backend import translate
+
+    lost = OwnerDiedError("00" * 28, None, "")
+    for err in (lost, RayTaskError("add_batch", "traceback", lost)):
+        out = translate(err)
+        assert isinstance(out, ObjectLostError) and isinstance(out, WorkerError)
+        assert out.__cause__ is lost

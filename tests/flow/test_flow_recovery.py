@@ -97,6 +97,27 @@ def test_a_shard_left_out_is_asked_again_and_comes_back(local_backend: None) -> 
     assert [a[0] for a in spares.asked] == [1, 1]
 
 
+def test_a_replacement_dead_on_arrival_is_the_one_asked_about_next(local_backend: None) -> None:
+    """The second ask names the dead replacement: a hook that answers an ask about an actor
+    it already replaced with that replacement (`WorkerSet.recreate_worker`) handed the dead one
+    out again and again, and never started another (found by ``benchmarks/soak.py``: a killed
+    replacement left IMPALA on one of its two rollout workers for the rest of the run)."""
+    source = flow.from_range(10, num_shards=2, repeat=True)
+    dead_on_arrival = spare_actor(50)
+    kill(dead_on_arrival)
+    spares = Spares(dead_on_arrival, spare_actor(100))
+    pit = flow.from_actors(source.actors(), recovery=flow.ShardRecovery(spares, retry_every=2))
+    rounds = pit.batch_across_shards()
+    assert rounds.take(1) == [[0, 5]]
+    dead = source.actors()[1]
+    kill(dead)
+    assert rounds.take(4) == [[1], [2], [3, 100], [4, 100]]
+    assert [(index, actor) for index, actor, _ in spares.asked] == [
+        (1, dead),
+        (1, dead_on_arrival),
+    ]
+
+
 def test_async_gather_goes_on_without_a_shard_nobody_replaces(local_backend: None) -> None:
     source = flow.from_range(10, num_shards=2, repeat=True)
     spares = Spares(None, None)

@@ -183,3 +183,36 @@ def test_flow_init_starts_a_ray_of_its_own_unless_ray_address_names_a_cluster(
         ("own", {"num_cpus": 1, "include_dashboard": False, "address": "local"}),
         ("join", {"include_dashboard": False, "address": "ray://head:10001"}),
     ]
+
+
+OWN_RAY_DRIVER = textwrap.dedent(
+    """
+    import ray
+    from rlflow import flow
+    flow.init("ray", num_cpus=1, include_dashboard=False, log_to_driver=False)
+    print(ray.get_runtime_context().gcs_address, flush=True)
+    flow.shutdown()
+    """
+)
+
+
+def test_flow_init_without_an_address_starts_its_own_ray_beside_a_running_cluster() -> None:
+    """Ray's ``ray.init()`` joins the cluster that ``/tmp/ray/ray_current_cluster`` names (the
+    last ``ray start`` or ``ray.cluster_utils.Cluster`` on the machine, whoever started it);
+    ``flow.init("ray")`` without ``address`` or ``RAY_ADDRESS`` starts a Ray of its own. Found
+    by ``benchmarks/soak.py``: an ``rlflow train`` without ``--address`` joined the soak's
+    cluster, whose chaos thread then killed its rollout workers."""
+    import signal
+
+    from ray.cluster_utils import Cluster
+
+    sigterm = signal.getsignal(signal.SIGTERM)  # a Ray node sets its own
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    try:
+        driver = _driver("own", OWN_RAY_DRIVER)
+        out, _ = driver.communicate(timeout=120)
+    finally:
+        cluster.shutdown()
+        signal.signal(signal.SIGTERM, sigterm)
+    assert driver.returncode == 0, out
+    assert out.strip() and out.strip() != cluster.address, (out, cluster.address)

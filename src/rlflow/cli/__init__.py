@@ -57,7 +57,7 @@ from rlflow.cli.commands import (
     EXIT_OK,
     EXIT_TERMINATED,
     EXIT_USAGE,
-    Terminated,
+    terminated_by_sigterm,
 )
 from rlflow.cli.parser import UsageError, build_parser
 from rlflow.errors import ConfigError, RLFlowError
@@ -107,7 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         notes = "".join(f"\n  {note}" for note in getattr(err, "__notes__", ()))
         sys.stderr.write(f"rlflow: error: {type(err).__name__}: {err}{notes}\n")
         return 1
-    except Terminated:  # outside the training loop: before it started or after it ended
+    except KeyboardInterrupt as err:  # outside the training loop: before it or after it
+        if not terminated_by_sigterm(err):
+            raise
         sys.stderr.write("rlflow: terminated (SIGTERM) outside the training loop\n")
         return EXIT_TERMINATED
     finally:

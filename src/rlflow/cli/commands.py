@@ -49,6 +49,7 @@ __all__ = [
     "EXIT_USAGE",
     "StopSignals",
     "Terminated",
+    "terminated_by_sigterm",
 ]
 
 EXIT_OK = 0
@@ -61,6 +62,18 @@ EXIT_TERMINATED = 143
 """Exit status of a training run stopped by SIGTERM (after its checkpoint is saved)."""
 _STOPPED_EXIT = {"interrupted": EXIT_INTERRUPTED, "terminated": EXIT_TERMINATED}
 """The exit status of a run stopped by a signal, by the reason `_train_loop` gives."""
+
+
+_stop_signal: int | None = None
+"""The signal that began this process's stop (set by `StopSignals`)."""
+
+
+def terminated_by_sigterm(err: KeyboardInterrupt) -> bool:
+    """Whether ``err`` stops the run because of SIGTERM: a `Terminated`, or a plain
+    `KeyboardInterrupt` after `StopSignals` saw SIGTERM. Ray turns an exception a signal
+    handler raises during a blocking call (``ray.get``, ``ray.wait``) into a plain
+    `KeyboardInterrupt`, so a SIGTERM that lands there arrives without its type."""
+    return isinstance(err, Terminated) or _stop_signal == signal.SIGTERM
 
 
 class Terminated(KeyboardInterrupt):
@@ -87,6 +100,8 @@ class StopSignals:
 
     def __init__(self) -> None:
         """Record the SIGTERM and SIGINT handlers in effect (none off the main thread)."""
+        global _stop_signal
+        _stop_signal = None
         self.stopping = False
         self.received: int | None = None
         """The first signal's number, once one arrived."""
@@ -130,6 +145,8 @@ class StopSignals:
             raise SystemExit(128 + signum)
         self.stopping = True
         self.received = signum
+        global _stop_signal
+        _stop_signal = signum
         if not self._defer:
             raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
@@ -426,8 +443,9 @@ def _train_loop(
                 reason = why
                 break
     except KeyboardInterrupt as stop_signal:
-        reason = "terminated" if isinstance(stop_signal, Terminated) else "interrupted"
-        signal_name = " (SIGTERM)" if isinstance(stop_signal, Terminated) else ""
+        terminated = terminated_by_sigterm(stop_signal)
+        reason = "terminated" if terminated else "interrupted"
+        signal_name = " (SIGTERM)" if terminated else ""
         out.write(f"\n{reason}{signal_name}: saving a checkpoint\n")
     return _finish(trainer, run_dir, result, reason, saved_at)
 

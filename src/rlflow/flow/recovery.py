@@ -15,7 +15,8 @@ the gather drops the dead shard's requests and calls ``fn(shard_index, dead_acto
 ``fn`` runs in the reader, with the plan's context current (``flow.current_metrics()``), so it
 can count what it did. It is asked once per dead actor per read: several gathers over one actor
 each ask, so ``fn`` should answer a second ask about the same dead actor with the same
-replacement.
+replacement. A replacement that is dead before its first request is left out, and the next ask
+is about it: asked about the first dead actor, ``fn`` would hand out the dead replacement again.
 """
 
 from __future__ import annotations
@@ -81,8 +82,8 @@ class ShardSlots:
         new = shard._replace(actor=actor)
         self.read.swap_actor(shard.actor, actor)
         dead = self.read.open([new], label, self.env)
-        if dead:  # died before its first request: ask again later
-            self.left_out[pos] = _LeftOut(shard, dead[0], self._items + recovery.retry_every)
+        if dead:  # died before its first request: ask again later, about it (not the first)
+            self.left_out[pos] = _LeftOut(new, dead[0], self._items + recovery.retry_every)
             return None
         self.base.shards[pos] = new  # later reads of this gather start on the new actor
         self.live[pos] = new

@@ -40,8 +40,8 @@ NUM_ENV_STEPS_REPLAYED: Final = "num_env_steps_replayed"
 NUM_WORKER_RESTARTS: Final = "num_worker_restarts"
 """Rollout workers recreated after they died (written by the rollout sources' recovery)."""
 NUM_LEARNER_RESTARTS: Final = "num_learner_restarts"
-"""Learner actors (``num_learners``) restarted after they died in this process's run (a result
-key read from the learner group, 0 without one)."""
+"""Learner actors (``num_learners``) restarted after they died (CollectMetrics adds the learner
+group's new restarts at each result: a restored run goes on counting from its checkpoint)."""
 NUM_REPLAY_SHARD_RESTARTS: Final = "num_replay_shard_restarts"
 """Replay shards started again (empty) after they died (written by the replay ops)."""
 NUM_ENV_RESTARTS: Final = "num_env_restarts"

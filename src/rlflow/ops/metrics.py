@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -160,8 +160,8 @@ class CollectMetrics:
     the last ``smoothing_episodes`` episodes; before any episode finished they are ``None``.
     Only healthy workers are asked; one found dead is recreated (its unreported episodes are
     lost) or, with recreation off, raises ``WorkerError`` naming it (see ``rlflow.ops.recovery``).
-    Side effects: counters ``num_episodes``, ``num_env_restarts``, ``num_nonfinite_episodes``
-    (and ``num_worker_restarts``).
+    Side effects: counters ``num_episodes``, ``num_env_restarts``, ``num_nonfinite_episodes``,
+    ``num_learner_restarts`` (and ``num_worker_restarts``).
 
     Result keys: ``episode_return_mean/min/max`` (summed over agents in multi-agent envs),
     ``episode_len_mean``, per-policy ``policy_reward_mean/min/max`` in multi-agent runs (see
@@ -199,6 +199,7 @@ class CollectMetrics:
             smoothing_episodes, "CollectMetrics: smoothing_episodes", low=1
         )
         self._pending: dict[int, tuple[Any, Any]] = {}  # worker index -> (handle, request)
+        self._learner_restarts_seen = 0  # the learner group's count at the last result
 
     def _new_episodes(self) -> list[EpisodeStat]:
         """Finished episodes of every worker; adds their env restarts to the counters."""
@@ -257,7 +258,7 @@ class CollectMetrics:
             "num_env_steps_trained_this_iter": trained - counters[keys.LAST_REPORT_TRAINED],
             keys.NUM_HEALTHY_WORKERS: self.workers.num_healthy_workers(),
             keys.NUM_WORKER_RESTARTS: counters[keys.NUM_WORKER_RESTARTS],
-            keys.NUM_LEARNER_RESTARTS: self._learner_restarts(),
+            keys.NUM_LEARNER_RESTARTS: self._learner_restarts(counters),
             keys.NUM_ENV_RESTARTS: counters[keys.NUM_ENV_RESTARTS],
             keys.NUM_LATE_SAMPLES: counters[keys.NUM_LATE_SAMPLES],
             keys.NUM_NONFINITE_EPISODES: counters[keys.NUM_NONFINITE_EPISODES],
@@ -272,9 +273,14 @@ class CollectMetrics:
         counters[keys.LAST_REPORT_TRAINED] = trained
         return result
 
-    def _learner_restarts(self) -> int:
+    def _learner_restarts(self, counters: MutableMapping[str, int]) -> int:
+        """The run's learner restarts: the group's new ones since the last result added to the
+        counter (the group counts this process's only; the counter is in checkpoints)."""
         group = self.workers.learner_group()
-        return 0 if group is None else group.num_restarts
+        if group is not None:
+            counters[keys.NUM_LEARNER_RESTARTS] += group.num_restarts - self._learner_restarts_seen
+            self._learner_restarts_seen = group.num_restarts
+        return int(counters[keys.NUM_LEARNER_RESTARTS])
 
     @staticmethod
     def _episode_stats(window: list[EpisodeStat]) -> dict[str, float | None]:

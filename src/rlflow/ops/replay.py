@@ -22,7 +22,7 @@ from rlflow import flow
 from rlflow.checks import check_int, check_number
 from rlflow.data.refs import BatchRef, store_batch
 from rlflow.data.sample_batch import MultiAgentBatch, SampleBatch, from_multi_agent_if_single
-from rlflow.errors import ActorDiedError, ConfigError, PlanError
+from rlflow.errors import ActorDiedError, ConfigError, ObjectLostError, PlanError
 from rlflow.flow import NOT_READY, ActorItem, LocalIterator
 from rlflow.ops import keys
 from rlflow.ops.concurrency import _Forever
@@ -100,7 +100,8 @@ class StoreToReplayBuffer:
     raised here on a later batch. When an add finds its shard dead, its rows are lost and a
     `ReplayShardTable` starts the shard again (counter ``num_replay_shard_restarts``); with a
     plain list of actors the death is raised, naming "replay shard k of N". Side effect:
-    counter ``num_env_steps_stored``.
+    counter ``num_env_steps_stored``. A batch passed by reference (a `BatchRef`) whose rollout
+    worker died before the shard read it is lost (a warning; its rows stay counted as stored).
 
     >>> from rlflow import flow
     >>> from rlflow.replay import ReplayBuffer
@@ -148,6 +149,13 @@ class StoreToReplayBuffer:
         except ActorDiedError as err:
             replace_shard_in_plan(self.shards, index, dead=actor, error=err)
             logger.warning("%s died: %d rows stored to it lost", self.shards.label(index), rows)
+        except ObjectLostError as err:  # a batch by reference whose rollout worker died
+            logger.warning(
+                "a batch of %d rows for %s was lost before it was stored (%s)",
+                rows,
+                self.shards.label(index),
+                err,
+            )
 
     def __call__(self, batch: Batch | BatchRef) -> Any:
         if isinstance(batch, BatchRef):

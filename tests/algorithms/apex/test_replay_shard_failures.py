@@ -3,7 +3,8 @@
 The shard's pid is read on it (``__ray_call__``); after the kill the shard of the same index is
 started again empty. With ``-s`` the test prints the seconds from the kill to the first result
 (which replayed more) and to the new shard's first replay, and the rows the dead shard held (lost
-with it).
+with it). A batch stored by reference whose rollout worker died before its shard read it is
+dropped, and the shard lives (local backend: the error as the Ray backend gives it).
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ from typing import Any
 import pytest
 
 from rlflow import Trainer, flow
-from rlflow.ops import keys
+from rlflow.data.refs import BatchRef
+from rlflow.errors import ObjectLostError
+from rlflow.ops import StoreToReplayBuffer, keys
 from rlflow.replay import replay_buffers
+from rlflow.replay.shards import ReplayShardTable
 
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(400)]
+pytestmark = pytest.mark.timeout(400)
 
 SMALL: dict[str, Any] = {
     "num_workers": 2,
@@ -47,6 +51,7 @@ def sigkill(handle: Any) -> int:
     return pid
 
 
+@pytest.mark.ray
 def test_a_killed_replay_shard_is_started_again_and_apex_goes_on(ray_backend: None) -> None:
     with Trainer("apex", env="CartPole-v1", seed=0, backend="ray", **SMALL) as trainer:
         before = [trainer.train() for _ in range(3)][-1]
@@ -73,3 +78,39 @@ def test_a_killed_replay_shard_is_started_again_and_apex_goes_on(ray_backend: No
         f"\nkill -> next result (more replayed) {replayed_s:.2f}s, -> new shard replays "
         f"{new_shard_s:.2f}s; rows held by the dead shard (lost): {held}"
     )
+
+
+class _ShardFetchingALostBatch:
+    """A replay shard whose ``add_batch`` meets a lost argument, as Ray reports it to the store
+    (the Ray backend's `ObjectLostError`, see ``tests/flow/test_flow_errors.py``)."""
+
+    def __init__(self) -> None:
+        self.added = 0
+
+    def add_batch(self, batch: Any) -> None:
+        if batch is None:
+            raise ObjectLostError("an object is lost from the store: its owner died")
+        self.added += 1
+
+    def count(self) -> int:
+        return self.added
+
+
+def test_a_batch_lost_with_its_rollout_worker_is_dropped_and_the_shard_lives(
+    local_backend: None,
+) -> None:
+    """With learner actors Ape-X stores batches by reference: the shard fetches each from the
+    worker that sampled it. A worker killed before its batch was fetched made the shard's
+    ``add_batch`` fail with Ray's OwnerDiedError, which ended the run (found by
+    ``benchmarks/soak.py``); the batch is dropped, and the shard is neither dead nor replaced."""
+    shard = flow.remote(_ShardFetchingALostBatch).remote()
+    started: list[int] = []
+    table = ReplayShardTable([shard], start=lambda i: started.append(i))
+    store = StoreToReplayBuffer(actors=table)
+    lost = BatchRef(None, 3, 3, 3)  # what the shard is given: a reference it cannot resolve
+    kept = BatchRef(object(), 3, 3, 3)
+    assert flow.from_iterable([lost, kept, kept]).for_each(store).take(3) == [lost, kept, kept]
+    while store._pending:  # settle the adds (the first one raised ObjectLostError here)
+        store._settle(*store._pending.pop(0))
+    assert table.actors == [shard] and table.num_restarts == 0 and started == []
+    assert flow.get(shard.count.remote()) == 2

@@ -17,10 +17,12 @@ from rlflow.checks import check_int, check_number
 from rlflow.flow import NOT_READY
 from rlflow.ops import keys
 
-__all__ = ["REPLAY_START_SAMPLED", "KeepTrainingIntensity"]
+__all__ = ["REPLAY_START_REPLAYED", "REPLAY_START_SAMPLED", "KeepTrainingIntensity"]
 
 REPLAY_START_SAMPLED: Final = "replay_start_env_steps_sampled"
-"""Counter: env steps sampled when the first replayed batch came (0: none came yet)."""
+"""Counter: env steps sampled when this process's first replayed batch came (0: none came)."""
+REPLAY_START_REPLAYED: Final = "replay_start_env_steps_replayed"
+"""Counter: env steps replayed before this process's first replayed batch (a restored run's)."""
 
 
 class KeepTrainingIntensity:
@@ -30,13 +32,16 @@ class KeepTrainingIntensity:
     Items: ``T -> T`` for both stages; use :meth:`hold_sampling` with ``.for_each`` on the
     sampling op (right after its rollout source) and :meth:`hold_replay` on the replay op
     (right after its replay source). With ``S`` the env steps sampled since the first replayed
-    batch and ``R`` those replayed (counters of the plan context, so a checkpoint keeps them):
+    batch of this process and ``R`` those replayed since:
 
     - sampling holds while ``R + slack < intensity * S`` (the learner is behind);
     - replay holds while ``R > intensity * S + slack`` (the learner is ahead).
 
     Before the first replayed batch sampling never holds (the buffers fill to their
-    ``learning_starts``). Side effect: counter ``replay_start_env_steps_sampled``.
+    ``learning_starts``). A restored run starts counting again at its own first replayed
+    batch: its buffers may be empty (``checkpoint_replay_buffers`` off), and holding sampling
+    for the saved run's deficit would wait for a learner that has nothing to replay. Side
+    effects: counters ``replay_start_env_steps_sampled``, ``replay_start_env_steps_replayed``.
 
     Two sources of 4-step items, "s" sampled and "r" replayed, at intensity 2: once replay
     began, two replayed items pass per sampled one, whatever the sources could give.
@@ -64,19 +69,25 @@ class KeepTrainingIntensity:
             label = "KeepTrainingIntensity: intensity"
             self.intensity = check_number(intensity, label, low=0, low_open=True)
         self.slack = check_int(slack, "KeepTrainingIntensity: slack", low=0)
+        self._replayed_before: int | None = None  # replayed steps at this process's first look
+        self._began = False  # a replayed batch came in this process
 
     def _ahead(self) -> float:
-        """``R - intensity * S``: > 0 when replay is ahead; 0 before replay began or without
-        an intensity."""
+        """``R - intensity * S``: > 0 when replay is ahead; 0 before replay began in this
+        process or without an intensity."""
         if self.intensity is None:
             return 0.0
         counters = flow.current_metrics().counters
-        replayed = counters[keys.NUM_ENV_STEPS_REPLAYED]
-        if not replayed:
-            return 0.0
-        if not counters[REPLAY_START_SAMPLED]:
+        if not self._began:
+            if self._replayed_before is None:  # read here: a restore sets the counters late
+                self._replayed_before = counters[keys.NUM_ENV_STEPS_REPLAYED]
+            if counters[keys.NUM_ENV_STEPS_REPLAYED] == self._replayed_before:
+                return 0.0
+            self._began = True
             counters[REPLAY_START_SAMPLED] = counters[keys.NUM_ENV_STEPS_SAMPLED]
+            counters[REPLAY_START_REPLAYED] = self._replayed_before
         sampled = counters[keys.NUM_ENV_STEPS_SAMPLED] - counters[REPLAY_START_SAMPLED]
+        replayed = counters[keys.NUM_ENV_STEPS_REPLAYED] - counters[REPLAY_START_REPLAYED]
         return replayed - self.intensity * sampled
 
     def hold_sampling(self, item: Any) -> Any:

@@ -1,7 +1,8 @@
 """The Ray backend: thin wrappers over Ray core that translate its errors.
 
 A task error reaches the caller as the original exception (its type, its notes from the actor)
-with the remote traceback added as a note; a dead actor becomes :class:`ActorDiedError` (a
+with the remote traceback added as a note; a dead actor becomes :class:`ActorDiedError` and an
+object lost from the store (a call's argument whose owner died) :class:`ObjectLostError` (both
 :class:`WorkerError`).
 """
 
@@ -13,8 +14,9 @@ from typing import Any
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+from ray.exceptions import ObjectLostError as RayObjectLostError
 
-from rlflow.errors import ActorDiedError
+from rlflow.errors import ActorDiedError, ObjectLostError
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -23,6 +25,8 @@ def translate(err: BaseException) -> BaseException:
     """The exception a caller should see for a Ray error ``err``."""
     if isinstance(err, RayTaskError):
         cause = getattr(err, "cause", None)
+        if isinstance(cause, RayObjectLostError):  # an argument of the task is gone
+            return _lost(cause)
         if isinstance(cause, Exception) and not isinstance(cause, RayActorError):
             if not getattr(cause, "_rlflow_remote_tb", False):
                 text = _ANSI.sub("", str(err)).rstrip()
@@ -36,7 +40,15 @@ def translate(err: BaseException) -> BaseException:
         worker_err = ActorDiedError(f"actor died or is unreachable: {err}")
         worker_err.__cause__ = err
         return worker_err
+    if isinstance(err, RayObjectLostError):
+        return _lost(err)
     return err
+
+
+def _lost(err: RayObjectLostError) -> ObjectLostError:
+    lost = ObjectLostError(f"an object is lost from the store: {err}")
+    lost.__cause__ = err
+    return lost
 
 
 def get(refs: Any, timeout: float | None = None) -> Any:
@@ -45,7 +57,7 @@ def get(refs: Any, timeout: float | None = None) -> Any:
         return ray.get(refs, timeout=timeout)
     except GetTimeoutError:
         raise
-    except (RayTaskError, RayActorError) as err:
+    except (RayTaskError, RayActorError, RayObjectLostError) as err:
         raise translate(err) from None
 
 
