@@ -27,7 +27,7 @@ from typing import Any
 
 from rlflow import flow
 from rlflow.config import AlgorithmConfig
-from rlflow.config.resources import check_cluster_fits, check_gpus
+from rlflow.config.resources import bundles_that_fit, check_cluster_fits, check_gpus
 from rlflow.errors import ConfigError
 from rlflow.workers.rollout_worker import RolloutWorker
 
@@ -74,6 +74,10 @@ class WorkerPlacement:
         self._actor_cls = flow.remote(RolloutWorker).options(**self._actor_options(config))
         self.group: Any = self._reserve(config, timeout_s)
         """The placement group (None: none, see the class docstring)."""
+        self.workers_that_fit = self._workers_that_fit(config)
+        """How many of the remote workers the cluster's free resources held once the group was
+        placed, before any worker started (at most ``num_workers``): what an elastic run waits
+        for (an estimate: Ray's free resources summed over the nodes, as it last heard)."""
 
     @staticmethod
     def _actor_options(config: AlgorithmConfig) -> dict[str, Any]:
@@ -112,6 +116,12 @@ class WorkerPlacement:
         release.atexit = False  # at exit Ray frees it with the job
         self._release = release
         return group
+
+    def _workers_that_fit(self, config: AlgorithmConfig) -> int:
+        free, bundle = flow.available_resources(), config.worker_bundle()
+        if self.workers_in_group or free is None or not bundle:
+            return config.num_workers
+        return min(config.num_workers, bundles_that_fit(bundle, [free], "PACK"))
 
     def start(self, index: int, policy: type | str) -> Any:
         """Create remote rollout worker ``index`` (1..N) in its bundle (an elastic run's: where

@@ -18,7 +18,6 @@ from typing import Any
 from rlflow import flow
 from rlflow.checks import check_callable, check_int, check_number
 from rlflow.config import AlgorithmConfig
-from rlflow.config.resources import bundles_that_fit
 from rlflow.errors import ConfigError, OfflineDataError, WorkerError
 from rlflow.policy import TorchPolicy
 from rlflow.workers.learner_group import LearnerGroup
@@ -35,7 +34,6 @@ __all__ = ["WorkerSet"]
 logger = logging.getLogger(__name__)
 
 _PING_TIMEOUT_S = 5.0
-_START_POLL_S = 0.5  # how often an elastic start looks at its workers and the cluster
 
 
 class WorkerSet:
@@ -74,9 +72,9 @@ class WorkerSet:
     (`rlflow.workers.placement`), also when a dead worker is recreated.
 
     Elastic runs (``min_workers`` < ``num_workers``): all ``num_workers`` actors are asked for
-    at once; the set waits (up to ``start_timeout_s``) until every one answers, or at least
-    ``min_workers`` do and the cluster has no room left for another worker's resources
-    (`ConfigError` when fewer than ``min_workers`` answer in time). The rest stay queued in Ray
+    at once; the set waits (up to ``start_timeout_s``) until as many answer as the cluster's
+    free resources held before they started (`WorkerPlacement.workers_that_fit`), and at least
+    ``min_workers`` (`ConfigError` when fewer answer in time). The rest stay queued in Ray
     (the autoscaler is asked for room: `WorkerPlacement.request_capacity`); their slots hold an
     absent actor (`rlflow.flow.absent_actor`), which the plan's operators treat as a dead
     worker, and :meth:`grow` (each iteration, `rlflow.ops.recovery.grow_in_plan`) or a rollout
@@ -150,27 +148,29 @@ class WorkerSet:
     def _await_first_workers(self) -> None:
         """The elastic start (class docstring): wait for the workers that can run now; leave
         the others starting, their slots holding absent actors."""
-        config = self.config
+        config, placement = self.config, self._placement
         pings = {i: h.ping.remote() for i, h in enumerate(self._remote, start=1)}
+        expected = max(config.workers_to_start(), placement.workers_that_fit)
         ready: set[int] = set()
         deadline = time.monotonic() + self.start_timeout_s
-        while len(ready) < len(pings):
+        while len(ready) < expected:
             left = [ref for i, ref in pings.items() if i not in ready]
-            wait_s = max(0.0, min(_START_POLL_S, deadline - time.monotonic()))
-            done, _ = flow.wait(left, num_returns=len(left), timeout=wait_s)
+            wait_s = max(0.0, deadline - time.monotonic())
+            done, _ = flow.wait(
+                left, num_returns=min(len(left), expected - len(ready)), timeout=wait_s
+            )
             ready |= {i for i, ref in pings.items() if ref in done}
-            enough = len(ready) >= config.workers_to_start()
-            if enough and (not self._room_for_a_worker() or time.monotonic() >= deadline):
-                break
             if time.monotonic() >= deadline:
-                self._stop_remote()
-                raise ConfigError(
-                    f"{type(config).__name__}: min_workers={config.min_workers} remote workers "
-                    f"of {config.worker_bundle()} each must start, but {len(ready)} of "
-                    f"num_workers={config.num_workers} did in {self.start_timeout_s:g} s (the "
-                    f"Ray cluster has {flow.cluster_resources()}, {flow.available_resources()} "
-                    "of them free): lower min_workers, or free or add nodes"
-                )
+                break
+        if len(ready) < config.workers_to_start():
+            self._stop_remote()
+            raise ConfigError(
+                f"{type(config).__name__}: min_workers={config.min_workers} remote workers of "
+                f"{config.worker_bundle()} each must start, but {len(ready)} of num_workers="
+                f"{config.num_workers} did in {self.start_timeout_s:g} s (the Ray cluster has "
+                f"{flow.cluster_resources()}, {flow.available_resources()} of them free): "
+                "lower min_workers, or free or add nodes"
+            )
         for index in sorted(set(pings) - ready):
             self._starting[index] = (self._remote[index - 1], pings[index])
             self._remote[index - 1] = flow.absent_actor(RolloutWorker)
@@ -185,13 +185,7 @@ class WorkerSet:
                 sorted(self._missing),
                 config.worker_bundle(),
             )
-            self._placement.request_capacity()
-
-    def _room_for_a_worker(self) -> bool:
-        """Whether the cluster's free resources (as Ray last heard) hold one more worker."""
-        free = flow.available_resources()
-        bundle = self.config.worker_bundle()
-        return free is None or not bundle or bundles_that_fit(bundle, [free], "PACK") > 0
+            placement.request_capacity()
 
     def placement_group(self) -> Any:
         """The placement group of the remote workers (worker i in bundle i - 1 of the set's own
