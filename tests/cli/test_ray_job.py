@@ -6,6 +6,7 @@ it: ``ray stop`` would stop every Ray of the machine."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -15,17 +16,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(900)]
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 BIN = Path(sys.executable).parent
 HEAD_START_S = 180.0
 """How long ``ray start --head`` and its job server may take on a loaded CI machine (30 to 70 s
 here)."""
+START_TRIES = 3
+"""Heads started before the test gives up (see `ray_head`)."""
 
 
 def free_port() -> int:
@@ -43,6 +47,52 @@ def job_server_answers(address: str, env: dict[str, str]) -> bool:
         return False
 
 
+def stop(head: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to ``ray start --block``: it stops the head's processes, then exits."""
+    head.send_signal(signal.SIGTERM)
+    try:
+        head.wait(timeout=90)
+    except subprocess.TimeoutExpired:
+        head.kill()
+        head.wait()
+
+
+@contextlib.contextmanager
+def ray_head(env: dict[str, str], log: Path) -> Iterator[str]:
+    """A Ray head (2 CPUs, its dashboard) started with ``ray start --head --block``; the address
+    of its job server. Ray gives a raylet 30 s to register, which a machine under heavy load
+    can miss: a head that fails to start is started again (``START_TRIES`` in all)."""
+    for attempt in range(1, START_TRIES + 1):
+        dashboard = free_port()
+        temp = tempfile.mkdtemp(prefix="rj", dir="/tmp")  # Ray's socket paths must stay short
+        command = [
+            str(BIN / "ray"), "start", "--head", "--block", "--num-cpus", "2", "--port", "0",
+            "--ray-client-server-port", str(free_port()), "--dashboard-port", str(dashboard),
+            "--dashboard-agent-listen-port", str(free_port()), "--include-dashboard", "true",
+            "--temp-dir", temp, "--disable-usage-stats",
+        ]  # fmt: skip
+        with log.open("w") as out:
+            head = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+        address = f"http://127.0.0.1:{dashboard}"
+        try:
+            # Up when it says so and its job server answers (the dashboard may come later).
+            deadline = time.monotonic() + HEAD_START_S
+            while "Ray runtime started" not in log.read_text() or not job_server_answers(
+                address, env
+            ):
+                if head.poll() is not None and attempt < START_TRIES:
+                    break  # failed to start: try again
+                assert head.poll() is None, log.read_text()[-3000:]
+                assert time.monotonic() < deadline, log.read_text()[-3000:]
+                time.sleep(1.0)
+            else:
+                yield address
+                return
+        finally:
+            stop(head)
+            shutil.rmtree(temp, ignore_errors=True)
+
+
 def test_ray_job_submit_runs_an_elastic_rlflow_train_on_a_running_head(tmp_path: Path) -> None:
     env = {
         **os.environ,
@@ -53,24 +103,7 @@ def test_ray_job_submit_runs_an_elastic_rlflow_train_on_a_running_head(tmp_path:
         "RAY_DASHBOARD_STARTUP_TIMEOUT_S": str(int(HEAD_START_S)),
     }
     env.pop("RAY_ADDRESS", None)
-    dashboard = free_port()
-    temp = tempfile.mkdtemp(prefix="rj", dir="/tmp")  # Ray's socket paths must stay short
-    log = tmp_path / "head.log"
-    command = [
-        str(BIN / "ray"), "start", "--head", "--block", "--num-cpus", "2", "--port", "0",
-        "--ray-client-server-port", str(free_port()), "--dashboard-port", str(dashboard),
-        "--dashboard-agent-listen-port", str(free_port()), "--include-dashboard", "true",
-        "--temp-dir", temp, "--disable-usage-stats",
-    ]  # fmt: skip
-    with log.open("w") as out:
-        head = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        # Up when its job server answers (the dashboard may come up after the rest of the head).
-        address = f"http://127.0.0.1:{dashboard}"
-        deadline = time.monotonic() + HEAD_START_S
-        while not job_server_answers(address, env):
-            assert head.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(1.0)
+    with ray_head(env, tmp_path / "head.log") as address:
         run = tmp_path / "run"
         job = subprocess.run(
             [
@@ -81,18 +114,10 @@ def test_ray_job_submit_runs_an_elastic_rlflow_train_on_a_running_head(tmp_path:
             ],
             env=env, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
-        output = job.stdout + job.stderr
-        assert job.returncode == 0, output[-3000:]
-        assert "succeeded" in output, output[-3000:]
-        # The head's 2 CPUs hold 2 of the 3 workers: the run started with them.
-        assert "started 2 of num_workers=3 remote workers" in output, output[-3000:]
-        [result] = [json.loads(line) for line in (run / "progress.jsonl").read_text().splitlines()]
-        assert (result["num_healthy_workers"], result["num_target_workers"]) == (2, 3)
-    finally:
-        head.send_signal(signal.SIGTERM)  # --block stops the head's processes, then exits
-        try:
-            head.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            head.kill()
-            head.wait()
-        shutil.rmtree(temp, ignore_errors=True)
+    output = job.stdout + job.stderr
+    assert job.returncode == 0, output[-3000:]
+    assert "succeeded" in output, output[-3000:]
+    # The head's 2 CPUs hold 2 of the 3 workers: the run started with them.
+    assert "started 2 of num_workers=3 remote workers" in output, output[-3000:]
+    [result] = [json.loads(line) for line in (run / "progress.jsonl").read_text().splitlines()]
+    assert (result["num_healthy_workers"], result["num_target_workers"]) == (2, 3)

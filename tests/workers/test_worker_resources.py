@@ -200,9 +200,9 @@ def test_the_local_backend_starts_every_worker_of_an_elastic_run(local_backend: 
 def test_an_elastic_run_starts_the_workers_that_fit_and_waits_for_the_rest(
     ray_backend: None,
 ) -> None:
-    from rlflow.errors import ActorDiedError
-
     import ray
+
+    from rlflow.errors import ActorDiedError
 
     deadline = time.monotonic() + 60  # the CPUs of the tests before are freed asynchronously
     while ray.available_resources().get("CPU", 0.0) < 2.0:
