@@ -14,7 +14,7 @@ from rlflow.algorithms import PGConfig
 from rlflow.algorithms.pg.policy import PGPolicy
 from rlflow.config.resources import bundles_that_fit, check_cluster_fits
 from rlflow.errors import ConfigError, ConfigTypeError
-from rlflow.testing.workers import counting_workers
+from rlflow.testing.workers import COUNTING_DEFAULTS, counting_workers
 from rlflow.workers import WorkerSet
 
 pytestmark = pytest.mark.timeout(180)
@@ -228,3 +228,29 @@ def test_an_elastic_run_starts_the_workers_that_fit_and_waits_for_the_rest(
         assert flow.get(workers.remote_workers()[2].sample.remote(), timeout=60).count == 4
     finally:
         workers.stop()
+
+
+@pytest.mark.ray
+def test_an_elastic_run_refuses_to_start_with_fewer_than_min_workers(ray_backend: None) -> None:
+    import ray
+    from ray.util import placement_group, remove_placement_group
+
+    # Another job holds the session's 2 CPUs: they exist (check_cluster_fits lets the run
+    # start), but no worker can run within the start timeout.
+    held = placement_group([{"CPU": 2.0}])
+    assert held.wait(timeout_seconds=60)
+    try:
+        config = PGConfig(**{**COUNTING_DEFAULTS, "num_workers": 2, "min_workers": 1})
+        start = time.monotonic()
+        with pytest.raises(ConfigError, match=r"min_workers=1 remote workers .* but 0 of "):
+            WorkerSet(config, PGPolicy, start_timeout_s=3.0)
+        assert time.monotonic() - start < 30.0
+    finally:
+        remove_placement_group(held)
+    # The run's actors were killed with the error: none takes the CPUs once they are free.
+    deadline = time.monotonic() + 60
+    while ray.available_resources().get("CPU", 0.0) < 2.0:
+        assert time.monotonic() < deadline, ray.available_resources()
+        time.sleep(0.1)
+    time.sleep(2.0)
+    assert ray.available_resources().get("CPU", 0.0) == 2.0
