@@ -90,7 +90,8 @@ def set_run_state(workers: Any, state: Mapping[str, Any]) -> None:
 
     Remote workers without a saved state (more than were saved, or dead at save time) get the
     learner's weights and observation filters; saved replay buffers are restored whatever this run's
-    ``checkpoint_replay_buffers`` (it decides what is saved).
+    ``checkpoint_replay_buffers`` (it decides what is saved). A worker not healthy now (dead, or
+    an elastic run's worker still waiting for a node) gets the learner's state when it starts.
     """
     import torch
 
@@ -98,8 +99,13 @@ def set_run_state(workers: Any, state: Mapping[str, Any]) -> None:
     group = workers.learner_group()
     if group is not None:  # every learner actor continues from the saved learner state
         group.sync_from(workers.local_worker())
-    remotes, saved = workers.remote_workers(), state["remote_workers"]
-    pairs = [(w, s) for w, s in zip(remotes, saved, strict=False) if s is not None]
+    remotes, saved = workers.healthy_workers(), list(state["remote_workers"])
+    healthy = {id(w) for w in remotes}
+    pairs = [
+        (w, saved[i])
+        for i, w in enumerate(workers.remote_workers())
+        if id(w) in healthy and i < len(saved) and saved[i] is not None
+    ]
     flow.get([w.set_state.remote(s) for w, s in pairs])
     if len(pairs) != len(remotes):
         logger.warning(

@@ -215,3 +215,17 @@ def test_ray_async_gather_survives_a_killed_actor(ray_backend: None) -> None:
     assert [a[0] for a in spares.asked] == [0]
     assert 100 in set(it.take(50)) <= {2, 100}
     assert it.metrics.counters["replaced"] == 1
+
+
+def test_an_absent_actor_is_read_as_a_dead_one_until_its_actor_comes(backend: str) -> None:
+    """`flow.absent_actor` holds the place of an actor not started yet: a gather leaves it out
+    (asking for it every ``retry_every`` items) and reads the actor it is given in its place."""
+    live = flow.from_items([1], num_shards=1, repeat=True).actors()[0]
+    absent = flow.absent_actor(flow.ParallelIteratorWorker)
+    with pytest.raises(ActorDiedError):
+        flow.get(absent.par_iter_open_reads.remote(), timeout=60)
+    spares = Spares(None, spare_actor(2))
+    pit = flow.from_actors([live, absent], recovery=flow.ShardRecovery(spares, retry_every=3))
+    # Left out at once (no actor for it yet), asked again after 3 rounds: its actor now.
+    assert pit.gather_sync().take(9) == [1, 1, 1, 1, 2, 1, 2, 1, 2]
+    assert [(i, dead is absent) for i, dead, _ in spares.asked] == [(1, True), (1, True)]

@@ -14,7 +14,7 @@ from rlflow.algorithms import PGConfig
 from rlflow.algorithms.pg.policy import PGPolicy
 from rlflow.config.resources import bundles_that_fit, check_cluster_fits
 from rlflow.errors import ConfigError, ConfigTypeError
-from rlflow.testing.workers import counting_workers
+from rlflow.testing.workers import COUNTING_DEFAULTS, counting_workers
 from rlflow.workers import WorkerSet
 
 pytestmark = pytest.mark.timeout(180)
@@ -141,3 +141,116 @@ def test_the_bundles_a_cluster_holds_follow_the_strategy() -> None:
     with pytest.raises(ConfigError, match=r"placement_strategy='STRICT_SPREAD'\) do not fit"):
         check_cluster_fits(config, nodes)
     check_cluster_fits(config.replace(num_workers=2), nodes)  # fits: no error
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"min_workers": 0}, r"PGConfig\.min_workers=0 .*>= 1"),
+        ({"min_workers": 3}, r"PGConfig\.min_workers=3 must be <= num_workers=2"),
+        ({"min_workers": 1, "num_workers": 0}, r"min_workers=1 must be <= num_workers=0"),
+        (
+            {"min_workers": 1, "placement_strategy": "STRICT_SPREAD"},
+            r"min_workers=1 < num_workers=2 .* placement_strategy='STRICT_SPREAD' cannot be kept",
+        ),
+    ],
+)
+def test_bad_min_workers_are_config_errors(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        PGConfig(**kwargs)
+
+
+def test_min_workers_of_all_workers_is_todays_run() -> None:
+    config = PGConfig(min_workers=2, placement_strategy="STRICT_SPREAD")  # all: not elastic
+    assert not config.elastic() and config.workers_to_start() == 2
+    assert PGConfig(min_workers=1).elastic() and PGConfig(min_workers=1).workers_to_start() == 1
+    assert not PGConfig().elastic() and PGConfig().workers_to_start() == 2
+
+
+@pytest.mark.parametrize("algorithm", ["ddppo", "alpha_zero"])
+def test_algorithms_of_a_fixed_worker_count_refuse_min_workers(algorithm: str) -> None:
+    from rlflow.algorithms import ALGORITHMS
+
+    config_cls = ALGORITHMS[algorithm].config_cls
+    workers = max(2, config_cls().num_workers)
+    with pytest.raises(ConfigError, match=r"min_workers=1 must be None or num_workers="):
+        config_cls(num_workers=workers, min_workers=1)
+
+
+def test_an_elastic_run_needs_room_for_min_workers_only() -> None:
+    nodes = [{"CPU": 1.0}]
+    config = PGConfig(num_workers=3, min_workers=1)
+    check_cluster_fits(config, nodes)  # one fits now: the run starts, the others wait
+    with pytest.raises(
+        ConfigError, match=r"min_workers=2 workers of .* holds 1 .*lower min_workers"
+    ):
+        check_cluster_fits(config.replace(min_workers=2), nodes)
+
+
+def test_the_local_backend_starts_every_worker_of_an_elastic_run(local_backend: None) -> None:
+    workers = counting_workers(PGConfig, PGPolicy, num_workers=3, min_workers=1)
+    try:
+        assert workers.num_healthy_workers() == workers.num_target_workers() == 3
+        assert workers.grow() == []
+    finally:
+        workers.stop()
+
+
+@pytest.mark.ray
+def test_an_elastic_run_starts_the_workers_that_fit_and_waits_for_the_rest(
+    ray_backend: None,
+) -> None:
+    import ray
+
+    from rlflow.errors import ActorDiedError
+
+    deadline = time.monotonic() + 60  # the CPUs of the tests before are freed asynchronously
+    while ray.available_resources().get("CPU", 0.0) < 2.0:
+        assert time.monotonic() < deadline, ray.available_resources()
+        time.sleep(0.1)
+    # The session has 2 CPUs: two of the three workers start, the third waits for room.
+    workers = counting_workers(PGConfig, PGPolicy, num_workers=3, min_workers=1)
+    try:
+        assert workers.placement_group() is None  # elastic: each worker reserves its own
+        assert (workers.num_healthy_workers(), workers.num_target_workers()) == (2, 3)
+        healthy, missing = workers.healthy_workers(), workers.remote_workers()[2]
+        assert flow.get([w.ping.remote() for w in healthy], timeout=60) == ["ok"] * 2
+        with pytest.raises(ActorDiedError):  # its slot holds an absent actor: read as dead
+            flow.get(missing.ping.remote(), timeout=60)
+        assert workers.grow() == []  # no room yet, and nobody waits
+        flow.kill(healthy[0])  # room: the third worker starts where the first ran
+        workers.recreate_worker(1, dead=healthy[0])  # the first's replacement queues now
+        deadline = time.monotonic() + 60
+        while 3 not in workers.grow():
+            assert time.monotonic() < deadline, "worker 3 never started"
+            time.sleep(0.2)
+        assert workers.num_restarts == 0  # a late start is not a restart
+        assert flow.get(workers.remote_workers()[2].sample.remote(), timeout=60).count == 4
+    finally:
+        workers.stop()
+
+
+@pytest.mark.ray
+def test_an_elastic_run_refuses_to_start_with_fewer_than_min_workers(ray_backend: None) -> None:
+    import ray
+    from ray.util import placement_group, remove_placement_group
+
+    # Another job holds the session's 2 CPUs: they exist (check_cluster_fits lets the run
+    # start), but no worker can run within the start timeout.
+    held = placement_group([{"CPU": 2.0}])
+    assert held.wait(timeout_seconds=60)
+    try:
+        config = PGConfig(**{**COUNTING_DEFAULTS, "num_workers": 2, "min_workers": 1})
+        start = time.monotonic()
+        with pytest.raises(ConfigError, match=r"min_workers=1 remote workers .* but 0 of "):
+            WorkerSet(config, PGPolicy, start_timeout_s=3.0)
+        assert time.monotonic() - start < 30.0
+    finally:
+        remove_placement_group(held)
+    # The run's actors were killed with the error: none takes the CPUs once they are free.
+    deadline = time.monotonic() + 60
+    while ray.available_resources().get("CPU", 0.0) < 2.0:
+        assert time.monotonic() < deadline, ray.available_resources()
+        time.sleep(0.1)
+    time.sleep(2.0)
+    assert ray.available_resources().get("CPU", 0.0) == 2.0

@@ -177,6 +177,7 @@ class AlgorithmConfig(
         object.__setattr__(self, "model", self._model_checked())
         object.__setattr__(self, "self_play", self._self_play_checked())
         self._check_multi_agent()
+        self._check_elastic()
 
     def _model_checked(self) -> ModelConfig:
         """``model`` as a `ModelConfig`: kept when it is one; a dict's keys applied on top of
@@ -196,6 +197,17 @@ class AlgorithmConfig(
         return SelfPlay.from_dict(value, self._label("self_play"))
 
     # ----------------------------------------------------------------------- validation
+    def _check_elastic(self) -> None:
+        """An elastic run's workers have no placement group: the strict strategies, which
+        only a group keeps, are refused."""
+        if self.elastic() and self.placement_strategy.startswith("STRICT_"):
+            raise ConfigError(
+                f"{type(self).__name__}: min_workers={self.min_workers} < num_workers="
+                f"{self.num_workers} starts workers one by one, without a placement group, so "
+                f"placement_strategy={self.placement_strategy!r} cannot be kept: use 'PACK' or "
+                "'SPREAD', or leave min_workers unset"
+            )
+
     def _check_multi_agent(self) -> None:
         specs = self._policy_specs_checked()
         object.__setattr__(self, "policies", specs)

@@ -29,6 +29,7 @@ __all__ = [
     "check_gpus",
     "check_learner_gpu",
     "resolve_device",
+    "workers_to_start",
 ]
 
 PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
@@ -145,13 +146,24 @@ def bundles_that_fit(
     return sum(per_node)
 
 
-def check_cluster_fits(config: ResourceConfig, nodes: Sequence[Mapping[str, float]]) -> None:
-    """Raise `ConfigError` naming ``num_workers`` and the per-worker fields when the cluster's
-    ``nodes`` cannot hold the remote workers' bundles (`bundles_that_fit`) at all, or naming
-    ``num_learners`` and the per-learner fields when the learner actors do not fit beside
-    them."""
-    _check_learners_fit(config, nodes)
+def workers_to_start(config: ResourceConfig) -> tuple[int, str]:
+    """How many remote workers must fit before a run starts, and the field that says so:
+    ``min_workers`` of an elastic run (`rlflow.config.RolloutConfig.min_workers`), else
+    ``num_workers``."""
     workers = int(getattr(config, "num_workers", 0))
+    least = getattr(config, "min_workers", None)
+    if least is not None and least < workers:
+        return int(least), "min_workers"
+    return workers, "num_workers"
+
+
+def check_cluster_fits(config: ResourceConfig, nodes: Sequence[Mapping[str, float]]) -> None:
+    """Raise `ConfigError` naming ``num_workers`` (``min_workers`` of an elastic run) and the
+    per-worker fields when the cluster's ``nodes`` cannot hold the bundles of the remote
+    workers a run starts with (`bundles_that_fit`) at all, or naming ``num_learners`` and the
+    per-learner fields when the learner actors do not fit beside them."""
+    _check_learners_fit(config, nodes)
+    workers, field_name = workers_to_start(config)
     bundle = config.worker_bundle()
     if not workers or not bundle:
         return
@@ -159,11 +171,11 @@ def check_cluster_fits(config: ResourceConfig, nodes: Sequence[Mapping[str, floa
     if fit >= workers:
         return
     raise ConfigError(
-        f"{type(config).__name__}: num_workers={workers} workers of {bundle} each "
+        f"{type(config).__name__}: {field_name}={workers} workers of {bundle} each "
         f"(num_cpus_per_worker={config.num_cpus_per_worker}, "
         f"num_gpus_per_worker={config.num_gpus_per_worker}, "
         f"placement_strategy={config.placement_strategy!r}) do not fit the Ray cluster, which "
-        f"holds {fit} (nodes: {[dict(n) for n in nodes]}): lower num_workers or "
+        f"holds {fit} (nodes: {[dict(n) for n in nodes]}): lower {field_name} or "
         "num_cpus_per_worker (fractions pack several workers on a core), add nodes, or set "
         "cluster_wait_s for a cluster that scales up"
     )
@@ -175,7 +187,7 @@ def _check_learners_fit(config: ResourceConfig, nodes: Sequence[Mapping[str, flo
     learners, learner = config.num_learners, config.learner_bundle()
     if not learners or not learner:
         return
-    workers = int(getattr(config, "num_workers", 0))
+    workers, field_name = workers_to_start(config)
     worker = config.worker_bundle()
     need: dict[str, float] = {}
     for bundle, count in ((worker, workers), (learner, learners)):
@@ -191,10 +203,10 @@ def _check_learners_fit(config: ResourceConfig, nodes: Sequence[Mapping[str, flo
     raise ConfigError(
         f"{type(config).__name__}: num_learners={learners} learner actors of {learner} each "
         f"(num_cpus_per_learner={config.num_cpus_per_learner}, num_gpus_per_learner="
-        f"{config.num_gpus_per_learner}) and num_workers={workers} workers of {worker} each do "
-        f"not fit the Ray cluster ({detail or 'the learners alone do not fit its nodes'}): "
+        f"{config.num_gpus_per_learner}) and {field_name}={workers} workers of {worker} each "
+        f"do not fit the Ray cluster ({detail or 'the learners alone do not fit its nodes'}): "
         "lower num_cpus_per_learner or num_cpus_per_worker (fractions share a core), "
-        "num_learners or num_workers, or add nodes"
+        f"num_learners or {field_name}, or add nodes"
     )
 
 
@@ -255,9 +267,11 @@ def check_gpus(config: ResourceConfig, *, cluster_gpus: float | None) -> None:
     no GPU visible to torch in this process (`check_learner_gpu`), learner actors
     (``num_gpus_per_learner`` x ``num_learners``) or ``num_gpus_per_worker >
     0`` with fewer GPUs in the cluster (``cluster_gpus``; None on the local backend, where
-    workers live in this process and torch must see one) than the workers ask for in all."""
+    workers live in this process and torch must see one) than the workers ask for in all (an
+    elastic run: the ``min_workers`` it starts with)."""
     check_learner_gpu(config)
     _check_gpus_for(config, cluster_gpus, "num_gpus_per_learner", "num_learners", "learners on CPU")
+    workers_field = workers_to_start(config)[1]
     _check_gpus_for(
-        config, cluster_gpus, "num_gpus_per_worker", "num_workers", "workers act on CPU"
+        config, cluster_gpus, "num_gpus_per_worker", workers_field, "workers act on CPU"
     )

@@ -165,6 +165,19 @@ class RolloutConfig(FieldGroup):
     """Remote rollout workers (actors), >= 0; 0 samples on the local (learner) worker. IMPALA,
     APPO and Ape-X need >= 1 (their learner never samples), as does MAML (one task per worker:
     the meta-batch size)."""
+    min_workers: int | None = None
+    """The fewest remote rollout workers a run starts with, 1 <= min_workers <= num_workers
+    (it needs one to sample); None: all ``num_workers`` (a run the cluster cannot hold at once
+    is refused or waits, ``cluster_wait_s``). Below ``num_workers`` the run is elastic on a Ray
+    cluster: it starts the workers that fit now (waiting up to the start timeout for at least
+    ``min_workers``), asks Ray's autoscaler for the rest (``ray.autoscaler.sdk.
+    request_resources``) and starts each on a node that joins, with the learner's weights,
+    between iterations; a node lost shrinks the run, whose workers come back with capacity.
+    A placement group cannot be reserved in part, so elastic workers get none: each reserves
+    its own resources and Ray places it where they are free; ``placement_strategy`` PACK is
+    Ray's default placement, SPREAD Ray's SPREAD scheduling, and STRICT_PACK and STRICT_SPREAD
+    are refused. Learner actors (``num_learners``) keep a group of their own. Ignored on the
+    local backend (everything runs in the driver). DD-PPO and AlphaZero refuse it."""
     num_envs_per_worker: int = 1
     """Envs stepped in one vectorized loop inside each worker, >= 1 (MAML: the episodes sampled
     per task and adaptation step)."""
@@ -198,7 +211,20 @@ class RolloutConfig(FieldGroup):
                 f"{', '.join(repr(v) for v in VECTOR_ENVS)}"
             )
         self._check_int("num_workers", 0)
+        if self.min_workers is not None:
+            self._check_int("min_workers", 1)
+            self._check_le("min_workers", "num_workers")
         self._check_int("num_envs_per_worker", 1)
         self._check_int("rollout_fragment_length", 1)
         if self.seed is not None:
             self._check_int("seed", 0)
+
+    def elastic(self) -> bool:
+        """Whether the run may start with fewer than ``num_workers`` remote workers and grow
+        (``min_workers`` below ``num_workers``)."""
+        return self.min_workers is not None and self.min_workers < self.num_workers
+
+    def workers_to_start(self) -> int:
+        """The remote workers a run needs before it starts: ``min_workers``, or all
+        ``num_workers`` when it is None."""
+        return self.num_workers if self.min_workers is None else self.min_workers

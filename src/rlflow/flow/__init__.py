@@ -13,6 +13,8 @@ See ARCHITECTURE.md for the map of operators.
 
 from rlflow.flow.backend import (
     EnclosingGroup,
+    absent_actor,
+    available_resources,
     backend_name,
     bundle_options,
     cluster_nodes,
@@ -27,6 +29,7 @@ from rlflow.flow.backend import (
     put,
     remote,
     remove_placement_group,
+    request_resources,
     shutdown,
     wait,
 )
@@ -61,6 +64,8 @@ __all__ = [
     "ShardReply",
     "StageStats",
     "TimerStat",
+    "absent_actor",
+    "available_resources",
     "backend_name",
     "cluster_resources",
     "node_address",
@@ -82,6 +87,7 @@ __all__ = [
     "put",
     "remote",
     "remove_placement_group",
+    "request_resources",
     "shutdown",
     "union",
     "wait",

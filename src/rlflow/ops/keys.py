@@ -85,6 +85,9 @@ TD_ERROR: Final = TD_ERROR_COLUMN
 # ----------------------------------------------------------------------------- result keys
 NUM_HEALTHY_WORKERS: Final = "num_healthy_workers"
 """Remote rollout workers not known to be dead (``WorkerSet.num_healthy_workers``)."""
+NUM_TARGET_WORKERS: Final = "num_target_workers"
+"""Remote rollout workers the run asks for (``num_workers``): more than
+`NUM_HEALTHY_WORKERS` while dead ones are recreated or an elastic run waits for nodes."""
 
 # ----------------------------------------------------------------------------- reporting state
 # Kept in the context (not on operator objects) so that a checkpoint restores it.

@@ -22,7 +22,7 @@ from rlflow.errors import ActorDiedError, WorkerError
 from rlflow.ops import keys
 from rlflow.ops.filters import SyncObservationFilters
 from rlflow.ops.learner_info import pop_policy_lag
-from rlflow.ops.recovery import recreate_in_plan
+from rlflow.ops.recovery import grow_in_plan, recreate_in_plan
 from rlflow.ops.self_play import SnapshotPolicies
 from rlflow.workers import WorkerMetrics, WorkerSet
 
@@ -158,7 +158,9 @@ class CollectMetrics:
     most ``timeout_s``; answers that are late are kept and read on the next call (never more
     than one request per worker in flight). Episode statistics are over
     the last ``smoothing_episodes`` episodes; before any episode finished they are ``None``.
-    Only healthy workers are asked; one found dead is recreated (its unreported episodes are
+    Remote workers that finished starting since the last call (an elastic run's on a node
+    that joined, replacements of dead ones) are installed first (`grow_in_plan`). Only healthy
+    workers are asked; one found dead is recreated (its unreported episodes are
     lost) or, with recreation off, raises ``WorkerError`` naming it (see ``rlflow.ops.recovery``).
     Side effects: counters ``num_episodes``, ``num_env_restarts``, ``num_nonfinite_episodes``,
     ``num_learner_restarts`` (and ``num_worker_restarts``).
@@ -167,19 +169,19 @@ class CollectMetrics:
     ``episode_len_mean``, per-policy ``policy_reward_mean/min/max`` in multi-agent runs (see
     :func:`policy_return_stats`; and their agents' wins, draws and losses,
     :func:`agent_outcome_counts`; with ``teams``, each team's return,
-    :func:`team_return_stats`), ``episodes_this_iter``,
-    ``episodes_total``, ``num_env_steps_sampled``, ``num_env_steps_trained``,
-    ``num_agent_steps_sampled``, ``num_agent_steps_trained``, ``num_env_steps_sampled_this_iter``,
+    :func:`team_return_stats`), ``episodes_this_iter``, ``episodes_total``,
+    ``num_env_steps_sampled``, ``num_env_steps_trained``, ``num_agent_steps_sampled``,
+    ``num_agent_steps_trained``, ``num_env_steps_sampled_this_iter``,
     ``num_env_steps_trained_this_iter``, ``num_healthy_workers`` (remote workers not known to be
-    dead), ``num_worker_restarts``, ``num_replay_shard_restarts``, ``num_env_restarts``
-    (sub-envs rebuilt, see ``restart_failed_sub_environments``), ``num_nonfinite_episodes``
-    (dropped for a NaN or infinite reward or observation, ``on_nonfinite="skip"``),
-    ``num_nonfinite_updates`` (learner updates skipped for a non-finite loss or gradient, see
-    ``max_nonfinite_updates``), ``policy_lag_mean`` /
-    ``policy_lag_max`` (learner updates between the weights that sampled a batch and those that
-    trained on it, over the iteration's updates; None when none reported it), ``info``
-    (``learner`` stats and the other info values), ``counters``, ``timers`` (``<name>_time_ms``,
-    ``<name>_throughput``).
+    dead), ``num_target_workers`` (``num_workers``), ``num_worker_restarts``,
+    ``num_replay_shard_restarts``, ``num_env_restarts`` (sub-envs rebuilt, see
+    ``restart_failed_sub_environments``), ``num_nonfinite_episodes`` (dropped for a NaN or
+    infinite reward or observation, ``on_nonfinite="skip"``), ``num_nonfinite_updates`` (learner
+    updates skipped for a non-finite loss or gradient, see ``max_nonfinite_updates``),
+    ``policy_lag_mean`` / ``policy_lag_max`` (learner updates between the weights that sampled a
+    batch and those that trained on it, over the iteration's updates; None when none reported
+    it), ``info`` (``learner`` stats and the other info values), ``counters``, ``timers``
+    (``<name>_time_ms``, ``<name>_throughput``).
     """
 
     def __init__(
@@ -203,6 +205,7 @@ class CollectMetrics:
 
     def _new_episodes(self) -> list[EpisodeStat]:
         """Finished episodes of every worker; adds their env restarts to the counters."""
+        grow_in_plan(self.workers)  # workers that started since the last iteration join now
         reports = [self.workers.local_worker().pop_metrics()]
         planned = flow.current_metrics().info.pop(keys.PLAN_EPISODES, [])
         if planned:
@@ -257,6 +260,7 @@ class CollectMetrics:
             "num_env_steps_sampled_this_iter": sampled - counters[keys.LAST_REPORT_SAMPLED],
             "num_env_steps_trained_this_iter": trained - counters[keys.LAST_REPORT_TRAINED],
             keys.NUM_HEALTHY_WORKERS: self.workers.num_healthy_workers(),
+            keys.NUM_TARGET_WORKERS: self.workers.num_target_workers(),
             keys.NUM_WORKER_RESTARTS: counters[keys.NUM_WORKER_RESTARTS],
             keys.NUM_LEARNER_RESTARTS: self._learner_restarts(counters),
             keys.NUM_ENV_RESTARTS: counters[keys.NUM_ENV_RESTARTS],

@@ -17,7 +17,7 @@ from rlflow.errors import ActorDiedError
 from rlflow.ops import keys
 from rlflow.workers import WorkerSet
 
-__all__ = ["RecreateFailedWorker", "recreate_in_plan", "rollout_recovery"]
+__all__ = ["RecreateFailedWorker", "grow_in_plan", "recreate_in_plan", "rollout_recovery"]
 
 RETRY_EVERY: Final = 5
 """Items of a rollout gather (rounds for bulk_sync) between asks for a worker that could not be
@@ -39,6 +39,24 @@ def recreate_in_plan(workers: WorkerSet, index: int, *, dead: Any, error: BaseEx
     global_vars = {"timestep": counters[keys.NUM_ENV_STEPS_SAMPLED]}
     try:
         return workers.recreate_worker(index, dead=dead, error=error, global_vars=global_vars)
+    finally:
+        counters[keys.NUM_WORKER_RESTARTS] = workers.num_restarts
+
+
+def grow_in_plan(workers: WorkerSet) -> list[int]:
+    """Install the remote workers that finished starting (`WorkerSet.grow`: an elastic run's
+    missing workers on a node that joined, replacements of dead ones) from inside a running
+    plan, without waiting; return their indexes.
+
+    Side effects: each new worker gets the learner's weights and ``{"timestep": env steps
+    sampled}``; counter ``num_worker_restarts`` (replacements only). The rollout sources read
+    a new worker from their next ask for its slot (every `RETRY_EVERY` items).
+    """
+    counters = flow.current_metrics().counters
+    workers.num_restarts = max(workers.num_restarts, counters[keys.NUM_WORKER_RESTARTS])
+    global_vars = {"timestep": counters[keys.NUM_ENV_STEPS_SAMPLED]}
+    try:
+        return workers.grow(global_vars)
     finally:
         counters[keys.NUM_WORKER_RESTARTS] = workers.num_restarts
 

@@ -3,7 +3,10 @@ of a run.
 
 - `WorkerPlacement`: the reservation of a set's actors (one placement group: remote worker i in
   bundle ``first_bundle + i - 1``, the learner actors after them) and the creation of remote
-  worker i in its bundle, at the start and when a dead worker is recreated.
+  worker i in its bundle, at the start and when a dead worker is recreated. An elastic run
+  (``min_workers`` < ``num_workers``) reserves no bundles for its workers: each reserves its
+  own resources as it starts, and the autoscaler is asked for the ones missing
+  (`WorkerPlacement.request_capacity`).
 - `start_remote_workers`: the remote rollout workers of a config, started before the driver
   imports torch, the policies and the operators (about 1.2 s on a 2-core machine): their
   processes import the same meanwhile. A `WorkerSet` given the result (``started=``) adopts
@@ -18,13 +21,13 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rlflow import flow
 from rlflow.config import AlgorithmConfig
-from rlflow.config.resources import check_cluster_fits, check_gpus
+from rlflow.config.resources import bundles_that_fit, check_cluster_fits, check_gpus
 from rlflow.errors import ConfigError
 from rlflow.workers.rollout_worker import RolloutWorker
 
@@ -46,7 +49,10 @@ class WorkerPlacement:
     worker i, then the learner actors' bundles (``num_learners``). Inside a placement group of
     ``1 + num_workers + num_learners`` bundles (a Ray Tune trial, whose bundle 0 holds the
     learner) its bundles are used instead and none is created. No group with nothing reserved,
-    or on the local backend.
+    or on the local backend. An elastic run (``min_workers`` < ``num_workers``, outside such a
+    trial) puts only the learners' bundles in a group: its workers reserve their resources one
+    by one, each placed by Ray when a node has them (``placement_strategy`` SPREAD: Ray's SPREAD
+    scheduling), so that some can run before all fit.
 
     Args:
         config: the run's config.
@@ -61,10 +67,17 @@ class WorkerPlacement:
         """The bundle of remote worker 1."""
         self.first_learner_bundle: int | None = None
         """The bundle of the first learner actor, when the learners reserve one."""
+        self.workers_in_group = False
+        """Whether the remote workers have bundles in `group` (else each reserves its own)."""
         self._release: Any = None  # a weakref.finalize that removes this placement's own group
+        self._requested = False  # whether request_capacity asked the autoscaler
         self._actor_cls = flow.remote(RolloutWorker).options(**self._actor_options(config))
         self.group: Any = self._reserve(config, timeout_s)
         """The placement group (None: none, see the class docstring)."""
+        self.workers_that_fit = self._workers_that_fit(config)
+        """How many of the remote workers the cluster's free resources held once the group was
+        placed, before any worker started (at most ``num_workers``): what an elastic run waits
+        for (an estimate: Ray's free resources summed over the nodes, as it last heard)."""
 
     @staticmethod
     def _actor_options(config: AlgorithmConfig) -> dict[str, Any]:
@@ -74,6 +87,8 @@ class WorkerPlacement:
         }
         if config.custom_resources_per_worker:
             options["resources"] = dict(config.custom_resources_per_worker)
+        if config.elastic() and config.placement_strategy == "SPREAD":
+            options["scheduling_strategy"] = "SPREAD"  # a bundle's placement overrides it
         return options
 
     def _reserve(self, config: AlgorithmConfig, timeout_s: float) -> Any:
@@ -86,8 +101,14 @@ class WorkerPlacement:
         if enclosing is not None and enclosing.num_bundles == 1 + workers + learners:
             self.first_bundle = 1  # bundle 0 is the driver's learner (this process)
             self.first_learner_bundle = 1 + workers if learners else None
+            self.workers_in_group = bool(workers)
             return enclosing.group
-        _wait_for_cluster(config)
+        _wait_for_cluster(config, self.request_capacity)
+        if config.elastic():
+            workers = 0  # a group is placed whole or not at all: each worker reserves its own
+        if not workers and not learners:
+            return None
+        self.workers_in_group = bool(workers)
         self.first_learner_bundle = workers if learners else None
         bundles = [dict(bundle) for _ in range(workers)] + [dict(learner)] * learners
         group = flow.placement_group(bundles, config.placement_strategy, timeout_s=timeout_s)
@@ -96,20 +117,53 @@ class WorkerPlacement:
         self._release = release
         return group
 
+    def _workers_that_fit(self, config: AlgorithmConfig) -> int:
+        free, bundle = flow.available_resources(), config.worker_bundle()
+        if self.workers_in_group or free is None or not bundle:
+            return config.num_workers
+        return min(config.num_workers, bundles_that_fit(bundle, [free], "PACK"))
+
     def start(self, index: int, policy: type | str) -> Any:
-        """Create remote rollout worker ``index`` (1..N) in its bundle, building ``policy`` (a
-        class or ``"module:Class"``); returns its handle at once."""
-        in_group = self.group is not None and self.config.worker_bundle()
+        """Create remote rollout worker ``index`` (1..N) in its bundle (an elastic run's: where
+        Ray finds its resources, or queued until a node has them), building ``policy`` (a class
+        or ``"module:Class"``); returns its handle at once."""
+        group = self.group if self.workers_in_group else None
         actor_cls = self._actor_cls.options(
-            **flow.bundle_options(self.group if in_group else None, self.first_bundle + index - 1)
+            **flow.bundle_options(group, self.first_bundle + index - 1)
         )
         return actor_cls.remote(self.config, policy, worker_index=index)
 
+    def bundles(self) -> list[dict[str, float]]:
+        """The resources of the whole run's actors: one bundle per remote worker
+        (``num_workers``), then one per learner actor; those that reserve nothing left out."""
+        config = self.config
+        worker, learner = config.worker_bundle(), config.learner_bundle()
+        workers = [dict(worker) for _ in range(config.num_workers)] if worker else []
+        return workers + ([dict(learner) for _ in range(config.num_learners)] if learner else [])
+
+    def request_capacity(self) -> None:
+        """Ask Ray's autoscaler for a cluster that holds all of `bundles` (once: the request
+        stands until `remove`, which withdraws it), when the run is short of room: its workers
+        wait for nodes. A fixed cluster ignores it."""
+        if self._requested or flow.backend_name() == "local":
+            return
+        bundles = self.bundles()
+        if bundles:
+            logger.info("asking Ray's autoscaler for room for %d bundles", len(bundles))
+            flow.request_resources(bundles)
+            self._requested = True
+
     def remove(self) -> None:
         """Remove the placement group if this placement created it (once; an enclosing one
-        stays with its owner)."""
+        stays with its owner), and withdraw the request of `request_capacity`."""
         if self._release is not None:
             self._release()
+        if self._requested:
+            self._requested = False
+            try:
+                flow.request_resources([])
+            except Exception:  # a session going down takes the request with it
+                logger.debug("could not withdraw the autoscaler request", exc_info=True)
 
 
 def check_remote_gpus(config: AlgorithmConfig) -> None:
@@ -119,9 +173,10 @@ def check_remote_gpus(config: AlgorithmConfig) -> None:
     check_gpus(config, cluster_gpus=None if resources is None else resources.get("GPU", 0.0))
 
 
-def _wait_for_cluster(config: AlgorithmConfig) -> None:
-    """Refuse at once a run the cluster's nodes cannot hold (`check_cluster_fits`), or with
-    ``cluster_wait_s`` wait that long for the cluster to grow, logging every 10 s."""
+def _wait_for_cluster(config: AlgorithmConfig, request_capacity: Callable[[], None]) -> None:
+    """Refuse at once a run the cluster's nodes cannot hold (`check_cluster_fits`: the
+    workers it starts with), or with ``cluster_wait_s`` ask the autoscaler for room
+    (``request_capacity``) and wait that long for the cluster to grow, logging every 10 s."""
     start, next_log = time.monotonic(), 0.0
     while True:
         nodes = flow.cluster_nodes()
@@ -134,11 +189,12 @@ def _wait_for_cluster(config: AlgorithmConfig) -> None:
         except ConfigError:
             if waited >= config.cluster_wait_s:
                 raise
+        request_capacity()
         if waited >= next_log:
             logger.warning(
                 "waiting for the Ray cluster to hold %d workers of %s (%.0f of %g s, "
                 "cluster_wait_s)",
-                config.num_workers,
+                config.workers_to_start(),
                 config.worker_bundle(),
                 waited,
                 config.cluster_wait_s,

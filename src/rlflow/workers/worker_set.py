@@ -2,12 +2,16 @@
 
 A remote worker that dies is recreated with the same index (:meth:`WorkerSet.recreate_worker`)
 when the config allows it (``recreate_failed_workers``, ``max_worker_restarts``); the plan's
-rollout sources ask for it (see ``rlflow.ops.recovery``).
+rollout sources ask for it (see ``rlflow.ops.recovery``). An elastic run (``min_workers`` <
+``num_workers``) may start with fewer workers than it asks for: the others are missing (their
+slots hold a dead placeholder, as a dead worker's do) until a node with room joins, and
+:meth:`WorkerSet.grow` installs them between iterations.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -66,6 +70,16 @@ class WorkerSet:
 
     The reservation and the start of each remote worker are `WorkerPlacement`'s
     (`rlflow.workers.placement`), also when a dead worker is recreated.
+
+    Elastic runs (``min_workers`` < ``num_workers``): all ``num_workers`` actors are asked for
+    at once; the set waits (up to ``start_timeout_s``) until as many answer as the cluster's
+    free resources held before they started (`WorkerPlacement.workers_that_fit`), and at least
+    ``min_workers`` (`ConfigError` when fewer answer in time). The rest stay queued in Ray
+    (the autoscaler is asked for room: `WorkerPlacement.request_capacity`); their slots hold an
+    absent actor (`rlflow.flow.absent_actor`), which the plan's operators treat as a dead
+    worker, and :meth:`grow` (each iteration, `rlflow.ops.recovery.grow_in_plan`) or a rollout
+    source's recovery installs each one once it started, with the learner's weights. They are
+    not restarts (``num_restarts``), and ``recreate_failed_workers=False`` does not stop them.
     """
 
     def __init__(
@@ -104,6 +118,9 @@ class WorkerSet:
             self._placement, self._remote = self._adopt(started)
         self._dead: set[int] = set()
         self._starting: dict[int, tuple[Any, Any]] = {}  # index -> (actor, its ping)
+        self._missing: set[int] = set()  # dead slots of workers that never ran (elastic start)
+        if config.elastic():
+            self._await_first_workers()
         self.num_restarts = 0
         """Workers recreated so far in this run (a restored run continues the count)."""
         self._on_recreate: list[Callable[[Any], Any]] = []
@@ -127,6 +144,48 @@ class WorkerSet:
             )
         started.adopted = True
         return started.placement, list(started.actors)
+
+    def _await_first_workers(self) -> None:
+        """The elastic start (class docstring): wait for the workers that can run now; leave
+        the others starting, their slots holding absent actors."""
+        config, placement = self.config, self._placement
+        pings = {i: h.ping.remote() for i, h in enumerate(self._remote, start=1)}
+        expected = max(config.workers_to_start(), placement.workers_that_fit)
+        ready: set[int] = set()
+        deadline = time.monotonic() + self.start_timeout_s
+        while len(ready) < expected:
+            left = [ref for i, ref in pings.items() if i not in ready]
+            wait_s = max(0.0, deadline - time.monotonic())
+            done, _ = flow.wait(
+                left, num_returns=min(len(left), expected - len(ready)), timeout=wait_s
+            )
+            ready |= {i for i, ref in pings.items() if ref in done}
+            if time.monotonic() >= deadline:
+                break
+        if len(ready) < config.workers_to_start():
+            self._stop_remote()
+            raise ConfigError(
+                f"{type(config).__name__}: min_workers={config.min_workers} remote workers of "
+                f"{config.worker_bundle()} each must start, but {len(ready)} of num_workers="
+                f"{config.num_workers} did in {self.start_timeout_s:g} s (the Ray cluster has "
+                f"{flow.cluster_resources()}, {flow.available_resources()} of them free): "
+                "lower min_workers, or free or add nodes"
+            )
+        for index in sorted(set(pings) - ready):
+            self._starting[index] = (self._remote[index - 1], pings[index])
+            self._remote[index - 1] = flow.absent_actor(RolloutWorker)
+            self._dead.add(index)
+            self._missing.add(index)
+        if self._missing:
+            logger.warning(
+                "started %d of num_workers=%d remote workers; workers %s start when a node "
+                "with room for %s joins",
+                len(ready),
+                config.num_workers,
+                sorted(self._missing),
+                config.worker_bundle(),
+            )
+            placement.request_capacity()
 
     def placement_group(self) -> Any:
         """The placement group of the remote workers (worker i in bundle i - 1 of the set's own
@@ -161,8 +220,13 @@ class WorkerSet:
 
     def num_healthy_workers(self) -> int:
         """How many remote workers are not known to be dead (a failed call or ping marks a
-        worker dead until it is recreated)."""
+        worker dead until it is recreated; an elastic run's missing workers are not healthy
+        until they started)."""
         return len(self._remote) - len(self._dead)
+
+    def num_target_workers(self) -> int:
+        """How many remote workers the run asks for (``num_workers``), healthy or not."""
+        return len(self._remote)
 
     def worker_index(self, actor: Any) -> int:
         """The index (1..N) of a remote worker's handle."""
@@ -261,13 +325,16 @@ class WorkerSet:
 
         Raises :class:`WorkerError` naming the worker when ``recreate_failed_workers`` is False
         or ``max_worker_restarts`` restarts were made (``error`` is the death being answered).
+        A missing worker of an elastic run (class docstring) is started, not recreated: neither
+        rule applies and ``num_restarts`` stays.
         """
         check_int(index, "WorkerSet.recreate_worker: index", low=1, high=len(self._remote))
         current = self._remote[index - 1]
         if dead is not None and not (current is dead or current == dead):
             return current  # already replaced
         self._dead.add(index)
-        self._check_may_recreate(index, error)
+        if index not in self._missing:
+            self._check_may_recreate(index, error)
         starting = self._starting.pop(index, None)
         actor, ping = starting if starting is not None else self._begin_start(index, current)
         if not self._started(index, actor, ping):
@@ -281,6 +348,7 @@ class WorkerSet:
         if not ready:
             self._starting[index] = (actor, ping)
             logger.info("rollout worker %d: its replacement has not started yet", index)
+            self._placement.request_capacity()
             return False
         try:
             flow.get(ping)
@@ -289,9 +357,41 @@ class WorkerSet:
             return False
         return True
 
+    def grow(self, global_vars: Mapping[str, Any] | None = None) -> list[int]:
+        """Install the remote workers whose start finished since the last look (an elastic
+        run's missing ones on a node that joined, a dead one's replacement) and begin a start
+        for a missing one whose start failed; never waits. Returns the indexes installed.
+
+        Each new worker gets the local worker's weights, observation filters and
+        ``global_vars`` before it samples (as in :meth:`recreate_worker`); a replacement counts
+        in ``num_restarts``, a missing worker's first start does not. A dead worker whose
+        replacement is not being started is left to whoever found it dead
+        (:meth:`recreate_worker`, which checks that recreation is allowed)."""
+        installed = []
+        for index in sorted(self._dead):
+            starting = self._starting.pop(index, None)
+            if starting is None and index in self._missing:
+                starting = self._begin_start(index, self._remote[index - 1])
+            if starting is None:
+                continue
+            actor, ping = starting
+            ready, _ = flow.wait([ping], num_returns=1, timeout=0)
+            if not ready:
+                self._starting[index] = starting
+                continue
+            try:
+                flow.get(ping)
+            except WorkerError:
+                logger.warning("rollout worker %d died while starting", index)
+                continue
+            self._install(index, actor, global_vars)
+            installed.append(index)
+        return installed
+
     def on_recreate(self, fn: Callable[[Any], Any]) -> None:
-        """Call ``fn(handle)`` for each recreated worker, after its weights were sent and before
-        its handle is handed out: for state a plan keeps on its workers (e.g. MAML's tasks)."""
+        """Call ``fn(handle)`` for each recreated worker (and each of an elastic run's workers
+        that starts late), after its weights were sent and before its handle is handed out:
+        for state a plan keeps on its workers (e.g. MAML's tasks)."""
         self._on_recreate.append(check_callable(fn, "WorkerSet.on_recreate(fn)"))
 
     def _check_may_recreate(self, index: int, error: BaseException | None) -> None:
@@ -327,6 +427,15 @@ class WorkerSet:
             fn(actor)
         self._remote[index - 1] = actor
         self._dead.discard(index)
+        if index in self._missing:
+            self._missing.discard(index)
+            logger.warning(
+                "rollout worker %d started: %d of %d remote workers healthy",
+                index,
+                self.num_healthy_workers(),
+                len(self._remote),
+            )
+            return actor
         self.num_restarts += 1
         logger.warning("rollout worker %d recreated (restart %d)", index, self.num_restarts)
         return actor
@@ -384,7 +493,7 @@ class WorkerSet:
                 flow.kill(handle)
             except Exception:
                 logger.debug("could not kill %r", handle, exc_info=True)
-        self._remote, self._starting, self._dead = [], {}, set()
+        self._remote, self._starting, self._dead, self._missing = [], {}, set(), set()
         self._placement.remove()  # frees the set's own reservation, once
 
     def __repr__(self) -> str:

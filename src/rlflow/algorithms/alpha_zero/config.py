@@ -116,5 +116,11 @@ class AlphaZeroConfig(
                 "self_play",
                 "must be None: AlphaZero plays itself, both seats searched with the same network",
             )
+        if self.elastic():
+            raise self._bad(
+                "min_workers",
+                f"must be None or num_workers={self.num_workers}: AlphaZero's rounds play games "
+                "on every remote worker and end on a dead one, so the run cannot grow or shrink",
+            )
         if self.evaluator == "shared" and self.num_workers < 1:
             raise self._bad("evaluator", "'shared' needs num_workers >= 1 (remote workers)")

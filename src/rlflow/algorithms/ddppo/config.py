@@ -71,6 +71,12 @@ class DDPPOConfig(
                 "num_workers",
                 "must be >= 1: DD-PPO learns on its rollout workers, none on the driver",
             )
+        if self.elastic():
+            raise self._bad(
+                "min_workers",
+                f"must be None or num_workers={self.num_workers}: DD-PPO's workers learn in one "
+                "process group of a fixed size, formed once, so the run cannot grow or shrink",
+            )
         if self.kl_coeff > 0.0:
             raise self._bad(
                 "kl_coeff",

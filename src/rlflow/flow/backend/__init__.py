@@ -15,6 +15,7 @@ actors can create and call other actors through the same facade.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -398,6 +399,49 @@ def cluster_nodes() -> list[dict[str, float]] | None:
     if backend_name() == "local":
         return None
     return _ray_impl().cluster_nodes()  # type: ignore[no-any-return]
+
+
+def available_resources() -> dict[str, float] | None:
+    """The Ray cluster's resources free now, summed over its nodes
+    (``ray.available_resources()``, as Ray last heard from them); None on the local backend."""
+    if backend_name() == "local":
+        return None
+    return _ray_impl().available_resources()  # type: ignore[no-any-return]
+
+
+def request_resources(bundles: Sequence[dict[str, float]]) -> None:
+    """Tell Ray's autoscaler that the cluster should hold ``bundles`` (one resource dict each)
+    in all, running ones included (``ray.autoscaler.sdk.request_resources``): it adds nodes at
+    once rather than when demand has waited. The request stands until the next call; an empty
+    list withdraws it. Without an autoscaler (a fixed cluster) nothing changes; on the local
+    backend nothing is asked."""
+    if backend_name() == "local" or session_lost():
+        return
+    _ray_impl().request_resources([dict(b) for b in bundles])
+
+
+def _never(_self: Any, *_args: Any, **_kwargs: Any) -> None:
+    """The body of every method of an `absent_actor` (never runs: the actor is killed first)."""
+
+
+@functools.cache
+def _absent_class(cls: type) -> type:
+    """A class with ``cls``'s public methods, none of which does anything (Ray's handles accept
+    calls only to the methods of the actor's class)."""
+    names = [n for n in dir(cls) if not n.startswith("__") and callable(getattr(cls, n, None))]
+    return type(f"Absent{cls.__name__}", (), {n: _never for n in names})
+
+
+def absent_actor(cls: type) -> Any:
+    """A handle of an actor of class ``cls`` that never ran: every call on it fails with
+    :class:`~rlflow.errors.ActorDiedError`, as on a dead actor's handle. A placeholder where an
+    actor should be but is not yet (a rollout worker waiting for a node with room), so that
+    the code that reads a set of actors treats it as one that died. It is an actor of a class
+    with ``cls``'s method names and no code, created with no resources and killed at once (a
+    few milliseconds on Ray)."""
+    handle = remote(_absent_class(cls)).options(num_cpus=0).remote()
+    kill(handle)
+    return handle
 
 
 def remove_placement_group(group: Any) -> None:

@@ -127,3 +127,15 @@ def cluster_nodes() -> list[dict[str, float]]:
 def cluster_resources() -> dict[str, float]:
     """``ray.cluster_resources()``."""
     return dict(ray.cluster_resources())  # type: ignore[no-untyped-call]
+
+
+def available_resources() -> dict[str, float]:
+    """``ray.available_resources()``."""
+    return dict(ray.available_resources())  # type: ignore[no-untyped-call]
+
+
+def request_resources(bundles: list[dict[str, float]]) -> None:
+    """``ray.autoscaler.sdk.request_resources(bundles=...)``."""
+    from ray.autoscaler.sdk import request_resources as request
+
+    request(bundles=bundles)
