@@ -70,8 +70,8 @@ class RewardStandardizer(nn.Module):
     >>> stats.update(torch.tensor([1.0, 3.0]))
     >>> round(float(stats.mean), 3), round(float(stats.var), 3)
     (2.0, 2.0)
-    >>> stats(torch.tensor([2.0])).tolist()
-    [0.0]
+    >>> [round(x, 3) for x in stats(torch.tensor([2.0, 4.0])).tolist()]
+    [0.0, 1.414]
     """
 
     mean: torch.Tensor
