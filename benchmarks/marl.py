@@ -13,12 +13,16 @@ and the team's return, the sum of the agents' rewards per episode, mean of the l
 episodes). The end prints a table: each run's last and best return, and every learner's return
 at the env steps the shortest run of that env reached, so learners compare at equal steps.
 
+``--set KEY=VALUE`` (repeatable, YAML values as the command line's ``--set``) overrides a field
+of the team algorithms' tuned files (``--set n_step=1``), not the independent learners'.
+
 ``--local-ratio 0`` gives spread the shared reward of the original MPE (EPyMARL's Spread);
 PettingZoo's default (0.5) mixes in each agent's own collision penalty. Needs mpe2 (the
 ``multiagent`` extra)::
 
     python benchmarks/marl.py --learners maddpg,mappo,qmix,ppo,dqn --envs spread,listener \\
-        --steps 200000 [--seconds 3000] [--seeds 0] [--local-ratio 0.5] [--out DIR]
+        --steps 200000 [--seconds 3000] [--seeds 0] [--local-ratio 0.5] [--set KEY=VALUE]
+        [--out DIR]
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlflow.algorithms import tuned_config
+from rlflow.algorithms import get_algorithm, tuned_config
+from rlflow.config.files import parse_value
 from rlflow.trainer import Trainer
 
 ENVS = {"spread": "mpe2.simple_spread_v3", "listener": "mpe2.simple_speaker_listener_v4"}
@@ -101,12 +106,23 @@ def independent(learner: str, env: str, seed: int, local_ratio: float | None) ->
     )
 
 
-def trainer_for(learner: str, env: str, seed: int, local_ratio: float | None) -> Trainer:
-    """The run of ``learner`` on ``env``: a team algorithm's tuned file, or an independent
-    learner."""
+def trainer_for(
+    learner: str,
+    env: str,
+    seed: int,
+    local_ratio: float | None,
+    overrides: list[str] | None = None,
+) -> Trainer:
+    """The run of ``learner`` on ``env``: a team algorithm's tuned file (with ``overrides``,
+    ``KEY=VALUE`` texts), or an independent learner."""
     if learner in INDEPENDENT:
         return independent(learner, env, seed, local_ratio)
-    config = tuned_config(learner, ENVS[env], seed=seed)
+    config_cls = get_algorithm(learner).config_cls
+    fields = {}
+    for item in overrides or []:
+        key, _, text = item.partition("=")
+        fields[key] = parse_value(config_cls, key, text)
+    config = tuned_config(learner, ENVS[env], seed=seed, **fields)
     if local_ratio is not None and env == "spread":
         config = config.replace(env_config={**config.env_config, "local_ratio": local_ratio})
     return Trainer(learner, config=config, backend="local")
@@ -120,7 +136,7 @@ def run(
     out.parent.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     start = time.time()
-    with trainer_for(learner, env, seed, args.local_ratio) as trainer, out.open("w") as f:
+    with trainer_for(learner, env, seed, args.local_ratio, args.set) as trainer, out.open("w") as f:
         while True:
             result = trainer.train()
             row = {
@@ -153,6 +169,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=math.inf, help="wall clock per run")
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--local-ratio", type=float, default=None, help="spread's local_ratio")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field of the team algorithms' tuned files (repeatable)",
+    )
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
     learners = args.learners.split(",")

@@ -234,6 +234,8 @@ FIELDS: dict[type, list[tuple[str, Callable[[Any], Any], Check]]] = {
         ("clip_per_agent", _flip, _reads),
         ("use_valuenorm", _flip, lambda p, v: (p.model.value_norm is not None) == v),
         ("valuenorm_beta", lambda d: 0.99, _reads),
+        ("use_huber_loss", _flip, _reads),
+        ("huber_delta", lambda d: 2.5, _reads),
     ],
     DQNPolicy: [
         *BASE,
@@ -272,6 +274,7 @@ FIELDS: dict[type, list[tuple[str, Callable[[Any], Any], Check]]] = {
         ("double_q", _flip, _reads),
         ("huber_delta", lambda d: 2.5, _reads),
         ("td_loss", lambda d: "huber", _reads),
+        ("standardize_rewards", _flip, lambda p, v: (p.reward_stats is not None) == v),
         ("initial_epsilon", lambda d: 0.9, _reads),
         ("final_epsilon", lambda d: 0.07, _reads),
         ("epsilon_timesteps", lambda d: 777, _reads),

@@ -200,6 +200,51 @@ def test_value_normalization_tracks_the_targets_and_the_critic_learns_their_norm
     assert not any(k.startswith("value_norm") for k in plain.get_weights())
 
 
+def test_the_huber_value_loss_is_quadratic_within_delta_linear_beyond_and_clipped() -> None:
+    policy, space = make_policy(
+        num_sgd_iter=1, use_valuenorm=False, use_huber_loss=True, huber_delta=2.0
+    )
+    obs = random_obs(space, 8)
+    actions, extra = policy.compute_actions(obs)
+    with torch.no_grad():
+        values = policy.model.normalized_value(torch.as_tensor(obs))
+    errors = torch.tensor([0.5, -1.0, 3.0, -8.0, 0.0, 1.5, 20.0, -2.5])
+    batch = {
+        OBS: obs,
+        ACTIONS: actions,
+        ACTION_DIST_INPUTS: extra[ACTION_DIST_INPUTS],
+        LOGP: extra[LOGP],
+        VF_PREDS: values.numpy(),
+        ADVANTAGES: np.zeros(8, np.float32),
+        VALUE_TARGETS: (values - errors).numpy(),
+    }
+    tensors = {k: torch.as_tensor(v) for k, v in batch.items()}
+    _, stats = policy.loss(tensors)
+    # 0.5 e^2 within |e| <= 2, 2 (|e| - 1) beyond
+    huber = torch.where(errors.abs() <= 2.0, 0.5 * errors**2, 2.0 * (errors.abs() - 1.0))
+    assert as_float(stats["vf_loss"]) == pytest.approx(float(huber.mean()), rel=1e-4)
+    # Clipped around VF_PREDS: a prediction that moved by 3 from its old value is held to 0.5
+    # from it, and the larger of the two losses counts (MAPPO's clipped value loss).
+    clipped, _ = make_policy(
+        num_sgd_iter=1,
+        use_valuenorm=False,
+        use_huber_loss=True,
+        huber_delta=2.0,
+        vf_clip_param=0.5,
+    )
+    moved = {**tensors, VF_PREDS: tensors[VF_PREDS] - 3.0}
+    loss = clipped._vf_loss(values, moved)
+    held = moved[VF_PREDS] + 0.5
+    err_clipped = held - moved[VALUE_TARGETS]
+    huber_clipped = torch.where(
+        err_clipped.abs() <= 2.0, 0.5 * err_clipped**2, 2.0 * (err_clipped.abs() - 1.0)
+    )
+    expected = torch.max(huber, huber_clipped).mean()
+    assert float(loss) == pytest.approx(float(expected), rel=1e-4)
+    with pytest.raises(ConfigError, match="huber_delta"):
+        MAPPOConfig(huber_delta=0.0)
+
+
 def test_share_policy_false_gives_each_member_its_own_parameters() -> None:
     shared, space = make_policy()
     separate, _ = make_policy(share_policy=False)

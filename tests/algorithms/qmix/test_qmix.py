@@ -131,6 +131,38 @@ def test_the_target_maximizes_over_legal_actions_only() -> None:
     torch.testing.assert_close(td[0, 0], expected, rtol=1e-5, atol=1e-4)
 
 
+def test_standardized_rewards_enter_the_target_with_the_running_statistics() -> None:
+    space = masked_team()
+    config = small_config(mixer="vdn", gamma=0.5, standardize_rewards=True)
+    policy = QMIXPolicy(space, spaces.MultiDiscrete([3, 2]), config, seed=0)
+    obs = torch.as_tensor(team_obs([1, 1, 1], [1, 1, 1], rows=3))[None].expand(2, -1, -1)
+    t = {
+        OBS: obs,
+        ACTIONS: torch.zeros(2, 3, 2, dtype=torch.long),
+        REWARDS: torch.tensor([[1.0, 3.0, 99.0], [5.0, 7.0, 99.0]]),  # 99: beyond the steps
+        "state_in_0": torch.zeros(2, 2, 8),
+        SEQ_STEPS: torch.tensor([2, 2]),
+        SEQ_TERMINATED: torch.tensor([True, True]),
+    }
+    td, _ = policy._sequence_td(t)
+    stats = policy.reward_stats
+    assert stats is not None
+    # EPyMARL's running moments after one batch of the four steps' rewards (count from 1e-4)
+    values = torch.tensor([1.0, 3.0, 5.0, 7.0], dtype=torch.float64)
+    n, eps = 4.0, 1e-4
+    mean = values.mean() * n / (n + eps)
+    var = (1.0 * eps + values.var() * n + values.mean() ** 2 * eps * n / (n + eps)) / (n + eps)
+    torch.testing.assert_close(stats.mean, mean)
+    torch.testing.assert_close(stats.var, var)
+    plain = QMIXPolicy(space, spaces.MultiDiscrete([3, 2]), small_config(mixer="vdn", gamma=0.5))
+    plain.model.load_state_dict(policy.model.state_dict(), strict=False)
+    plain.target_model.load_state_dict(policy.target_model.state_dict(), strict=False)
+    scaled = {**t, REWARDS: ((t[REWARDS] - mean) / var.sqrt()).float()}
+    torch.testing.assert_close(td, plain._sequence_td(scaled)[0], rtol=1e-5, atol=1e-5)
+    # the statistics are model buffers: they travel with the weights and the checkpoint
+    assert {"reward_stats.mean", "reward_stats.var"} <= set(policy.model.state_dict())
+
+
 def test_a_policy_without_a_team_is_refused_with_the_fix() -> None:
     box = spaces.Box(-1, 1, (4,), np.float32)
     with pytest.raises(ConfigError, match=r"set groups: \{team: \[agent ids\]\}"):

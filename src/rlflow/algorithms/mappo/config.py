@@ -62,10 +62,23 @@ class MAPPOConfig(
     valuenorm_beta: float = 0.99999
     """Decay of the value normalization's running moments per update, in (0, 1) (MAPPO's
     0.99999; the moments are debiased, so early on they are close to plain averages)."""
+    use_huber_loss: bool = False
+    """The critic's loss is the Huber loss of its error with ``huber_delta`` (MAPPO's
+    ``use_huber_loss``, True in its runs), in the normalized units with ``use_valuenorm``
+    (and clipped with ``vf_clip_param`` as the squared error is); False: PPO's squared
+    error."""
+    huber_delta: float = 10.0
+    """The Huber loss's threshold, > 0: quadratic within it, linear beyond (MAPPO's 10)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("share_policy", "agent_id_input", "clip_per_agent", "use_valuenorm"):
+        for name in (
+            "share_policy",
+            "agent_id_input",
+            "clip_per_agent",
+            "use_valuenorm",
+            "use_huber_loss",
+        ):
             check_bool(getattr(self, name), self._label(name))
         if self.use_critic is not True:
             raise self._bad(
@@ -85,3 +98,4 @@ class MAPPOConfig(
             low_open=True,
             high_open=True,
         )
+        self._check_positive("huber_delta")

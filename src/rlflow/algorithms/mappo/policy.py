@@ -21,7 +21,8 @@ advantage ``A`` (per-agent clipping, MAPPO's, ``clip_per_agent``)::
     policy_loss = -mean_{batch, i}(min(r_i * A, clip(r_i, 1 - eps, 1 + eps) * A))
     policy_loss = -mean_batch(min(r * A, clip(r, 1 - eps, 1 + eps) * A)),  r = prod_i r_i
                                                                    (clip_per_agent False)
-    vf_loss     = mean((V_n(s) - norm(V_t))^2)   (PPO's, clipped with vf_clip_param, normalized)
+    vf_loss     = mean((V_n(s) - norm(V_t))^2)   (PPO's, clipped with vf_clip_param, normalized;
+                                                  the Huber loss with use_huber_loss)
     loss        = policy_loss + kl_coeff * kl + vf_loss_coeff * vf_loss
                   - entropy_coeff * mean_i(entropy_i)
 
@@ -561,6 +562,21 @@ class MAPPOPolicy(PPOPolicy):
             use_valuenorm=config.use_valuenorm,
             valuenorm_beta=config.valuenorm_beta,
         )
+
+    def _vf_loss(self, values: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """PPO's value loss, or with ``use_huber_loss`` the Huber loss (``huber_delta``) of
+        the error, clipped around `VF_PREDS` the same way when ``vf_clip_param`` is set
+        (MAPPO's: the larger of the plain and the clipped error's loss)."""
+        if not self.config.use_huber_loss:
+            return super()._vf_loss(values, batch)
+        targets, delta = batch[VALUE_TARGETS], float(self.config.huber_delta)
+        err = F.huber_loss(values, targets, reduction="none", delta=delta)
+        clip = self.config.vf_clip_param
+        if clip is not None:
+            old = batch[VF_PREDS]
+            clipped = old + (values - old).clamp(-clip, clip)
+            err = torch.max(err, F.huber_loss(clipped, targets, reduction="none", delta=delta))
+        return err.mean()
 
     def loss(self, batch_tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
         """Return MAPPO's loss on a (mini)batch and its parts as stats (updating the value

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from rlflow.algorithms.dqn.config import DQNConfig
 from rlflow.algorithms.q_learning.config import SequenceReplayConfig
+from rlflow.checks import check_bool
 from rlflow.config.model import ModelConfig
 
 __all__ = ["MIXERS", "QMIXConfig"]
@@ -82,6 +83,13 @@ class QMIXConfig(
     td_loss: str = "mse"
     """The TD loss: ``"mse"`` (QMIX's squared error, halved) or ``"huber"`` (with
     ``huber_delta``)."""
+    standardize_rewards: bool = False
+    """Learn from the team rewards standardized by their running mean and variance over every
+    replayed batch, ``(r - mean) / std`` (EPyMARL's ``standardise_rewards``, True in its
+    configs; its count starts at 1e-4, its variance at 1). The statistics are buffers of the
+    model (checkpointed, sent with the weights). Subtracting the mean shifts the values the
+    agents learn (an episode of a fixed length keeps its greedy policy; one whose length the
+    agents decide does not); False: the rewards as they are (rlflow's DQN)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -94,6 +102,7 @@ class QMIXConfig(
         self._check_int("hypernet_embed", 1)
         if self.td_loss not in ("mse", "huber"):
             raise self._bad("td_loss", "must be 'mse' or 'huber'")
+        check_bool(self.standardize_rewards, self._label("standardize_rewards"))
         if self.train_batch_size < self.replay_sequence_length:
             raise self._bad(
                 "train_batch_size",

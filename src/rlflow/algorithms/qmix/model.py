@@ -9,6 +9,8 @@
   from the global state ``s`` by hypernetworks and taken in absolute value, so ``Q_tot`` is
   monotonic in every agent's Q-value (Rashid et al. 2018, section 4).
 - :class:`VDNMixer`: ``Q_tot = sum_a q_a`` (Sunehag et al. 2018).
+- :class:`RewardStandardizer`: the running mean and variance of the team rewards
+  (``standardize_rewards``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,14 @@ from rlflow.envs.groups import TeamBox
 from rlflow.models.masking import MASKED_LOGIT
 from rlflow.models.recurrent import RecurrentActorCritic
 
-__all__ = ["QMixer", "TeamQNetwork", "VDNMixer", "agent_network", "member_observation_size"]
+__all__ = [
+    "QMixer",
+    "RewardStandardizer",
+    "TeamQNetwork",
+    "VDNMixer",
+    "agent_network",
+    "member_observation_size",
+]
 
 
 def agent_network(
@@ -47,6 +56,52 @@ def agent_network(
 def member_observation_size(space: TeamBox, index: int) -> int:
     """Member ``index``'s own observation size in ``space`` (`TeamBox.agent_obs_sizes`)."""
     return space.agent_obs_sizes[index]
+
+
+class RewardStandardizer(nn.Module):
+    """The running mean and variance of rewards (EPyMARL's ``RunningMeanStd``: the count starts
+    at ``epsilon``, the variance at 1; each update merges a batch's mean and unbiased variance
+    by Chan et al.'s parallel formula). Buffers, so checkpoints and weights carry them.
+
+    Args:
+        epsilon: the initial count (the weight of the initial mean 0 and variance 1).
+
+    >>> stats = RewardStandardizer()
+    >>> stats.update(torch.tensor([1.0, 3.0]))
+    >>> round(float(stats.mean), 3), round(float(stats.var), 3)
+    (2.0, 2.0)
+    >>> [round(x, 3) for x in stats(torch.tensor([2.0, 4.0])).tolist()]
+    [0.0, 1.414]
+    """
+
+    mean: torch.Tensor
+    var: torch.Tensor
+    count: torch.Tensor
+
+    def __init__(self, epsilon: float = 1e-4) -> None:
+        """Start at mean 0, variance 1, count ``epsilon``."""
+        super().__init__()
+        self.register_buffer("mean", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("var", torch.ones((), dtype=torch.float64))
+        self.register_buffer("count", torch.full((), float(epsilon), dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, rewards: torch.Tensor) -> None:
+        """Merge the mean and unbiased variance of ``rewards`` (any shape, >= 2 values)."""
+        x = rewards.detach().double().reshape(-1)
+        if x.numel() < 2:
+            return
+        batch_mean, batch_var, n = x.mean(), x.var(), float(x.numel())
+        delta = batch_mean - self.mean
+        total = self.count + n
+        m2 = self.var * self.count + batch_var * n + delta.pow(2) * self.count * n / total
+        self.mean.add_(delta * n / total)
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+
+    def forward(self, rewards: torch.Tensor) -> torch.Tensor:
+        """``(rewards - mean) / sqrt(var)`` with the current statistics."""
+        return ((rewards - self.mean) / self.var.sqrt()).to(rewards.dtype)
 
 
 class VDNMixer(nn.Module):
@@ -126,6 +181,7 @@ class TeamQNetwork(nn.Module):
         mixing_embed_dim: as `QMixer`'s ``embed_dim``.
         hypernet_layers: as `QMixer`'s.
         hypernet_embed: as `QMixer`'s.
+        standardize_rewards: hold a `RewardStandardizer` (``reward_stats``) for the loss.
     """
 
     def __init__(
@@ -142,8 +198,9 @@ class TeamQNetwork(nn.Module):
         mixing_embed_dim: int = 32,
         hypernet_layers: int = 2,
         hypernet_embed: int = 64,
+        standardize_rewards: bool = False,
     ) -> None:
-        """Build the agent networks and the mixer."""
+        """Build the agent networks and the mixer (and the reward statistics)."""
         super().__init__()
         self.space = space
         self.num_agents = space.num_agents
@@ -179,6 +236,7 @@ class TeamQNetwork(nn.Module):
             self.mixer = VDNMixer()
         else:
             self.mixer = None
+        self.reward_stats = RewardStandardizer() if standardize_rewards else None
 
     def initial_state(self, batch_size: int) -> list[torch.Tensor]:
         """Zeros ``[batch_size, num_agents, cell_size]``: every member's GRU state."""

@@ -18,7 +18,7 @@ the observation after the last step; `rlflow.replay.SequenceReplayBuffer`), for 
 
     Q_tot(t)  = mixer([Q_a(o_a,t, u_a,t)]_a, s_t)
     u*_a      = argmax over a's legal actions of Q_a(o_a,t+m, .)       (double Q; else Q_a^-)
-    G_t       = sum_{k<m} gamma^k r_{t+k}
+    G_t       = sum_{k<m} gamma^k r_{t+k}        (r standardized with standardize_rewards)
     target    = G_t + gamma^m (1 - done) mixer^-([Q_a^-(o_a,t+m, u*_a)]_a, s_t+m)
     loss      = mean over the steps of w * (Q_tot(t) - target)^2 / 2   (or Huber)
 
@@ -45,7 +45,11 @@ from torch import nn
 from rlflow.algorithms.dqn.policy import DQNPolicy, huber
 from rlflow.algorithms.qmix.actor import QMIXAgentActor
 from rlflow.algorithms.qmix.config import QMIXConfig
-from rlflow.algorithms.qmix.model import TeamQNetwork, member_observation_size
+from rlflow.algorithms.qmix.model import (
+    RewardStandardizer,
+    TeamQNetwork,
+    member_observation_size,
+)
 from rlflow.config import AlgorithmConfig
 from rlflow.data.sample_batch import (
     ACTION_DIST_INPUTS,
@@ -112,6 +116,12 @@ class QMIXPolicy(DQNPolicy):
         )
 
     @property
+    def reward_stats(self) -> RewardStandardizer | None:
+        """The running reward statistics (``standardize_rewards``), else None."""
+        stats = getattr(self.model, "reward_stats", None)
+        return stats if isinstance(stats, RewardStandardizer) else None
+
+    @property
     def team(self) -> TeamBox:
         """The team's observation space (its layout)."""
         assert isinstance(self.observation_space, TeamBox)
@@ -142,6 +152,7 @@ class QMIXPolicy(DQNPolicy):
             mixing_embed_dim=config.mixing_embed_dim,
             hypernet_layers=config.hypernet_layers,
             hypernet_embed=config.hypernet_embed,
+            standardize_rewards=config.standardize_rewards,
         )
 
     # -- acting -----------------------------------------------------------------------------
@@ -218,6 +229,10 @@ class QMIXPolicy(DQNPolicy):
             q_best = torch.where(boot_valid[..., None], q_best, torch.zeros_like(q_best))
             target_tot = target_model.mix(q_best, obs)  # [S, W] or [S, W, n]
             rewards = t[REWARDS].float()
+            stats = self.reward_stats
+            if stats is not None:  # EPyMARL: update on the replayed batch, then standardize
+                stats.update(rewards[:, :length][mask])
+                rewards = stats(rewards)
             gamma, n_step = float(self.config.gamma), self.config.n_step
             returns = torch.zeros(q_tot.shape[:2], device=obs.device)
             for k in range(n_step):  # rewards beyond the sequence's steps left out
@@ -262,7 +277,10 @@ class QMIXPolicy(DQNPolicy):
             per_sequence = abs_td.reshape(len(td), -1).sum(1) / maskf.reshape(len(td), -1).sum(
                 1
             ).clamp(min=1.0)
-        stats = {"mean_td_error": abs_td.sum() / count, TD_ERROR: per_sequence}
+        stats: dict[str, Any] = {"mean_td_error": abs_td.sum() / count, TD_ERROR: per_sequence}
+        if self.reward_stats is not None:
+            stats["reward_mean"] = self.reward_stats.mean.float()
+            stats["reward_std"] = self.reward_stats.var.sqrt().float()
         return total, stats
 
     # -- export -----------------------------------------------------------------------------
