@@ -353,6 +353,7 @@ def test_image_observations_train_through_the_cnn() -> None:
         ({"unimix": 1.0}, "DreamerV3Config.unimix"),
         ({"observation_filter": "MeanStdFilter"}, "DreamerV3Config.observation_filter"),
         ({"model": {"use_lstm": True}}, "DreamerV3Config.model"),
+        ({"model": {"hidden": (7,)}}, "sized by model_size"),
     ],
 )
 def test_bad_settings_name_the_key(fields: dict[str, Any], message: str) -> None:
@@ -398,3 +399,9 @@ def test_observations_it_cannot_encode_are_refused_before_any_actor_starts(
 
     with pytest.raises(ConfigError, match=what):
         Trainer("dreamerv3", env=lambda _cfg=None: Odd(), backend="local", num_workers=2)
+
+
+def test_an_export_is_refused_with_a_reason() -> None:
+    policy = _policy(gym.make("CartPole-v1"))
+    with pytest.raises(ConfigError, match="cannot be exported yet"):
+        policy.export_model()

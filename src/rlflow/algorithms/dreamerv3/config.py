@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from rlflow.checks import check_choice
 from rlflow.config import AlgorithmConfig
+from rlflow.config.model import ModelConfig
 
 __all__ = ["MODEL_SIZES", "DreamerV3Config", "ModelSize"]
 
@@ -161,11 +162,11 @@ class DreamerV3Config(
             )
         if self.num_learners:
             raise self._bad("num_learners", "must be 0: DreamerV3 trains on the driver")
-        if self.model.use_lstm or self.model.use_gru or self.model.custom_model is not None:
+        if self.model != ModelConfig():
             raise self._bad(
                 "model",
-                "must leave use_lstm, use_gru and custom_model unset: DreamerV3's network is "
-                "its world model, sized by model_size",
+                "must be the default: DreamerV3's networks (world model, actor, critic) are "
+                "sized by model_size (XS, S, M, L, XL), not by model",
             )
 
     @property
