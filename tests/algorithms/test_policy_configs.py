@@ -20,12 +20,12 @@ from torch import nn
 
 from rlflow.algorithms import ALGORITHMS
 from rlflow.algorithms.alpha_zero import AlphaZeroPolicy
-from rlflow.algorithms.dreamerv3 import DreamerV3Policy
 from rlflow.algorithms.apex_td3 import ApexTD3Policy
 from rlflow.algorithms.appo import APPOPolicy
 from rlflow.algorithms.ars import ARSPolicy
 from rlflow.algorithms.cql import CQLPolicy
 from rlflow.algorithms.dqn import DQNPolicy
+from rlflow.algorithms.dreamerv3 import DreamerV3Policy
 from rlflow.algorithms.es import ESPolicy
 from rlflow.algorithms.impala import VTracePolicy
 from rlflow.algorithms.maddpg import MADDPGPolicy

@@ -200,8 +200,12 @@ class RSSM(nn.Module):
         """One-hot draws of the latents ``[..., latents, classes]`` -> flat ``[..., L * C]``,
         with straight-through gradients to the probabilities."""
         probs = torch.softmax(logits, -1)
-        flat = probs.reshape(-1, probs.shape[-1])
-        index = torch.multinomial(flat.detach(), 1, generator=generator).squeeze(-1)
+        # Inverse-CDF draws: one uniform per latent (cheaper than torch.multinomial here).
+        cdf = probs.detach().cumsum(-1)
+        u = torch.rand(
+            (*probs.shape[:-1], 1), generator=generator, device=probs.device, dtype=probs.dtype
+        )
+        index = (cdf < u * cdf[..., -1:]).sum(-1).clamp(max=probs.shape[-1] - 1)
         onehot = nn.functional.one_hot(index, probs.shape[-1]).to(probs.dtype)
         onehot = onehot.reshape(probs.shape)
         sample = onehot + probs - probs.detach() if probs.requires_grad else onehot
