@@ -278,8 +278,9 @@ class DreamerV3Policy(TorchPolicy):
             values = twohot_mean(critic_logits.detach(), model.bins)
         returns = lambda_returns(rewards, values, config.gamma * cont, config.gae_lambda)
         with torch.no_grad():
-            weights = torch.cumprod(torch.cat([torch.ones_like(cont[:1]), cont[:-1]], 0), 0)
-            weights = weights[:-1]  # [H, N]: the chance each imagined step is reached
+            # [H, N]: the chance each imagined state is reached and not terminal (the
+            # replayed start's own terminal flag first).
+            weights = torch.cumprod(cont, 0)[:-1]
             scale = self._update_return_scale(returns.detach())
             slow = model.value(features[:-1].detach(), slow=True)
         advantages = (returns - values[:-1]) / scale
