@@ -114,7 +114,8 @@ class ImageEncoder(nn.Module):
         lead = obs.shape[:-3]
         x = obs.reshape(-1, *obs.shape[-3:]).float() / 255.0 - 0.5
         x = self.net(x.permute(0, 3, 1, 2))
-        return x.reshape(*lead, -1)
+        out: torch.Tensor = x.reshape(*lead, -1)
+        return out
 
 
 class ImageDecoder(nn.Module):
@@ -140,7 +141,8 @@ class ImageDecoder(nn.Module):
         lead = features.shape[:-1]
         x = self.linear(features).reshape(-1, *self.shape)
         x = self.net(x).permute(0, 2, 3, 1)
-        return x.reshape(*lead, *x.shape[1:])
+        out: torch.Tensor = x.reshape(*lead, *x.shape[1:])
+        return out
 
 
 class _ChannelNorm(nn.Module):
@@ -151,7 +153,8 @@ class _ChannelNorm(nn.Module):
         self.norm = nn.LayerNorm(channels)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        out: torch.Tensor = self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        return out
 
 
 class LatentState(NamedTuple):
@@ -263,9 +266,11 @@ class ActionCodec:
     def encode(self, actions: np.ndarray) -> np.ndarray:
         """Env actions ``[N]`` or ``[N, D]`` as the model's inputs ``[N, dim]`` (float32)."""
         if self.discrete:
-            return np.eye(self.dim, dtype=np.float32)[np.asarray(actions, np.int64)]
+            onehot: np.ndarray = np.eye(self.dim, dtype=np.float32)[np.asarray(actions, np.int64)]
+            return onehot
         scaled = (np.asarray(actions, np.float32) - self.center) / self.half
-        return np.clip(scaled, -1.0, 1.0).astype(np.float32)
+        clipped: np.ndarray = np.clip(scaled, -1.0, 1.0).astype(np.float32)
+        return clipped
 
     def encode_tensor(self, actions: torch.Tensor) -> torch.Tensor:
         """As :meth:`encode`, on tensors."""
@@ -295,6 +300,13 @@ class DreamerV3Model(nn.Module):
         unimix: the uniform mix of the latents' and discrete actor's categoricals.
         name: the env, for messages.
     """
+
+    bins: torch.Tensor
+    """The two-hot bins (a buffer: it follows the model's device)."""
+    return_range: torch.Tensor
+    """The EMA of the imagined returns' 5th and 95th percentiles (a buffer)."""
+    return_range_seen: torch.Tensor
+    """1 once :attr:`return_range` holds a batch's percentiles (a buffer)."""
 
     def __init__(
         self,
@@ -345,9 +357,9 @@ class DreamerV3Model(nn.Module):
 
     def embed(self, obs: torch.Tensor) -> torch.Tensor:
         """The encoder's embedding of observations ``[..., *obs_shape]``."""
-        if self.kind == "image":
-            return self.encoder(obs)
-        return self.encoder(symlog(obs.float()))
+        x = obs if self.kind == "image" else symlog(obs.float())
+        out: torch.Tensor = self.encoder(x)
+        return out
 
     def actor_outputs(self, features: torch.Tensor) -> torch.Tensor:
         """The actor: discrete logits (1% uniform mix), or a bounded normal's ``[mean, std]`` in

@@ -29,7 +29,7 @@ from rlflow import flow
 from rlflow.algorithms.dreamerv3.config import DreamerV3Config
 from rlflow.algorithms.dreamerv3.policy import DreamerV3Policy
 from rlflow.algorithms.dreamerv3.replay import EpisodeReplay
-from rlflow.data.sample_batch import SampleBatch
+from rlflow.data.sample_batch import MultiAgentBatch, SampleBatch
 from rlflow.errors import ConfigError
 from rlflow.flow import LocalIterator
 from rlflow.ops import (
@@ -77,7 +77,7 @@ class StoreEpisodes:
         """Keep the replay."""
         self.replay = replay
 
-    def __call__(self, batch: SampleBatch) -> int:
+    def __call__(self, batch: SampleBatch | MultiAgentBatch) -> int:
         if not isinstance(batch, SampleBatch):
             raise ConfigError("DreamerV3 is single-agent: StoreEpisodes got a MultiAgentBatch")
         steps = self.replay.add(batch)

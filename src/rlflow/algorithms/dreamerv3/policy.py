@@ -32,6 +32,7 @@ state (`rlflow.models.memory`).
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -106,14 +107,18 @@ class DreamerV3Policy(TorchPolicy):
 
     def make_update(self) -> PolicyUpdate:
         """Three parameter groups: the world model at ``world_model_lr`` (or ``lr``), the actor
-        at ``actor_lr``, the critic at ``critic_lr`` (the slow critic is no parameter)."""
+        at ``actor_lr``, the critic at ``critic_lr`` (the slow critic is no parameter); Adam's
+        epsilon 1e-8, 1e-5 and 1e-5, as in the paper."""
         config, model = self.config, self.model
         world = model.world_model_parameters()
         actor, critic = list(model.actor.parameters()), list(model.critic.parameters())
+        # The paper's Adam epsilons: 1e-8 for the world model, 1e-5 for actor and critic (whose
+        # gradients are small: a smaller epsilon would blow tiny, consistent gradients up to
+        # full steps and collapse the actor's entropy before the world model knows anything).
         groups = [
-            {"params": world, "lr": config.world_model_lr or config.lr},
-            {"params": actor, "lr": config.actor_lr},
-            {"params": critic, "lr": config.critic_lr},
+            {"params": world, "lr": config.world_model_lr or config.lr, "eps": 1e-8},
+            {"params": actor, "lr": config.actor_lr, "eps": 1e-5},
+            {"params": critic, "lr": config.critic_lr, "eps": 1e-5},
         ]
         return PolicyUpdate(self, world + actor + critic, param_groups=groups)
 
@@ -230,7 +235,9 @@ class DreamerV3Policy(TorchPolicy):
                 features[-1].detach() if model.codec.discrete else features[-1]
             )
             if model.codec.discrete:
-                index = torch.distributions.Categorical(logits=out.detach()).sample()
+                cdf = torch.softmax(out.detach(), -1).cumsum(-1)
+                u = torch.rand((*cdf.shape[:-1], 1), device=cdf.device)
+                index = (cdf < u * cdf[..., -1:]).sum(-1).clamp(max=model.codec.dim - 1)
                 action = nn.functional.one_hot(index, model.codec.dim).float()
             else:
                 mean, std = out.chunk(2, -1)
@@ -246,11 +253,15 @@ class DreamerV3Policy(TorchPolicy):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The actor's entropy and log-likelihood of ``actions``, ``[H, N]``."""
         if self.model.codec.discrete:
-            dist = torch.distributions.Categorical(logits=outs)
-            return dist.entropy(), dist.log_prob(actions.argmax(-1))
+            log_p = torch.log_softmax(outs, -1)
+            entropy = -(log_p.exp() * log_p).sum(-1)
+            return entropy, (log_p * actions).sum(-1)  # actions: one-hot
         mean, std = outs.chunk(2, -1)
-        normal = torch.distributions.Normal(mean, std)
-        return normal.entropy().sum(-1), normal.log_prob(actions.detach()).sum(-1)
+        log_std = torch.log(std)
+        entropy = (log_std + 0.5 * math.log(2.0 * math.pi * math.e)).sum(-1)
+        z = (actions.detach() - mean) / std
+        logp = (-0.5 * z.pow(2) - log_std - 0.5 * math.log(2.0 * math.pi)).sum(-1)
+        return entropy, logp
 
     def actor_critic_loss(
         self, t: dict[str, torch.Tensor], latents: LatentState
