@@ -108,7 +108,8 @@ def _algorithms() -> list[Any]:
         "maddpg",
         "matd3",
     )  # a team's export is one directory per member: below
-    return [pytest.param(n, id=n) for n in ALGORITHMS if n != "ppo_dqn" and n not in team]
+    skipped = ("ppo_dqn", "dreamerv3")  # dreamerv3: no export yet (tests/algorithms/dreamerv3)
+    return [pytest.param(n, id=n) for n in ALGORITHMS if n not in skipped and n not in team]
 
 
 @pytest.mark.parametrize("name", ["qmix", "vdn", "mappo", "maddpg", "matd3"])

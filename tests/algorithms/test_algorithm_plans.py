@@ -95,6 +95,9 @@ def test_every_plan_runs_two_iterations(local_backend: None, name: str) -> None:
         extra = {"train_batch_size": 5, "sgd_minibatch_size": 5}
     if name in BOX_ALGORITHMS:
         extra = {"env_config": {"episode_len": 3, "continuous": True}, "learning_starts": 20}
+    if name == "dreamerv3":  # its network is sized by model_size alone; small train steps
+        extra = {"model": {}, "learning_starts": 5, "batch_size": 2, "batch_length": 4}
+        extra.update(imagination_horizon=2, train_ratio=4.0)
     config = spec.config_cls(**{**TINY, **extra})
     workers = WorkerSet(config, spec.policy_cls)
     plan = spec.plan(workers, config)

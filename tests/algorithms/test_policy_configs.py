@@ -25,6 +25,7 @@ from rlflow.algorithms.appo import APPOPolicy
 from rlflow.algorithms.ars import ARSPolicy
 from rlflow.algorithms.cql import CQLPolicy
 from rlflow.algorithms.dqn import DQNPolicy
+from rlflow.algorithms.dreamerv3 import DreamerV3Policy
 from rlflow.algorithms.es import ESPolicy
 from rlflow.algorithms.impala import VTracePolicy
 from rlflow.algorithms.maddpg import MADDPGPolicy
@@ -315,6 +316,25 @@ FIELDS: dict[type, list[tuple[str, Callable[[Any], Any], Check]]] = {
         ("model", lambda d: {"hidden": (7,), "activation": "elu"}, _hidden),
         ("l2_regularization", lambda d: 0.25, _reads),
         ("value_loss_coeff", lambda d: 0.5, _reads),
+    ],
+    DreamerV3Policy: [
+        ("lr", lambda d: 0.0123, _lr),
+        ("gamma", lambda d: 0.77, _reads),
+        ("grad_clip", lambda d: 3.5, _reads),
+        ("num_torch_threads", lambda d: 2, _threads),
+        ("model_size", lambda d: "S", lambda p, v: p.model.rssm.gru.hidden_size == 512),
+        ("actor_lr", lambda d: 0.0234, lambda p, v: p.update.optimizer.param_groups[1]["lr"] == v),
+        ("critic_lr", lambda d: 0.0345, lambda p, v: p.update.optimizer.param_groups[2]["lr"] == v),
+        ("unimix", lambda d: 0.05, lambda p, v: p.model.rssm.unimix == v == p.model.unimix),
+        ("imagination_horizon", lambda d: 7, _reads),
+        ("gae_lambda", lambda d: 0.5, _reads),
+        ("entropy_scale", lambda d: 0.01, _reads),
+        ("free_nats", lambda d: 0.5, _reads),
+        ("kl_dyn_scale", lambda d: 0.4, _reads),
+        ("kl_rep_scale", lambda d: 0.2, _reads),
+        ("return_normalization_decay", lambda d: 0.9, _reads),
+        ("slow_critic_decay", lambda d: 0.9, _reads),
+        ("slow_critic_regularizer", lambda d: 0.5, _reads),
     ],
     ESPolicy: [
         ("model", lambda d: {"hidden": (7,), "activation": "relu"}, _hidden),

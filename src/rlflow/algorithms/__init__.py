@@ -45,6 +45,7 @@ from rlflow.algorithms.bc import BCConfig
 from rlflow.algorithms.cql import CQLConfig
 from rlflow.algorithms.ddppo import DDPPOConfig
 from rlflow.algorithms.dqn import DQNConfig
+from rlflow.algorithms.dreamerv3 import DreamerV3Config
 from rlflow.algorithms.es import ESConfig
 from rlflow.algorithms.impala import IMPALAConfig
 from rlflow.algorithms.maddpg import MADDPGConfig
@@ -84,6 +85,7 @@ __all__ = [
     "ApexR2D2Config",
     "ApexTD3Config",
     "DQNConfig",
+    "DreamerV3Config",
     "ESConfig",
     "IMPALAConfig",
     "MADDPGConfig",
@@ -274,6 +276,12 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             AlphaZeroConfig,
             "alpha_zero:AlphaZeroPolicy",
             "AlphaZero: self-play with batched PUCT search; two-player turn-based games",
+        ),
+        _spec(
+            "dreamerv3",
+            DreamerV3Config,
+            "dreamerv3:DreamerV3Policy",
+            "DreamerV3: world model (RSSM), actor-critic trained in imagination; replay ratio",
         ),
         _spec(
             "es",

@@ -1,0 +1,414 @@
+"""DreamerV3's networks: the world model (RSSM, encoder, decoder, reward and continue heads),
+the actor and the critic, held by one module that also acts step by step.
+
+The RSSM (recurrent state-space model) keeps a deterministic state ``h`` (a GRU of
+``gru_units``) and a stochastic one ``z`` (``num_latents`` one-hot categoricals of
+``num_classes``, 1% uniform mix, straight-through gradients). One step::
+
+    h_t   = GRU(h_{t-1}, MLP([z_{t-1}, a_{t-1}]))      (zeroed where an episode starts)
+    prior = MLP(h_t)                  -> z_t^ ~ p(z | h_t)            (the dynamics)
+    post  = MLP([h_t, embed(o_t)])    -> z_t  ~ q(z | h_t, o_t)       (the representation)
+
+The model state ``s_t = [h_t, z_t]`` feeds the decoder (symlog vector observations, or images
+through a transposed CNN), the reward head (two-hot over 255 symlog bins), the continue head
+(Bernoulli), the actor and the critic (two-hot). Every MLP layer is a linear map, LayerNorm and
+SiLU; reward and critic output layers start at zero (the paper's trick against large early
+predictions).
+
+`DreamerV3Model` follows the recurrent model protocol of `rlflow.models.recurrent` for acting:
+``initial_state``, and ``forward(obs [B, T, ...], state, prev_actions, prev_rewards)`` returning
+the actor's distribution inputs, the critic's values and the state after the steps; its state
+is ``[h, z (flat), started]``, where ``started`` is 0 before an episode's first step (the step
+then starts from zeros, as in training where a sequence crosses an episode's start).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlflow.algorithms.dreamerv3.config import ModelSize
+from rlflow.algorithms.dreamerv3.functions import symlog, twohot_bins, twohot_mean, unimix_logits
+from rlflow.errors import ConfigError
+
+__all__ = [
+    "ActionCodec",
+    "DreamerV3Model",
+    "ImageDecoder",
+    "ImageEncoder",
+    "LatentState",
+    "RSSM",
+    "dense",
+    "observation_kind",
+]
+
+IMAGE_MIN_SIDE = 8
+"""The smallest image side the CNN takes (it halves it down to about 4)."""
+
+
+def observation_kind(space: gym.Space[Any], name: str) -> str:
+    """``"vector"`` for a 1-D ``Box``, ``"image"`` for a 3-D ``Box`` ``(H, W, C)`` with sides
+    divisible by the CNN's strides; `ConfigError` naming ``name`` (the env) otherwise."""
+    if isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
+        return "vector"
+    if isinstance(space, gym.spaces.Box) and len(space.shape) == 3:
+        h, w, c = space.shape
+        stages = cnn_stages(h, w)
+        if min(h, w) >= IMAGE_MIN_SIDE and h % 2**stages == 0 and w % 2**stages == 0 and c <= 4:
+            return "image"
+    raise ConfigError(
+        f"DreamerV3 cannot encode the observations of env {name!r}: {space}; it takes a 1-D Box "
+        "(vectors, through an MLP) or a 3-D Box (H, W, C) image with C <= 4 and sides >= "
+        f"{IMAGE_MIN_SIDE} divisible by 2**stages (e.g. 64x64x3; through a CNN). Flatten or "
+        "resize the observations with a wrapper (env_wrappers)."
+    )
+
+
+def cnn_stages(h: int, w: int) -> int:
+    """Stride-2 stages that bring the smaller side of an image to about 4."""
+    return max(1, int(math.log2(max(min(h, w), 1) / 4)))
+
+
+def dense(in_dim: int, units: int, layers: int) -> nn.Sequential:
+    """``layers`` blocks of linear (no bias), LayerNorm and SiLU."""
+    blocks: list[nn.Module] = []
+    for _ in range(layers):
+        blocks += [nn.Linear(in_dim, units, bias=False), nn.LayerNorm(units), nn.SiLU()]
+        in_dim = units
+    return nn.Sequential(*blocks)
+
+
+def _head(in_dim: int, out_dim: int, size: ModelSize, *, zero: bool = False) -> nn.Sequential:
+    """An MLP of the model size, then a linear output (zero-initialised with ``zero``)."""
+    out = nn.Linear(size.dense_units, out_dim)
+    if zero:
+        nn.init.zeros_(out.weight)
+        nn.init.zeros_(out.bias)
+    return nn.Sequential(dense(in_dim, size.dense_units, size.num_layers), out)
+
+
+class ImageEncoder(nn.Module):
+    """Stride-2 convolutions (kernel 4, ``depth`` channels doubling), LayerNorm over channels,
+    SiLU, flattened; pixels ``uint8`` ``[..., H, W, C]`` scaled to ``[-0.5, 0.5]``."""
+
+    def __init__(self, shape: tuple[int, int, int], depth: int) -> None:
+        super().__init__()
+        h, w, c = shape
+        self.stages = cnn_stages(h, w)
+        layers: list[nn.Module] = []
+        channels = c
+        for k in range(self.stages):
+            out = depth * 2**k
+            layers += [nn.Conv2d(channels, out, 4, 2, 1), _ChannelNorm(out), nn.SiLU()]
+            channels = out
+        self.net = nn.Sequential(*layers)
+        self.out_shape = (channels, h // 2**self.stages, w // 2**self.stages)
+        self.out_dim = int(np.prod(self.out_shape))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        lead = obs.shape[:-3]
+        x = obs.reshape(-1, *obs.shape[-3:]).float() / 255.0 - 0.5
+        x = self.net(x.permute(0, 3, 1, 2))
+        out: torch.Tensor = x.reshape(*lead, -1)
+        return out
+
+
+class ImageDecoder(nn.Module):
+    """The encoder mirrored: a linear map to its last feature map, transposed convolutions back
+    to ``[..., H, W, C]`` (the reconstruction of pixels scaled to ``[-0.5, 0.5]``)."""
+
+    def __init__(self, in_dim: int, encoder: ImageEncoder, channels: int) -> None:
+        super().__init__()
+        self.shape = encoder.out_shape
+        self.linear = nn.Linear(in_dim, encoder.out_dim)
+        layers: list[nn.Module] = []
+        depth = self.shape[0]
+        for k in reversed(range(encoder.stages)):
+            last = k == 0
+            out = channels if last else depth // 2
+            layers.append(nn.ConvTranspose2d(depth, out, 4, 2, 1))
+            if not last:
+                layers += [_ChannelNorm(out), nn.SiLU()]
+            depth = out
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        lead = features.shape[:-1]
+        x = self.linear(features).reshape(-1, *self.shape)
+        x = self.net(x).permute(0, 2, 3, 1)
+        out: torch.Tensor = x.reshape(*lead, *x.shape[1:])
+        return out
+
+
+class _ChannelNorm(nn.Module):
+    """LayerNorm over the channels of ``[N, C, H, W]``."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        return out
+
+
+class LatentState(NamedTuple):
+    """The RSSM's state at a step: ``h`` ``[..., gru_units]`` and ``z`` one-hot, flattened
+    ``[..., latents * classes]``."""
+
+    h: torch.Tensor
+    z: torch.Tensor
+
+    def features(self) -> torch.Tensor:
+        """``[h, z]``, what the heads read."""
+        return torch.cat([self.h, self.z], -1)
+
+
+class RSSM(nn.Module):
+    """The recurrent state-space model (module docstring)."""
+
+    def __init__(self, size: ModelSize, embed_dim: int, action_dim: int, unimix: float) -> None:
+        super().__init__()
+        self.size, self.unimix = size, unimix
+        self.stoch_dim = size.num_latents * size.num_classes
+        self.img_in = dense(self.stoch_dim + action_dim, size.dense_units, 1)
+        self.gru = nn.GRUCell(size.dense_units, size.gru_units)
+        self.prior_net = nn.Sequential(
+            dense(size.gru_units, size.dense_units, 1), nn.Linear(size.dense_units, self.stoch_dim)
+        )
+        self.post_net = nn.Sequential(
+            dense(size.gru_units + embed_dim, size.dense_units, 1),
+            nn.Linear(size.dense_units, self.stoch_dim),
+        )
+
+    def initial(self, batch: int, device: torch.device) -> LatentState:
+        """Zeros (what an episode starts from)."""
+        return LatentState(
+            torch.zeros(batch, self.size.gru_units, device=device),
+            torch.zeros(batch, self.stoch_dim, device=device),
+        )
+
+    def _logits(self, net: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        logits = net(x).reshape(*x.shape[:-1], self.size.num_latents, self.size.num_classes)
+        return unimix_logits(logits, self.unimix)
+
+    def sample(
+        self, logits: torch.Tensor, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        """One-hot draws of the latents ``[..., latents, classes]`` -> flat ``[..., L * C]``,
+        with straight-through gradients to the probabilities."""
+        probs = torch.softmax(logits, -1)
+        # Inverse-CDF draws: one uniform per latent (cheaper than torch.multinomial here).
+        cdf = probs.detach().cumsum(-1)
+        u = torch.rand(
+            (*probs.shape[:-1], 1), generator=generator, device=probs.device, dtype=probs.dtype
+        )
+        index = (cdf < u * cdf[..., -1:]).sum(-1).clamp(max=probs.shape[-1] - 1)
+        onehot = nn.functional.one_hot(index, probs.shape[-1]).to(probs.dtype)
+        onehot = onehot.reshape(probs.shape)
+        sample = onehot + probs - probs.detach() if probs.requires_grad else onehot
+        return sample.reshape(*sample.shape[:-2], -1)
+
+    def img_step(
+        self, prev: LatentState, action: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[LatentState, torch.Tensor]:
+        """One step of the dynamics from ``prev`` and the action taken there: the state with
+        ``z`` drawn from the prior, and the prior's logits."""
+        h = self.gru(self.img_in(torch.cat([prev.z, action], -1)), prev.h)
+        prior = self._logits(self.prior_net, h)
+        return LatentState(h, self.sample(prior, generator)), prior
+
+    def obs_step(
+        self,
+        prev: LatentState,
+        action: torch.Tensor,
+        embed: torch.Tensor,
+        generator: torch.Generator | None = None,
+    ) -> tuple[LatentState, torch.Tensor, torch.Tensor]:
+        """One step with an observation: ``(state with z from the posterior, post logits,
+        prior logits)``."""
+        h = self.gru(self.img_in(torch.cat([prev.z, action], -1)), prev.h)
+        prior = self._logits(self.prior_net, h)
+        post = self._logits(self.post_net, torch.cat([h, embed], -1))
+        return LatentState(h, self.sample(post, generator)), post, prior
+
+
+class ActionCodec:
+    """The env's actions as the world model and the actor see them: ``Discrete`` as one-hot,
+    a 1-D ``Box`` scaled to ``[-1, 1]`` (clipped); the actor's outputs as the distribution inputs
+    of rlflow's action distributions (`Categorical` logits, or `DiagGaussian`'s mean and log-std
+    in the env's units)."""
+
+    def __init__(self, space: gym.Space[Any]) -> None:
+        if isinstance(space, gym.spaces.Discrete):
+            self.discrete, self.dim = True, int(space.n)
+            self.center = self.half = np.zeros(0, np.float32)
+        elif isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
+            low, high = space.low.astype(np.float64), space.high.astype(np.float64)
+            if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+                raise ConfigError(
+                    f"DreamerV3 needs bounded Box actions (it acts in [-1, 1] scaled to the "
+                    f"bounds), got {space}"
+                )
+            self.discrete, self.dim = False, int(space.shape[0])
+            self.center = ((high + low) / 2).astype(np.float32)
+            self.half = ((high - low) / 2).astype(np.float32)
+        else:
+            raise ConfigError(
+                f"DreamerV3 takes Discrete or 1-D Box actions, got {space}"  # policy checks first
+            )
+
+    def encode(self, actions: np.ndarray) -> np.ndarray:
+        """Env actions ``[N]`` or ``[N, D]`` as the model's inputs ``[N, dim]`` (float32)."""
+        if self.discrete:
+            onehot: np.ndarray = np.eye(self.dim, dtype=np.float32)[np.asarray(actions, np.int64)]
+            return onehot
+        scaled = (np.asarray(actions, np.float32) - self.center) / self.half
+        clipped: np.ndarray = np.clip(scaled, -1.0, 1.0).astype(np.float32)
+        return clipped
+
+    def encode_tensor(self, actions: torch.Tensor) -> torch.Tensor:
+        """As :meth:`encode`, on tensors."""
+        if self.discrete:
+            return nn.functional.one_hot(actions.long(), self.dim).float()
+        center = torch.as_tensor(self.center, device=actions.device)
+        half = torch.as_tensor(self.half, device=actions.device)
+        return ((actions.float() - center) / half).clamp(-1.0, 1.0)
+
+    def dist_inputs(self, actor_out: torch.Tensor) -> torch.Tensor:
+        """The actor's outputs in the env's units, as rlflow's distribution reads them."""
+        if self.discrete:
+            return actor_out
+        mean, std = actor_out.chunk(2, -1)
+        center = torch.as_tensor(self.center, device=actor_out.device)
+        half = torch.as_tensor(self.half, device=actor_out.device)
+        return torch.cat([center + half * mean, torch.log(std * half)], -1)
+
+
+class DreamerV3Model(nn.Module):
+    """World model, actor, critic and slow critic (module docstring).
+
+    Args:
+        obs_space: a 1-D ``Box`` or an image (`observation_kind`).
+        action_space: ``Discrete`` or a bounded 1-D ``Box``.
+        size: the model size (`rlflow.algorithms.dreamerv3.config.MODEL_SIZES`).
+        unimix: the uniform mix of the latents' and discrete actor's categoricals.
+        name: the env, for messages.
+    """
+
+    bins: torch.Tensor
+    """The two-hot bins (a buffer: it follows the model's device)."""
+    return_range: torch.Tensor
+    """The EMA of the imagined returns' 5th and 95th percentiles (a buffer)."""
+    return_range_seen: torch.Tensor
+    """1 once :attr:`return_range` holds a batch's percentiles (a buffer)."""
+
+    def __init__(
+        self,
+        obs_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        size: ModelSize,
+        unimix: float,
+        name: str = "env",
+    ) -> None:
+        super().__init__()
+        self.kind = observation_kind(obs_space, name)
+        self.codec = ActionCodec(action_space)
+        self.size, self.unimix = size, unimix
+        shape = tuple(int(s) for s in obs_space.shape)  # type: ignore[union-attr]
+        self.obs_shape = shape
+        if self.kind == "image":
+            self.image_encoder = ImageEncoder(shape, size.cnn_depth)  # type: ignore[arg-type]
+            embed_dim = self.image_encoder.out_dim
+            self.encoder: nn.Module = self.image_encoder
+        else:
+            self.encoder = dense(shape[0], size.dense_units, size.num_layers)
+            embed_dim = size.dense_units
+        self.rssm = RSSM(size, embed_dim, self.codec.dim, unimix)
+        feat = size.gru_units + self.rssm.stoch_dim
+        if self.kind == "image":
+            self.decoder: nn.Module = ImageDecoder(feat, self.image_encoder, shape[-1])
+        else:
+            self.decoder = _head(feat, shape[0], size)
+        self.reward_head = _head(feat, 255, size, zero=True)
+        self.continue_head = _head(feat, 1, size)
+        out = self.codec.dim if self.codec.discrete else 2 * self.codec.dim
+        self.actor = _head(feat, out, size)
+        self.critic = _head(feat, 255, size, zero=True)
+        self.slow_critic = _head(feat, 255, size, zero=True)
+        self.slow_critic.load_state_dict(self.critic.state_dict())
+        for p in self.slow_critic.parameters():
+            p.requires_grad_(False)
+        self.register_buffer("bins", twohot_bins())
+        self.register_buffer("return_range", torch.zeros(2))  # EMA of the 5th, 95th percentile
+        self.register_buffer("return_range_seen", torch.zeros(()))
+
+    # -- parts -----------------------------------------------------------------------------
+
+    def world_model_parameters(self) -> list[nn.Parameter]:
+        """Encoder, RSSM, decoder, reward and continue heads."""
+        parts = [self.encoder, self.rssm, self.decoder, self.reward_head, self.continue_head]
+        return [p for m in parts for p in m.parameters()]
+
+    def embed(self, obs: torch.Tensor) -> torch.Tensor:
+        """The encoder's embedding of observations ``[..., *obs_shape]``."""
+        x = obs if self.kind == "image" else symlog(obs.float())
+        out: torch.Tensor = self.encoder(x)
+        return out
+
+    def actor_outputs(self, features: torch.Tensor) -> torch.Tensor:
+        """The actor: discrete logits (1% uniform mix), or a bounded normal's ``[mean, std]`` in
+        ``[-1, 1]`` units (mean ``tanh``, std in ``[0.1, 1]``)."""
+        out = self.actor(features)
+        if self.codec.discrete:
+            return unimix_logits(out, self.unimix)
+        mean, std = out.chunk(2, -1)
+        return torch.cat([torch.tanh(mean), 0.9 * torch.sigmoid(std + 2.0) + 0.1], -1)
+
+    def value(self, features: torch.Tensor, *, slow: bool = False) -> torch.Tensor:
+        """The critic's (or the slow critic's) value ``[...]`` of model states."""
+        net = self.slow_critic if slow else self.critic
+        return twohot_mean(net(features), self.bins)
+
+    # -- acting (the recurrent model protocol) ----------------------------------------------
+
+    def initial_state(self, batch: int) -> list[torch.Tensor]:
+        """``[h, z, started]``: zeros, not started."""
+        device = self.bins.device
+        start = self.rssm.initial(batch, device)
+        return [start.h, start.z, torch.zeros(batch, 1, device=device)]
+
+    def forward(
+        self,
+        obs: torch.Tensor,
+        state: list[torch.Tensor],
+        prev_actions: torch.Tensor | None = None,
+        prev_rewards: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """Steps of the posterior over ``obs`` ``[B, T, ...]`` from ``state``, the previous
+        action of each step ``prev_actions`` ``[B, T, ...]`` (env units; ignored where a state
+        has not started): ``(dist_inputs [B, T, D], values [B, T], state after)``. Acting
+        draws the latents from torch's global RNG (the policy forks it per call)."""
+        del prev_rewards
+        h, z, started = state
+        embeds = self.embed(obs)
+        out, values = [], []
+        steps = obs.shape[1]
+        for t in range(steps):
+            if prev_actions is None:
+                action = torch.zeros(obs.shape[0], self.codec.dim, device=obs.device)
+            else:
+                action = self.codec.encode_tensor(prev_actions[:, t])
+            prev = LatentState(h * started, z * started)
+            latent, _, _ = self.rssm.obs_step(prev, action * started, embeds[:, t])
+            h, z = latent.h, latent.z
+            started = torch.ones_like(started)
+            features = latent.features()
+            out.append(self.codec.dist_inputs(self.actor_outputs(features)))
+            values.append(self.value(features))
+        return torch.stack(out, 1), torch.stack(values, 1), [h, z, started]
