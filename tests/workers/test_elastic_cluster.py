@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import signal
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from rlflow import Trainer, flow
+from rlflow import Trainer
+from rlflow.testing.cluster import connected_cluster
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
 
@@ -29,26 +27,11 @@ def small_head() -> Iterator[Any]:
     """A cluster whose head node has 1 CPU, this process connected to it; the cluster. The
     ``PYTHONPATH`` and the SIGTERM handler it found (Ray's nodes set one) are back after it."""
     import ray
-    import ray.cloudpickle
-    from ray.cluster_utils import Cluster
 
     if ray.is_initialized():
         pytest.skip("another Ray session is running in this process")
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "src")
-    sigterm = signal.getsignal(signal.SIGTERM)
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("PYTHONPATH", src, prepend=os.pathsep)
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-        try:
-            ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
-            flow.init(backend="ray")
-            yield cluster
-        finally:
-            flow.shutdown()
-            ray.shutdown()
-            cluster.shutdown()
-            signal.signal(signal.SIGTERM, sigterm)
+    with connected_cluster(__name__, 1) as cluster:
+        yield cluster
 
 
 def autoscaler_request() -> Any:

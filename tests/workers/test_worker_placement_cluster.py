@@ -9,9 +9,6 @@ back on a node added later (Ray re-places the lost bundle of the placement group
 
 from __future__ import annotations
 
-import os
-import signal
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +18,7 @@ import pytest
 from rlflow import Trainer, flow
 from rlflow.algorithms import PGConfig
 from rlflow.algorithms.pg.policy import PGPolicy
+from rlflow.testing.cluster import connected_cluster
 from rlflow.testing.workers import counting_workers
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
@@ -31,27 +29,11 @@ def two_nodes() -> Iterator[Any]:
     """A cluster of two nodes with 2 CPUs each, this process connected to it; the cluster. The
     ``PYTHONPATH`` and the SIGTERM handler it found (Ray's nodes set one) are back after it."""
     import ray
-    import ray.cloudpickle
-    from ray.cluster_utils import Cluster
 
     if ray.is_initialized():
         pytest.skip("another Ray session is running in this process")
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "src")
-    sigterm = signal.getsignal(signal.SIGTERM)
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("PYTHONPATH", src, prepend=os.pathsep)
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
-        cluster.add_node(num_cpus=2)
-        try:
-            ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
-            flow.init(backend="ray")
-            yield cluster
-        finally:
-            flow.shutdown()
-            ray.shutdown()
-            cluster.shutdown()
-            signal.signal(signal.SIGTERM, sigterm)
+    with connected_cluster(__name__, 2, 2) as cluster:
+        yield cluster
 
 
 RELEASE_BOUND_S = 60.0
