@@ -236,7 +236,7 @@ FIELDS: dict[type, list[tuple[str, Callable[[Any], Any], Check]]] = {
         ("use_valuenorm", _flip, lambda p, v: (p.model.value_norm is not None) == v),
         ("valuenorm_beta", lambda d: 0.99, _reads),
         ("use_huber_loss", _flip, _reads),
-        ("huber_delta", lambda d: 2.5, _reads),
+        ("vf_huber_delta", lambda d: 2.5, _reads),
     ],
     DQNPolicy: [
         *BASE,

@@ -10,7 +10,12 @@ advantages, a whole config).
 - `SurrogateConfig`: the clipped probability ratio and the KL term's weight (PPO, MAML, APPO);
 - `AdaptiveKLConfig`: the KL the adaptive penalty steers towards (PPO, MAML);
 - `TargetNetworkConfig`: how often target networks follow (DQN, Ape-X, SAC, TD3, APPO);
-- `LearnerQueueConfig`: the learner thread's input queue (IMPALA, APPO, Ape-X).
+- `LearnerQueueConfig`: the learner thread's input queue (IMPALA, APPO, Ape-X);
+- `ActorLearningRateConfig`: an actor's own learning rate (SAC, TD3, MADDPG, DreamerV3);
+- `ReplayStartConfig`: how full a replay is before training starts (DQN, Ape-X, SAC, TD3,
+  QMIX, DreamerV3);
+- `ReplayCapacityConfig`: how much a replay of whole games or episodes keeps (AlphaZero,
+  DreamerV3).
 
 A field whose reading differs a little between families is still declared once; its docstring
 gives each family's reading, and a family's stricter rule stays in its config's
@@ -27,9 +32,12 @@ from rlflow.schedules import PiecewiseSchedule
 
 __all__ = [
     "ActorCriticConfig",
+    "ActorLearningRateConfig",
     "AdaptiveKLConfig",
     "LearnerQueueConfig",
     "LossWeightsConfig",
+    "ReplayCapacityConfig",
+    "ReplayStartConfig",
     "SGDConfig",
     "SurrogateConfig",
     "TargetNetworkConfig",
@@ -169,3 +177,43 @@ class LearnerQueueConfig(FieldGroup):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._check_int("learner_queue_size", 1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActorLearningRateConfig(FieldGroup):
+    """An actor trained with a learning rate of its own (``lr`` is another part's: the critics'
+    in SAC, TD3, MADDPG and MATD3; the world model's default in DreamerV3)."""
+
+    actor_lr: float = 3e-4
+    """Learning rate of the actor (Adam), > 0 (RLlib's ``actor_learning_rate``)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._check_positive("actor_lr")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayStartConfig(FieldGroup):
+    """Training waits for a replay to hold enough."""
+
+    learning_starts: int = 1000
+    """Transitions (env steps) in the replay before training starts, >= 0 (RLlib's
+    ``num_steps_sampled_before_learning_starts``). Replay algorithms: at most ``buffer_size``,
+    Ape-X's stored over all shards; DreamerV3: >= 1, env steps of whole episodes."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._check_int("learning_starts", 0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayCapacityConfig(FieldGroup):
+    """A replay of whole games or episodes that keeps the most recent ones."""
+
+    replay_capacity: int = 20_000
+    """What the replay keeps, >= 1, the oldest dropped first: AlphaZero's positions;
+    DreamerV3's env steps (whole episodes, >= ``batch_length``)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._check_int("replay_capacity", 1)

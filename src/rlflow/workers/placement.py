@@ -118,8 +118,11 @@ class WorkerPlacement:
         return group
 
     def _workers_that_fit(self, config: AlgorithmConfig) -> int:
-        free, bundle = flow.available_resources(), config.worker_bundle()
-        if self.workers_in_group or free is None or not bundle:
+        bundle = config.worker_bundle()
+        if not config.elastic() or self.workers_in_group or not bundle:
+            return config.num_workers  # all of them: the backend is not asked
+        free = flow.available_resources()
+        if free is None:
             return config.num_workers
         return min(config.num_workers, bundles_that_fit(bundle, [free], "PACK"))
 

@@ -202,7 +202,7 @@ def test_value_normalization_tracks_the_targets_and_the_critic_learns_their_norm
 
 def test_the_huber_value_loss_is_quadratic_within_delta_linear_beyond_and_clipped() -> None:
     policy, space = make_policy(
-        num_sgd_iter=1, use_valuenorm=False, use_huber_loss=True, huber_delta=2.0
+        num_sgd_iter=1, use_valuenorm=False, use_huber_loss=True, vf_huber_delta=2.0
     )
     obs = random_obs(space, 8)
     actions, extra = policy.compute_actions(obs)
@@ -229,7 +229,7 @@ def test_the_huber_value_loss_is_quadratic_within_delta_linear_beyond_and_clippe
         num_sgd_iter=1,
         use_valuenorm=False,
         use_huber_loss=True,
-        huber_delta=2.0,
+        vf_huber_delta=2.0,
         vf_clip_param=0.5,
     )
     moved = {**tensors, VF_PREDS: tensors[VF_PREDS] - 3.0}
@@ -241,8 +241,8 @@ def test_the_huber_value_loss_is_quadratic_within_delta_linear_beyond_and_clippe
     )
     expected = torch.max(huber, huber_clipped).mean()
     assert float(loss) == pytest.approx(float(expected), rel=1e-4)
-    with pytest.raises(ConfigError, match="huber_delta"):
-        MAPPOConfig(huber_delta=0.0)
+    with pytest.raises(ConfigError, match="vf_huber_delta"):
+        MAPPOConfig(vf_huber_delta=0.0)
 
 
 def test_share_policy_false_gives_each_member_its_own_parameters() -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from rlflow.checks import check_choice
 from rlflow.config import AlgorithmConfig
-from rlflow.config.learning import SGDConfig
+from rlflow.config.learning import ReplayCapacityConfig, SGDConfig
 from rlflow.config.model import ModelConfig
 
 __all__ = ["EVALUATORS", "AlphaZeroConfig"]
@@ -25,6 +25,7 @@ EVALUATORS = ("local", "shared")
 class AlphaZeroConfig(
     AlgorithmConfig,
     SGDConfig,
+    ReplayCapacityConfig,
     defaults={
         "num_sgd_iter": 10,
         "sgd_minibatch_size": 128,
@@ -75,8 +76,6 @@ class AlphaZeroConfig(
     """Where leaves are evaluated: ``"local"`` (each worker's own copy of the network) or
     ``"shared"`` (one inference actor for all workers, which batches what they send: the nested
     dataflow; it gets the learner's weights every iteration)."""
-    replay_capacity: int = 20_000
-    """Positions kept in the replay (the most recent), >= 1."""
     l2_regularization: float = 1e-4
     """Weight of the L2 penalty on the network's weights in the loss, >= 0."""
     evaluation_games: int = 0
@@ -98,7 +97,6 @@ class AlphaZeroConfig(
         self._check_int("leaves_per_search", 1)
         self._check_int("games_per_worker", 1)
         check_choice(self.evaluator, self._label("evaluator"), EVALUATORS)
-        self._check_int("replay_capacity", 1)
         self._check_int("sgd_minibatch_size", 1)
         self._check_range("l2_regularization", 0.0, float("inf"))
         self._check_range("value_loss_coeff", 0.0, float("inf"))

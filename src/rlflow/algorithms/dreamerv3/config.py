@@ -16,6 +16,11 @@ from typing import NamedTuple
 
 from rlflow.checks import check_choice
 from rlflow.config import AlgorithmConfig
+from rlflow.config.learning import (
+    ActorLearningRateConfig,
+    ReplayCapacityConfig,
+    ReplayStartConfig,
+)
 from rlflow.config.model import ModelConfig
 
 __all__ = ["MODEL_SIZES", "DreamerV3Config", "ModelSize"]
@@ -56,7 +61,13 @@ step; 64 times that is a typo, not a setting)."""
 @dataclass(frozen=True, kw_only=True)
 class DreamerV3Config(
     AlgorithmConfig,
+    ActorLearningRateConfig,
+    ReplayStartConfig,
+    ReplayCapacityConfig,
     defaults={
+        "actor_lr": 3e-5,
+        "replay_capacity": 1_000_000,
+        "learning_starts": 1024,
         "env": "CartPole-v1",
         "num_workers": 0,
         "num_envs_per_worker": 1,
@@ -108,8 +119,6 @@ class DreamerV3Config(
     """Weight of the critic's loss towards the slow critic's predictions, >= 0."""
     world_model_lr: float | None = None
     """The world model's learning rate, > 0 (None: ``lr``)."""
-    actor_lr: float = 3e-5
-    """The actor's learning rate, > 0."""
     critic_lr: float = 3e-5
     """The critic's learning rate, > 0."""
     free_nats: float = 1.0
@@ -120,10 +129,6 @@ class DreamerV3Config(
     """Weight of the representation KL (keeps the posterior predictable), >= 0."""
     unimix: float = 0.01
     """Uniform mix of the latents' and the discrete actor's categoricals, in [0, 1)."""
-    replay_capacity: int = 1_000_000
-    """Env steps the replay keeps (the oldest episodes dropped first), >= batch_length."""
-    learning_starts: int = 1024
-    """Env steps in the replay before the first train step, >= 1."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -145,13 +150,11 @@ class DreamerV3Config(
         self._check_range("slow_critic_regularizer", 0.0, float("inf"))
         if self.world_model_lr is not None:
             self._check_positive("world_model_lr")
-        self._check_positive("actor_lr")
         self._check_positive("critic_lr")
         self._check_range("free_nats", 0.0, float("inf"))
         self._check_range("kl_dyn_scale", 0.0, float("inf"))
         self._check_range("kl_rep_scale", 0.0, float("inf"))
         self._check_range("unimix", 0.0, 0.999)
-        self._check_int("replay_capacity", 1)
         if self.replay_capacity < self.batch_length:
             raise self._bad("replay_capacity", f"must be >= batch_length={self.batch_length}")
         self._check_int("learning_starts", 1)

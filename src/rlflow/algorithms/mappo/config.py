@@ -63,12 +63,14 @@ class MAPPOConfig(
     """Decay of the value normalization's running moments per update, in (0, 1) (MAPPO's
     0.99999; the moments are debiased, so early on they are close to plain averages)."""
     use_huber_loss: bool = False
-    """The critic's loss is the Huber loss of its error with ``huber_delta`` (MAPPO's
+    """The critic's loss is the Huber loss of its error with ``vf_huber_delta`` (MAPPO's
     ``use_huber_loss``, True in its runs), in the normalized units with ``use_valuenorm``
     (and clipped with ``vf_clip_param`` as the squared error is); False: PPO's squared
     error."""
-    huber_delta: float = 10.0
-    """The Huber loss's threshold, > 0: quadratic within it, linear beyond (MAPPO's 10)."""
+    vf_huber_delta: float = 10.0
+    """The value loss's Huber threshold, > 0: quadratic within it, linear beyond (MAPPO's
+    ``huber_delta``, 10; named for the value function here, as ``vf_clip_param`` is, since DQN's
+    ``huber_delta`` is another field)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -98,4 +100,4 @@ class MAPPOConfig(
             low_open=True,
             high_open=True,
         )
-        self._check_positive("huber_delta")
+        self._check_positive("vf_huber_delta")

@@ -564,12 +564,12 @@ class MAPPOPolicy(PPOPolicy):
         )
 
     def _vf_loss(self, values: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """PPO's value loss, or with ``use_huber_loss`` the Huber loss (``huber_delta``) of
+        """PPO's value loss, or with ``use_huber_loss`` the Huber loss (``vf_huber_delta``) of
         the error, clipped around `VF_PREDS` the same way when ``vf_clip_param`` is set
         (MAPPO's: the larger of the plain and the clipped error's loss)."""
         if not self.config.use_huber_loss:
             return super()._vf_loss(values, batch)
-        targets, delta = batch[VALUE_TARGETS], float(self.config.huber_delta)
+        targets, delta = batch[VALUE_TARGETS], float(self.config.vf_huber_delta)
         err = F.huber_loss(values, targets, reduction="none", delta=delta)
         clip = self.config.vf_clip_param
         if clip is not None:

@@ -16,22 +16,19 @@ from dataclasses import dataclass
 
 from rlflow.config import AlgorithmConfig
 from rlflow.config.group import FieldGroup
-from rlflow.config.learning import TargetNetworkConfig
+from rlflow.config.learning import ReplayStartConfig, TargetNetworkConfig
 
 __all__ = ["PerWorkerExplorationConfig", "ReplayAlgorithmConfig", "SequenceReplayConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReplayAlgorithmConfig(AlgorithmConfig, TargetNetworkConfig):
+class ReplayAlgorithmConfig(AlgorithmConfig, TargetNetworkConfig, ReplayStartConfig):
     """A replay buffer (uniform or prioritized) of n-step transitions, and the ratio of
     replayed to sampled transitions. "Steps" are env steps sampled; ``train_batch_size`` is
     the transitions of one replayed batch."""
 
     buffer_size: int = 50_000
     """Replay capacity in transitions, >= train_batch_size (Ape-X: over all shards)."""
-    learning_starts: int = 1000
-    """Transitions in the buffer before training starts, in [0, buffer_size] (Ape-X: stored
-    over all shards; RLlib's ``num_steps_sampled_before_learning_starts``)."""
     n_step: int = 1
     """Steps of the n-step return, >= 1."""
     prioritized_replay: bool = True
@@ -67,7 +64,6 @@ class ReplayAlgorithmConfig(AlgorithmConfig, TargetNetworkConfig):
             raise self._bad(
                 "buffer_size", f"must be >= train_batch_size={self.train_batch_size} (capacity)"
             )
-        self._check_int("learning_starts", 0)
         self._check_le("learning_starts", "buffer_size")
         self._check_int("n_step", 1)
         for name in (

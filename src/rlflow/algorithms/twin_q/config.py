@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from rlflow.algorithms.q_learning.config import ReplayAlgorithmConfig
 from rlflow.config.group import FieldGroup
+from rlflow.config.learning import ActorLearningRateConfig
 from rlflow.config.model import ModelConfig
 
 __all__ = ["DelayedTargetsConfig", "GaussianExplorationConfig", "TwinQConfig"]
@@ -25,6 +26,7 @@ __all__ = ["DelayedTargetsConfig", "GaussianExplorationConfig", "TwinQConfig"]
 @dataclass(frozen=True, kw_only=True)
 class TwinQConfig(
     ReplayAlgorithmConfig,
+    ActorLearningRateConfig,
     defaults={
         "num_workers": 0,
         "rollout_fragment_length": 1,
@@ -47,8 +49,6 @@ class TwinQConfig(
     ``model`` options (``hidden``, ``activation``) shape the actor and each critic alike.
     """
 
-    actor_lr: float = 3e-4
-    """Learning rate of the actor (Adam), > 0 (RLlib's ``actor_learning_rate``)."""
     tau: float = 5e-3
     """Polyak coefficient of the target networks, in (0, 1]: ``target <- tau * online + (1 -
     tau) * target`` at every target update (1: a copy)."""
@@ -61,7 +61,6 @@ class TwinQConfig(
             raise self._bad(
                 "lr_schedule", "is not supported here: set lr (critics), actor_lr and alpha_lr"
             )
-        self._check_positive("actor_lr")
         self._check_range("tau", 0.0, 1.0)
         if self.tau == 0:
             raise self._bad("tau", "must be a number > 0 (0 would freeze the targets)")
