@@ -28,9 +28,9 @@ __all__ = ["ALGORITHMS_FOR_ACTIONS", "check_custom_model_support", "check_policy
 
 _ON_POLICY = ("pg", "a2c", "a3c", "ppo", "ddppo", "impala", "appo")
 ALGORITHMS_FOR_ACTIONS: dict[str, tuple[str, ...]] = {
-    "Discrete": (*_ON_POLICY, "dqn", "apex", "r2d2", "apex_r2d2", "es", "ars"),
+    "Discrete": (*_ON_POLICY, "dqn", "apex", "r2d2", "apex_r2d2", "es", "ars", "dreamerv3"),
     "MultiDiscrete": _ON_POLICY,
-    "Box": (*_ON_POLICY, "sac", "td3", "apex_td3", "apex_ddpg", "es", "ars"),
+    "Box": (*_ON_POLICY, "sac", "td3", "apex_td3", "apex_ddpg", "es", "ars", "dreamerv3"),
 }
 """The algorithms that take each kind of action space, for the hint of a refusal: every
 registered algorithm but those that need more than an env (bc, marwil, cql: recorded data;
