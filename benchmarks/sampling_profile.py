@@ -26,6 +26,7 @@ import argparse
 import collections
 import re
 import time
+from typing import Any
 
 import numpy as np
 
@@ -51,8 +52,8 @@ def raw_steps_per_s(num_envs: int, seconds: float) -> float:
     return steps / elapsed
 
 
-def sample_steps_per_s(num_envs: int, seconds: float, fragment: int = 100) -> float:
-    """A local `RolloutWorker` (PPO, CartPole-v1) sampling fragments for ``seconds``."""
+def _ppo_worker(num_envs: int, fragment: int) -> Any:
+    """A local `RolloutWorker` of PPO's default policy on ``num_envs`` CartPole-v1 envs."""
     from rlflow.algorithms import PPOConfig
     from rlflow.algorithms.ppo.policy import PPOPolicy
     from rlflow.workers import RolloutWorker
@@ -63,7 +64,12 @@ def sample_steps_per_s(num_envs: int, seconds: float, fragment: int = 100) -> fl
         num_envs_per_worker=num_envs,
         rollout_fragment_length=fragment,
     )
-    worker = RolloutWorker(config, PPOPolicy, worker_index=1)
+    return RolloutWorker(config, PPOPolicy, worker_index=1)
+
+
+def sample_steps_per_s(num_envs: int, seconds: float, fragment: int = 100) -> float:
+    """A local `RolloutWorker` (PPO, CartPole-v1) sampling fragments for ``seconds``."""
+    worker = _ppo_worker(num_envs, fragment)
     for _ in range(3):
         worker.sample()
     steps = 0
@@ -78,19 +84,10 @@ def paired_cpu_rates(num_envs: int, seconds: float, fragment: int = 100) -> tupl
     blocks (one fragment of the worker, then the same number of raw steps) over about
     ``seconds`` of wall time: on a loaded machine the CPU time a step costs is what stays
     comparable, and alternation gives both sides the same conditions."""
-    from rlflow.algorithms import PPOConfig
-    from rlflow.algorithms.ppo.policy import PPOPolicy
     from rlflow.envs import make_env_creator
     from rlflow.envs.gym_vector import make_vector_env
-    from rlflow.workers import RolloutWorker
 
-    config = PPOConfig(
-        env="CartPole-v1",
-        num_workers=0,
-        num_envs_per_worker=num_envs,
-        rollout_fragment_length=fragment,
-    )
-    worker = RolloutWorker(config, PPOPolicy, worker_index=1)
+    worker = _ppo_worker(num_envs, fragment)
     venv = make_vector_env(make_env_creator("CartPole-v1"), num_envs, 0, vector_env="rlflow")
     venv.reset()
     rng = np.random.default_rng(0)

@@ -81,10 +81,9 @@ def ale_vector_spec(creator: Callable[[], Any]) -> tuple[str, dict[str, Any]] | 
     """``(ALE id, env kwargs)`` when ``creator`` builds a DeepMind-preprocessed ALE game
     (`rlflow.envs.creator.make_ale_env` of an ``ALE/`` id, as ``env="ALE/Pong-v5"`` makes it);
     None for anything else."""
-    from rlflow.envs.creator import flatten_if_structured, make_ale_env
+    from rlflow.envs.creator import inner_creator, make_ale_env
 
-    if isinstance(creator, functools.partial) and creator.func is flatten_if_structured:
-        creator = creator.args[0] if len(creator.args) == 1 else creator
+    creator = inner_creator(creator)
     if (
         isinstance(creator, functools.partial)
         and creator.func is make_ale_env

@@ -165,6 +165,14 @@ def _apply_wrappers(creator: Callable[[], Any], wrappers: tuple[Any, ...]) -> An
     return env
 
 
+def inner_creator(creator: Callable[[], Any]) -> Callable[[], Any]:
+    """The creator under `flatten_if_structured` (as `config_env_creator` wraps it), else
+    ``creator`` itself: what an engine that builds the env its own way reads."""
+    if isinstance(creator, functools.partial) and creator.func is flatten_if_structured:
+        return creator.args[0] if len(creator.args) == 1 else creator
+    return creator
+
+
 def flatten_if_structured(creator: Callable[[], Any]) -> Any:
     """``creator()``, wrapped in `rlflow.envs.flatten.FlattenObservations` when it is a
     single-agent env whose observation space is a ``Dict``, ``Tuple``, ``MultiDiscrete`` or

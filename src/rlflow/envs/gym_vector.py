@@ -49,7 +49,7 @@ import numpy.typing as npt
 from gymnasium.vector import AutoresetMode
 
 from rlflow.config.rollouts import VECTOR_ENVS
-from rlflow.envs.creator import flatten_if_structured
+from rlflow.envs.creator import inner_creator
 from rlflow.envs.game_score import GAME_SCORE, reports_game_score
 from rlflow.envs.records import EpisodeStat, VectorStep, env_action
 from rlflow.envs.validation import check_action_batch, check_observation
@@ -75,8 +75,7 @@ def gym_id(creator: Callable[[], Any]) -> tuple[str, dict[str, Any]] | None:
     >>> gym_id(functools.partial(gym.make, "CartPole-v1", max_episode_steps=10))
     ('CartPole-v1', {'max_episode_steps': 10})
     """
-    if isinstance(creator, functools.partial) and creator.func is flatten_if_structured:
-        creator = creator.args[0] if len(creator.args) == 1 else creator
+    creator = inner_creator(creator)
     if (
         isinstance(creator, functools.partial)
         and creator.func is gym.make
