@@ -15,6 +15,14 @@ stable-baselines3 it prints that SB3's row was skipped and how to install it. Se
 small, shared machine: the 1-minute load average is printed with every run.
 
     python benchmarks/sac_defaults.py [--steps 3000] [--rounds 3] [--seed 0]
+
+``--to-return 900 --seeds 0,1,2`` measures sample efficiency instead: each library, seed by
+seed, until the mean return of its last 10 episodes reaches 900 (or ``--cap`` env steps): the
+env steps and wall seconds it took. rlflow's run is ``rlflow train sac ... --stop-reward 900
+--set metrics_num_episodes_for_smoothing=10`` (checked after every iteration, so it may run up
+to one iteration past the episode that reached it); SB3's stops in a callback at the end of the
+episode that brought its last-10 mean to 900. ``--set KEY=VALUE`` (repeatable) changes rlflow's
+config, e.g. ``--set learning_starts=100`` for SB3's warm-up length.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -50,6 +59,8 @@ class Run(NamedTuple):
     iterations: int
     lines: int
     load: float
+    mean: float = float("nan")
+    """rlflow's ``episode_return_mean`` at the end (NaN for SB3's throughput runs)."""
 
     @property
     def rate(self) -> float:
@@ -62,13 +73,37 @@ def load1() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def run_rlflow(steps: int, seed: int) -> Run:
-    """``rlflow train sac`` with the default config until ``steps`` env steps were sampled."""
+SMOOTHING = 10
+"""Episodes in the mean that ``--to-return`` stops on."""
+
+
+class Reached(NamedTuple):
+    """A ``--to-return`` run: whether the last-10 mean reached the target, the env steps and
+    wall seconds taken, and the last-10 mean at the end."""
+
+    library: str
+    seed: int
+    reached: bool
+    steps: int
+    seconds: float
+    mean: float
+
+
+def run_rlflow(
+    steps: int, seed: int, stop_reward: float | None = None, sets: tuple[str, ...] = ()
+) -> Run:
+    """``rlflow train sac`` with the default config (``sets`` changed) until ``steps`` env steps
+    were sampled or, with ``stop_reward``, the last-10 mean reached it."""
     load = load1()
     with tempfile.TemporaryDirectory() as tmp:
         out_dir = Path(tmp) / "run"
         argv = ["train", "sac", "--env", ENV_ID, "--backend", "local", "--no-tuned"]
         argv += ["--seed", str(seed), "--stop-timesteps", str(steps), "--out", str(out_dir)]
+        if stop_reward is not None:
+            argv += ["--stop-reward", str(stop_reward)]
+            argv += ["--set", f"metrics_num_episodes_for_smoothing={SMOOTHING}"]
+        for item in sets:
+            argv += ["--set", item]
         stdout = io.StringIO()
         start = time.perf_counter()
         with contextlib.redirect_stdout(stdout):
@@ -80,7 +115,89 @@ def run_rlflow(steps: int, seed: int) -> Run:
         last = json.loads(rows[-1])
     lines = len(stdout.getvalue().splitlines())
     updates = last["num_env_steps_trained"] // TRAIN_BATCH
-    return Run("rlflow", last["num_env_steps_sampled"], seconds, updates, len(rows), lines, load)
+    mean = float(last.get("episode_return_mean", float("nan")))
+    return Run(
+        "rlflow", last["num_env_steps_sampled"], seconds, updates, len(rows), lines, load, mean
+    )
+
+
+def rlflow_to_return(target: float, cap: int, seed: int, sets: tuple[str, ...]) -> Reached:
+    """rlflow's SAC until its last-10 mean reaches ``target`` or ``cap`` env steps."""
+    run = run_rlflow(cap, seed, stop_reward=target, sets=sets)
+    return Reached("rlflow", seed, run.mean >= target, run.steps, run.seconds, run.mean)
+
+
+def sb3_to_return(target: float, cap: int, seed: int) -> Reached | None:
+    """SB3's SAC with its defaults until its last-10 mean reaches ``target`` or ``cap`` env
+    steps; None without stable-baselines3."""
+    try:
+        import gymnasium as gym
+        from stable_baselines3 import SAC
+        from stable_baselines3.common.callbacks import BaseCallback
+    except ImportError:
+        return None
+
+    class StopAtReturn(BaseCallback):
+        """Sums rewards per episode; stops training once the last 10 episodes' mean >= target."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.episode_return = 0.0
+            self.returns: list[float] = []
+
+        def _on_step(self) -> bool:
+            self.episode_return += float(self.locals["rewards"][0])
+            if not self.locals["dones"][0]:
+                return True
+            self.returns.append(self.episode_return)
+            self.episode_return = 0.0
+            last = self.returns[-SMOOTHING:]
+            return not (len(last) == SMOOTHING and statistics.fmean(last) >= target)
+
+    callback = StopAtReturn()
+    start = time.perf_counter()
+    model = SAC("MlpPolicy", gym.make(ENV_ID), seed=seed, device="cpu")
+    model.learn(total_timesteps=cap, callback=callback)
+    seconds = time.perf_counter() - start
+    last = callback.returns[-SMOOTHING:]
+    mean = statistics.fmean(last) if last else float("nan")
+    reached = len(last) == SMOOTHING and mean >= target
+    return Reached("SB3", seed, reached, model.num_timesteps, seconds, mean)
+
+
+def to_return(args: argparse.Namespace) -> None:
+    """``--to-return``: env steps and seconds to the target, seed by seed, both libraries."""
+    seeds = [int(s) for s in args.seeds.split(",")]
+    sets = tuple(args.set)
+    results: dict[str, list[Reached]] = {"rlflow": [], "SB3": []}
+    runners: dict[str, Callable[[int], Reached | None]] = {
+        "rlflow": lambda seed: rlflow_to_return(args.to_return, args.cap, seed, sets),
+        "SB3": lambda seed: sb3_to_return(args.to_return, args.cap, seed),
+    }
+    chosen = [runners[name] for name in args.libraries.split(",")]
+    for seed in seeds:
+        for runner in chosen:
+            reached = runner(seed)
+            if reached is None:
+                print("  SB3    skipped: stable-baselines3 is not installed", flush=True)
+                continue
+            results[reached.library].append(reached)
+            print(
+                f"  {reached.library:6} seed {seed}: "
+                f"{'reached' if reached.reached else 'NOT reached'} a last-{SMOOTHING} mean of "
+                f"{args.to_return:g} ({reached.mean:.1f}) at {reached.steps} env steps, "
+                f"{reached.seconds:.1f} s (load {load1()})",
+                flush=True,
+            )
+    changed = f" with {' '.join(sets)}" if sets else ""
+    print(f"\n{ENV_ID}, SAC defaults{changed}, to a last-{SMOOTHING} mean of {args.to_return:g}:")
+    for library, runs in results.items():
+        if runs:
+            print(
+                f"  {library:6} median {statistics.median(r.steps for r in runs):.0f} env steps "
+                f"(reached {sum(r.reached for r in runs)} of {len(runs)}), median "
+                f"{statistics.median(r.seconds for r in runs):.1f} s"
+            )
 
 
 def run_sb3(steps: int, seed: int) -> Run | None:
@@ -114,8 +231,18 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3000, help="env steps per run")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of rlflow then SB3")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--to-return", type=float, default=None, help="e.g. 900")
+    parser.add_argument("--seeds", default="0,1,2", help="with --to-return")
+    parser.add_argument("--cap", type=int, default=40_000, help="with --to-return: env steps")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--libraries", default="rlflow,SB3", choices=("rlflow,SB3", "rlflow", "SB3", "SB3,rlflow")
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.to_return is not None:
+        to_return(args)
+        return
     runs: dict[str, list[Run]] = {"rlflow": [], "SB3": []}
     for i in range(args.rounds):
         print(f"round {i + 1}/{args.rounds}", flush=True)
