@@ -13,9 +13,10 @@ Engines (`rlflow.config.rollouts.VECTOR_ENVS`):
 - ``"gymnasium"``: ``gymnasium.make_vec(id, vectorization_mode="vector_entry_point")`` where
   the env is a plain Gymnasium id (no env_wrappers) whose spec has a vectorized entry point
   (CartPole-v1: numpy's ``CartPoleVectorEnv``), else ``"gymnasium-sync"``.
-- ``"envpool"``: ``envpool.make_gymnasium(id, num_envs, seed)`` (C++ threads), for plain
-  Gymnasium ids that EnvPool knows, not Atari ids (EnvPool's Atari preprocessing and
-  channel-first frames differ from rlflow's).
+- ``"envpool"``: EnvPool's C++ envs (`rlflow.envs.envpool_env`, the ``envpool`` extra): plain
+  Gymnasium ids that EnvPool knows (CartPole-v1, ...) as EnvPool steps them, and ``ALE/...``
+  games with rlflow's DeepMind preprocessing (the same observations, game scores and clipped
+  rewards; what differs at reset and after a lost life is listed there).
 - ``"ale-vector"``: ale_py's C++ ``AtariVectorEnv`` for ``ALE/...`` games with rlflow's
   DeepMind preprocessing (`rlflow.envs.ale_vector`: the same observations, game scores and
   clipped rewards; what differs after a lost life and at reset is listed there).
@@ -39,7 +40,6 @@ sub-envs: ``"rlflow"`` and ``"gymnasium-sync"``.
 from __future__ import annotations
 
 import functools
-import importlib.util
 from collections.abc import Callable
 from typing import Any
 
@@ -86,24 +86,6 @@ def gym_id(creator: Callable[[], Any]) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
-def _check_envpool(ident: tuple[str, dict[str, Any]] | None) -> None:
-    """`ConfigError` unless envpool imports and knows the plain Gymnasium id ``ident``."""
-    if importlib.util.find_spec("envpool") is None:
-        raise ConfigError(
-            "vector_env='envpool': envpool is not installed; pip install envpool (Linux, "
-            "Python 3.11 wheels on PyPI) or choose another vector_env"
-        )
-    import envpool
-
-    if ident is None or ident[0].startswith("ALE/") or ident[0] not in envpool.list_all_envs():
-        name = "an env creator or env_wrappers" if ident is None else repr(ident[0])
-        raise ConfigError(
-            f"vector_env='envpool': the env is {name}; EnvPool builds plain Gymnasium ids that "
-            "it knows (envpool.list_all_envs()), without env_wrappers, and not ALE ids here "
-            "(its frames are channel-first); use vector_env='rlflow'"
-        )
-
-
 def resolve_vector_env(
     vector_env: str,
     creator: Callable[[], Any],
@@ -139,7 +121,9 @@ def resolve_vector_env(
             "vector_env='rlflow' (or 'auto')"
         )
     if vector_env == "envpool":
-        _check_envpool(gym_id(creator))
+        from rlflow.envs.envpool_env import check_envpool
+
+        check_envpool(creator)
     if vector_env == "ale-vector":
         from rlflow.envs.ale_vector import check_ale_vector
 
@@ -161,12 +145,6 @@ def _build(engine: str, creator: Callable[[], Any], num_envs: int, seed: int | N
         venv = _vector_entry_point(creator, num_envs)
         if venv is not None:
             return venv
-    if engine == "envpool":
-        import envpool
-
-        ident = gym_id(creator)
-        assert ident is not None  # resolve_vector_env checked it
-        return envpool.make_gymnasium(ident[0], num_envs=num_envs, seed=seed or 0, **ident[1])
     fns = [creator] * num_envs
     if engine == "gymnasium-async":
         return gym.vector.AsyncVectorEnv(fns, copy=False, autoreset_mode=AutoresetMode.SAME_STEP)
@@ -209,9 +187,12 @@ def make_vector_env(
         return make_ale_vector_env(
             creator, num_envs, seed, env_id=env_id, worker_index=worker_index
         )
+    if engine == "envpool":
+        from rlflow.envs.envpool_env import make_envpool_env
+
+        return make_envpool_env(creator, num_envs, seed, env_id=env_id, worker_index=worker_index)
     venv = _build(engine, creator, num_envs, seed)
-    reset_seed = None if engine == "envpool" else seed
-    return GymVectorEnv(venv, reset_seed, env_id=env_id, worker_index=worker_index)
+    return GymVectorEnv(venv, seed, env_id=env_id, worker_index=worker_index)
 
 
 class GymVectorEnv:
