@@ -146,11 +146,14 @@ class RolloutConfig(FieldGroup):
     (``gymnasium.vector.SyncVectorEnv`` / ``AsyncVectorEnv``, the same trajectories),
     ``"gymnasium"`` (``gymnasium.make_vec`` with the env's vectorized entry point where it
     registers one, such as CartPole-v1's numpy ``CartPoleVectorEnv``, else sync),
-    ``"envpool"`` (if installed), ``"ale-vector"`` (ale_py's C++ ``AtariVectorEnv`` for
-    ``ALE/...`` games, `rlflow.envs.ale_vector`: rlflow's observations and game scores, a few
-    documented differences after a lost life) or ``"auto"``: the fastest engine measured for
-    the env's family,
-    ``"rlflow"`` so far. Only ``"rlflow"`` restarts failed sub-envs and steps multi-agent envs
+    ``"envpool"`` (the ``envpool`` extra: EnvPool's C++ envs, classic control and ``ALE/...``
+    games with rlflow's DeepMind preprocessing, `rlflow.envs.envpool_env`), ``"ale-vector"``
+    (ale_py's C++ ``AtariVectorEnv`` for ``ALE/...`` games, `rlflow.envs.ale_vector`; the two
+    give rlflow's observations and game scores, with documented differences at reset and after
+    a lost life) or ``"auto"``: the fastest engine measured for the env's family among those
+    that give rlflow's trajectories exactly (`rlflow.envs.gym_vector.EXACT_ENGINES`),
+    ``"rlflow"`` so far: the C++ engines step faster but are picked only by name. Only
+    ``"rlflow"`` restarts failed sub-envs and steps multi-agent envs
     (another explicit value is a `ConfigError` then; ``"auto"`` picks ``"rlflow"``)."""
     observation_filter: str = "NoFilter"
     """``"NoFilter"`` or ``"MeanStdFilter"`` (RLlib's names). ``"MeanStdFilter"``: each rollout

@@ -20,8 +20,19 @@ Engines (`rlflow.config.rollouts.VECTOR_ENVS`):
 - ``"ale-vector"``: ale_py's C++ ``AtariVectorEnv`` for ``ALE/...`` games with rlflow's
   DeepMind preprocessing (`rlflow.envs.ale_vector`: the same observations, game scores and
   clipped rewards; what differs after a lost life and at reset is listed there).
-- ``"auto"``: the fastest engine measured for the env's family (`AUTO_VECTOR_ENV`), which is
-  ``"rlflow"`` for every family so far (benchmarks/README.md).
+- ``"auto"``: the fastest engine measured for the env's family (`AUTO_VECTOR_ENV`) among
+  those whose trajectories are rlflow's (`EXACT_ENGINES`): ``"rlflow"`` for every family so
+  far (benchmarks/README.md, "Env engines").
+
+The rule of ``"auto"``: the fastest engine that gives, for the same seed and actions, the same
+observations, rewards, episode boundaries and returns as ``"rlflow"`` (tested step by step in
+``tests/envs/test_gym_vector.py``). EnvPool, ``"ale-vector"`` and numpy's vectorized envs give
+episodes that match rlflow's only in distribution (their own seeding and no-op draws, a reset
+row per episode end; the differences are listed and tested in `rlflow.envs.envpool_env` and
+`rlflow.envs.ale_vector`), so ``"auto"`` never picks them, even where they step faster (Pong on
+EnvPool: about 2-3x rlflow's raw rate): a seeded run's episodes, and so the learning tests'
+step budgets, would change with the installed packages, and worker checkpoints cannot hold a
+C++ engine's state. Choose them by name for throughput.
 
 Next-step autoreset (EnvPool, ``CartPoleVectorEnv``): such an engine resets a finished
 episode on the *next* step, ignoring that step's action. The adapter reports that step's row
@@ -56,14 +67,26 @@ from rlflow.envs.validation import check_action_batch, check_observation
 from rlflow.envs.vector import VectorEnv
 from rlflow.errors import ConfigError, RLFlowError
 
-__all__ = ["AUTO_VECTOR_ENV", "GymVectorEnv", "gym_id", "make_vector_env", "resolve_vector_env"]
+__all__ = [
+    "AUTO_VECTOR_ENV",
+    "EXACT_ENGINES",
+    "GymVectorEnv",
+    "gym_id",
+    "make_vector_env",
+    "resolve_vector_env",
+]
 
 Array = npt.NDArray[Any]
 
+EXACT_ENGINES = ("rlflow", "gymnasium-sync", "gymnasium-async")
+"""The engines whose trajectories are rlflow's for the same seed and actions: the only ones
+``vector_env="auto"`` may pick (the module docstring gives the rule)."""
+
 AUTO_VECTOR_ENV: dict[str, str] = {"default": "rlflow"}
-"""The engine ``vector_env="auto"`` picks by env family (any other family: ``"default"``),
-measured by ``benchmarks/sampling.py --vector-env`` (benchmarks/README.md); engines that change
-the trajectories are not picked, so the learning tests' step counts stay those of rlflow."""
+"""The engine ``vector_env="auto"`` picks by env family (any other family: ``"default"``): the
+fastest of `EXACT_ENGINES` measured by ``benchmarks/sampling.py --vector-env``
+(benchmarks/README.md); engines that change the trajectories are not picked, so the learning
+tests' step counts stay those of rlflow."""
 
 
 def gym_id(creator: Callable[[], Any]) -> tuple[str, dict[str, Any]] | None:
