@@ -49,6 +49,22 @@ def test_the_rule_takes_the_smallest_n_whose_forward_is_a_quarter_of_the_env_ste
     assert pick_num_envs(costs(1, {2: 10, 4: 10}), (2, 4), share=3.0) == 4  # 5 us, 2.5 us
 
 
+def test_where_no_n_meets_the_share_the_least_cost_per_row_is_taken() -> None:
+    # A CNN on Pong (measured here, loaded machine): its forward costs about the same per frame
+    # at any N, and 64 games stepped slower per game than 8: more envs would not pay.
+    pong = {
+        8: RowCosts(452 * US, 242 * US),
+        16: RowCosts(1267 * US, 469 * US),
+        32: RowCosts(1569 * US, 434 * US),
+        64: RowCosts(1808 * US, 731 * US),
+    }
+    assert pick_num_envs(pong) == 8
+    tie = {8: RowCosts(4 * US, 2 * US), 16: RowCosts(3 * US, 3 * US)}
+    assert pick_num_envs(tie, (8, 16)) == 8  # a tie goes to the fewer envs
+    with pytest.raises(ValueError, match="no costs measured"):
+        pick_num_envs({}, (8,))
+
+
 def test_the_measurement_steps_the_configs_engine_with_the_policys_actions() -> None:
     worker = RolloutWorker(
         PPOConfig(env="CartPole-v1", num_envs_per_worker=1), PPOPolicy, worker_index=1
@@ -76,16 +92,21 @@ def test_auto_is_resolved_from_the_measurement_on_the_driver() -> None:
     config = PPOConfig(env="CartPole-v1", num_envs_per_worker="auto", num_workers=0)
     seen: dict[str, Any] = {}
 
+    table = costs(40, {8: 300, 16: 310, 32: 320, 64: 400})
+    asked: list[tuple[int, ...]] = []
+
     def measure(make_venv: Any, policy: Any, candidates: Any) -> dict[int, RowCosts]:
         venv = make_venv(3)  # the config's env and engine, at the size asked
         seen["obs"] = venv.reset().shape
         venv.close()
-        seen["candidates"] = tuple(candidates)
-        return costs(40, {8: 300, 16: 310, 32: 320, 64: 400})
+        asked.append(tuple(candidates))
+        return {n: table[n] for n in candidates}
 
     resolved = resolve_num_envs_per_worker(config, PPOPolicy, measure=measure)
     assert resolved.num_envs_per_worker == 32 and resolved.envs_per_worker() == 32
-    assert seen == {"obs": (3, 4), "candidates": CANDIDATES}
+    assert seen == {"obs": (3, 4)}
+    assert asked == [(8,), (16,), (32,)]  # in increasing order, up to the first that meets it
+    assert CANDIDATES == (8, 16, 32, 64)
     fixed = PPOConfig(env="CartPole-v1", num_envs_per_worker=4)
     assert resolve_num_envs_per_worker(fixed, PPOPolicy, measure=measure) is fixed
 

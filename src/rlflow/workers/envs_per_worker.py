@@ -2,12 +2,14 @@
 short measurement of the env's step and the policy's forward, before any actor starts.
 
 A worker steps its N envs, then runs one batched forward of the policy for the N
-observations. The env's cost grows with N; the forward's is mostly a fixed cost per call
-(torch's dispatch, small matrix products), so per row it falls as N grows. The rule
+observations. The env's cost grows with N; a small model's forward is mostly a fixed cost per
+call (torch's dispatch, small matrix products), so per row it falls as N grows. The rule
 (`pick_num_envs`): the smallest N of `CANDIDATES` whose forward per row is at most
-`FORWARD_SHARE` (25%) of the env's step per row, both measured at that N; the largest
-candidate where none is. Sampling then runs mostly at the env's speed, with the fewest envs
-(smaller fragments, less memory, fresher weights) that get there.
+`FORWARD_SHARE` (25%) of the env's step per row, both measured at that N; where none is, the
+N with the least measured env step + forward per row (a CNN's forward costs about the same per
+frame at any N, so more envs do not pay there). Sampling then runs mostly at the env's speed,
+with the fewest envs (smaller fragments, less memory, fresher weights) that get there. The
+candidates are measured in increasing order, stopping at the first that meets the share.
 
 Opt-in: N sets the fragment size (``rollout_fragment_length * N`` rows per sample) and the
 envs' seeds, so a run with ``"auto"`` may differ from one machine (or load) to another. The
@@ -58,18 +60,21 @@ def pick_num_envs(
 ) -> int:
     """The rule of ``num_envs_per_worker="auto"``: the smallest of ``candidates`` whose
     forward per row is ``<= share`` of its env step per row (``costs[n]``, measured at ``n``
-    envs); the largest candidate when none is.
+    envs); when none is, the one with the least env step + forward per row (the smaller on a
+    tie). ``costs`` may stop at the first candidate that meets the share.
 
     >>> pick_num_envs({8: RowCosts(1e-5, 4e-6), 16: RowCosts(1e-5, 2e-6)}, (8, 16))
     16
     >>> pick_num_envs({8: RowCosts(1e-3, 1e-4), 16: RowCosts(1e-3, 5e-5)}, (8, 16))
     8
     """
-    ordered = sorted(candidates)
+    ordered = [n for n in sorted(candidates) if n in costs]
+    if not ordered:
+        raise ValueError(f"pick_num_envs: no costs measured for the candidates {candidates}")
     for n in ordered:
         if costs[n].forward_s <= share * costs[n].env_s:
             return n
-    return ordered[-1]
+    return min(ordered, key=lambda n: (costs[n].env_s + costs[n].forward_s, n))
 
 
 def measure_row_costs(
@@ -118,10 +123,12 @@ def resolve_num_envs_per_worker(
     measure: Callable[..., Mapping[int, RowCosts]] = measure_row_costs,
 ) -> Any:
     """``config`` with ``num_envs_per_worker="auto"`` replaced by `pick_num_envs` of a
-    measurement (`measure_row_costs`) on this process: one local rollout worker of
-    ``policy_cls`` (built to read the env's spaces and engine, then stopped) and a vector env
+    measurement (``measure``, `measure_row_costs`, called with one candidate at a time in
+    increasing order until one meets `FORWARD_SHARE`) on this process: one local rollout worker
+    of ``policy_cls`` (built to read the env's spaces and engine, then stopped) and a vector env
     of each candidate size on the config's engine. Any other config is returned as it is.
-    A multi-agent env is a `ConfigError` (set a number)."""
+    A multi-agent env is a `ConfigError` (set a number). It takes seconds for cheap envs and
+    up to about a minute for 64 Atari games on a loaded 2-core machine."""
     if config.num_envs_per_worker != "auto":
         return config
     from rlflow.envs.gym_vector import make_vector_env
@@ -140,7 +147,11 @@ def resolve_num_envs_per_worker(
         def make_venv(n: int) -> Any:
             return make_vector_env(spec.creator, n, spec.seed, vector_env=spec.vector_env)
 
-        costs = measure(make_venv, policy, CANDIDATES)
+        costs: dict[int, RowCosts] = {}
+        for n in CANDIDATES:  # in increasing order, until one meets the share
+            costs.update(measure(make_venv, policy, (n,)))
+            if costs[n].forward_s <= FORWARD_SHARE * costs[n].env_s:
+                break
     finally:
         worker.stop()
     chosen = pick_num_envs(costs)
