@@ -186,7 +186,8 @@ class RolloutConfig(FieldGroup):
     per task and adaptation step), or ``"auto"``: chosen on the driver before any actor starts,
     from a short measurement of the env's step and the policy's forward per env
     (`rlflow.workers.envs_per_worker`: the smallest of 8, 16, 32, 64 whose forward per env
-    costs at most 25% of the env's step; 64 where none does). Opt-in: it sets the fragment
+    costs at most 25% of the env's step; where none does, the one with the least env step +
+    forward per env). Opt-in: it sets the fragment
     size and the envs' seeds, so such a run may differ between machines; the
     `rlflow.Trainer`'s config holds the number chosen."""
     rollout_fragment_length: int = 200
