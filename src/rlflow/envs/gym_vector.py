@@ -29,10 +29,11 @@ observations, rewards, episode boundaries and returns as ``"rlflow"`` (tested st
 ``tests/envs/test_gym_vector.py``). EnvPool, ``"ale-vector"`` and numpy's vectorized envs give
 episodes that match rlflow's only in distribution (their own seeding and no-op draws, a reset
 row per episode end; the differences are listed and tested in `rlflow.envs.envpool_env` and
-`rlflow.envs.ale_vector`), so ``"auto"`` never picks them, even where they step faster (Pong on
-EnvPool: about 2-3x rlflow's raw rate): a seeded run's episodes, and so the learning tests'
-step budgets, would change with the installed packages, and worker checkpoints cannot hold a
-C++ engine's state. Choose them by name for throughput.
+`rlflow.envs.ale_vector`), so ``"auto"`` never picks them, even where they step faster (Pong
+on EnvPool: 1.4x rlflow's raw rate per CPU second, 2.4x wall-clock; benchmarks/README.md): a
+seeded run's episodes, and so the learning tests' step budgets, would change with the
+installed packages, and worker checkpoints cannot hold a C++ engine's state. Choose them by
+name for throughput.
 
 Next-step autoreset (EnvPool, ``CartPoleVectorEnv``): such an engine resets a finished
 episode on the *next* step, ignoring that step's action. The adapter reports that step's row
