@@ -12,6 +12,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from rlflow.data import REWARDS
 from rlflow.envs.creator import config_env_creator, flatten_if_structured, make_env_creator
 from rlflow.envs.envpool_env import EnvPoolAtariEnv
 from rlflow.envs.gym_vector import GymVectorEnv, make_vector_env, resolve_vector_env
@@ -199,3 +200,30 @@ def test_a_ppo_config_samples_atari_on_envpool_in_its_worker() -> None:
         assert batch["obs"].dtype == np.uint8
     finally:
         sampler.close()
+
+
+def test_a_ppo_trainer_trains_on_envpool_and_drops_the_reset_rows() -> None:
+    from rlflow import Trainer
+
+    with Trainer(
+        "ppo",
+        env="CartPole-v1",
+        backend="local",
+        num_workers=0,
+        vector_env="envpool",
+        num_envs_per_worker=4,
+        rollout_fragment_length=50,
+        train_batch_size=400,
+        sgd_minibatch_size=100,
+        num_sgd_iter=1,
+    ) as trainer:
+        result = trainer.train()
+        worker = trainer.workers.local_worker()
+        batch = worker.sample()
+        venv = worker._sampler.venv
+        assert isinstance(venv, GymVectorEnv) and type(venv.venv).__name__ == "EnvPoolVector"
+    # CartPole pays 1 a step: a reset row (reward 0) in the batch would show as a 0.
+    assert np.all(batch[REWARDS] == 1.0) and 150 <= batch.count < 200
+    assert result["num_env_steps_sampled"] >= 400
+    assert result["episodes_total"] > 0
+    assert 8 <= result["episode_len_mean"] == result["episode_return_mean"]
