@@ -202,7 +202,7 @@ def test_a_ppo_config_samples_atari_on_envpool_in_its_worker() -> None:
         sampler.close()
 
 
-def test_a_ppo_trainer_trains_on_envpool_and_drops_the_reset_rows() -> None:
+def test_a_ppo_trainer_trains_on_envpool_and_drops_the_reset_rows(tmp_path: Any) -> None:
     from rlflow import Trainer
 
     with Trainer(
@@ -222,6 +222,12 @@ def test_a_ppo_trainer_trains_on_envpool_and_drops_the_reset_rows() -> None:
         batch = worker.sample()
         venv = worker._sampler.venv
         assert isinstance(venv, GymVectorEnv) and type(venv.venv).__name__ == "EnvPoolVector"
+        # The C++ state is not in the checkpoint: the restored worker starts new episodes.
+        checkpoint = trainer.save(tmp_path / "ckpt")
+        assert worker.get_state()["env"] is None
+    with Trainer.restore(checkpoint, backend="local") as restored:
+        again = restored.train()
+        assert again["num_env_steps_sampled"] >= 800 and again["iteration"] == 2
     # CartPole pays 1 a step: a reset row (reward 0) in the batch would show as a 0.
     assert np.all(batch[REWARDS] == 1.0) and 150 <= batch.count < 200
     assert result["num_env_steps_sampled"] >= 400

@@ -344,6 +344,11 @@ def _fresh_run(
             else:
                 shutil.rmtree(run_dir, ignore_errors=True)
         raise
+    if trainer.config is not config:  # num_envs_per_worker="auto": the number measured
+        write_yaml(
+            storage.join(run_dir, "config.yaml"),
+            {"algorithm": algo, "config": trainer.config.to_dict(), "stop": stop},
+        )
     if started is not None:
         started(trainer)
     with trainer:

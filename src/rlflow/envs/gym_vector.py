@@ -32,8 +32,8 @@ row per episode end; the differences are listed and tested in `rlflow.envs.envpo
 `rlflow.envs.ale_vector`), so ``"auto"`` never picks them, even where they step faster (Pong
 on EnvPool: 1.4x rlflow's raw rate per CPU second, 2.4x wall-clock; benchmarks/README.md): a
 seeded run's episodes, and so the learning tests' step budgets, would change with the
-installed packages, and worker checkpoints cannot hold a C++ engine's state. Choose them by
-name for throughput.
+installed packages, and worker checkpoints cannot hold a C++ engine's state (a restored run
+starts new episodes). Choose them by name for throughput.
 
 Next-step autoreset (EnvPool, ``CartPoleVectorEnv``): such an engine resets a finished
 episode on the *next* step, ignoring that step's action. The adapter reports that step's row
@@ -43,10 +43,11 @@ per episode end. They seed differently (EnvPool by its own rule; ``CartPoleVecto
 RNG for all sub-envs), so their trajectories differ from ``"rlflow"``'s.
 
 What only ``"rlflow"`` provides (an explicit other value is a `ConfigError`; ``"auto"`` picks
-``"rlflow"``): ``restart_failed_sub_environments``, ``on_nonfinite="skip"``, multi-agent envs,
-and checkpoints of the
-env state of async and EnvPool engines. ``set_task`` (MAML) and ``foreach_env`` need single
-sub-envs: ``"rlflow"`` and ``"gymnasium-sync"``.
+``"rlflow"``): ``restart_failed_sub_environments``, ``on_nonfinite="skip"``, multi-agent envs.
+Worker checkpoints hold the env state of ``"rlflow"`` and ``"gymnasium-sync"`` only: a worker
+of the async, EnvPool or ``"ale-vector"`` engine is checkpointed without its envs
+(`GymVectorEnv.saves_state`), and restored, it starts new episodes. ``set_task`` (MAML) and
+``foreach_env`` need single sub-envs: ``"rlflow"`` and ``"gymnasium-sync"``.
 """
 
 from __future__ import annotations
@@ -395,9 +396,15 @@ class GymVectorEnv:
         episodes, self._episodes = self._episodes, []
         return episodes
 
+    @property
+    def saves_state(self) -> bool:
+        """Whether this engine's state can be pickled (worker checkpoints): Gymnasium's sync
+        engine only; the others hold subprocesses or C++ state."""
+        return isinstance(self.venv, gym.vector.SyncVectorEnv)
+
     def __getstate__(self) -> dict[str, Any]:
         """Pickle support for Gymnasium's sync engine; others hold processes or C++ state."""
-        if not isinstance(self.venv, gym.vector.SyncVectorEnv):
+        if not self.saves_state:
             raise RLFlowError(
                 f"GymVectorEnv: the state of a {type(self.venv).__name__} cannot be saved "
                 "(worker checkpoints); use vector_env='rlflow' or 'gymnasium-sync'"

@@ -530,8 +530,12 @@ class VectorSampler(Sampler):
 
     def get_state(self) -> tuple[Any, ...] | None:
         """``(vector env, observations to act on, episode ids, recurrent inputs or None)``
-        (pickle it whole); None before the envs are built."""
+        (pickle it whole); None before the envs are built, and for an engine whose state
+        cannot be saved (`GymVectorEnv.saves_state`: EnvPool, ``ale-vector``, async): a
+        worker restored without it builds new envs and starts new episodes."""
         if self.venv is None or self._obs is None:
+            return None
+        if isinstance(self.venv, GymVectorEnv) and not self.venv.saves_state:
             return None
         return self.venv, self._obs, self._eps_ids, self._memory.get_state()
 
