@@ -34,7 +34,7 @@ What differs from rlflow's own engine (tested in ``tests/envs/test_envpool_env.p
 - **After a lost life** EnvPool runs the same no-ops and FIRE, and keeps the older frames in
   the stack; rlflow takes one NOOP, FIRE and action 2, and starts a fresh stack.
 - **Frames**: EnvPool's grayscale (the ALE palette's luminance) and area resize: pixel values
-  differ slightly from `rlflow.envs.frames.WarpFrame`'s.
+  may differ slightly from `rlflow.envs.frames.WarpFrame`'s (not measured).
 - **Next-step reset**: each episode end (a lost life included) costs one env step that is no
   transition (dropped), so a fragment holds one row less per episode end.
 - Classic control (CartPole-v1, ...): EnvPool's own physics code and seeding; the trajectories
