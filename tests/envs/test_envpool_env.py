@@ -174,6 +174,9 @@ def test_the_engine_is_chosen_only_where_it_can_serve_the_env() -> None:
         resolve_vector_env("envpool", _creator("ALE/Pong-v5", noop_max=10))
     with pytest.raises(ConfigError, match="vector_env='envpool' needs the DeepMind"):
         resolve_vector_env("envpool", _creator("ALE/Pong-v5", deepmind=False))
+    with pytest.raises(ConfigError, match=r"env_config keys \['sutton_barto_reward'\] are not"):
+        resolve_vector_env("envpool", _creator("CartPole-v1", sutton_barto_reward=True))
+    assert resolve_vector_env("envpool", _creator("CartPole-v1", max_episode_steps=9))
     with pytest.raises(ConfigError, match="vector_env='envpool': EnvPool has no env 'Taxi-v4'"):
         resolve_vector_env("envpool", _creator("Taxi-v4"))
     with pytest.raises(ConfigError, match="vector_env='envpool': 'ALE/Pong-v5' is made without"):

@@ -139,6 +139,13 @@ def check_envpool(creator: Callable[[], Any]) -> None:
             "use vector_env='rlflow'"
         )
     if not atari:
+        allowed = set(envpool.make_spec(task_id)._config_keys) - {"num_envs", "seed"}
+        unknown = sorted(set(kwargs) - allowed)
+        if unknown:
+            raise ConfigError(
+                f"vector_env='envpool': env_config keys {unknown} are not options of EnvPool's "
+                f"{task_id!r} (allowed: {sorted(allowed)}); use vector_env='rlflow'"
+            )
         return
     if not kwargs.pop("deepmind", True):
         raise ConfigError(
