@@ -11,7 +11,10 @@ plan, medians of ``--rounds`` paired rounds, each beside rlflow's raw loop and t
 the load average. ``--modes`` picks the ``parallel_rollouts`` modes (default both);
 ``--models mlp,lstm,lstm256`` measures the plans with each policy model (`MODELS`: an LSTM
 policy carries its state through the sampler, issue 25). With an
-``ALE/`` id, ``ale-vector`` is ale_py's C++ ``AtariVectorEnv`` (`rlflow.envs.ale_vector`).
+``ALE/`` id, ``ale-vector`` is ale_py's C++ ``AtariVectorEnv`` (`rlflow.envs.ale_vector`) and
+``envpool`` EnvPool's Atari engine with rlflow's preprocessing (`rlflow.envs.envpool_env`).
+``--envs auto`` takes, for each engine, the number ``num_envs_per_worker="auto"`` chooses
+(`rlflow.workers.envs_per_worker`, measured here before the rounds) for both sides.
 """
 
 from __future__ import annotations
@@ -125,20 +128,34 @@ def _load() -> str:
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
+def envs_per_worker(envs: str, env_id: str, vector_env: str) -> int:
+    """``--envs``: a number, or ``auto``: what ``num_envs_per_worker="auto"`` chooses for PPO's
+    default policy on ``env_id`` and the engine ``vector_env``, measured in this process."""
+    if envs != "auto":
+        return int(envs)
+    from rlflow.workers.envs_per_worker import resolve_num_envs_per_worker
+
+    config = PPOConfig(env=env_id, num_envs_per_worker="auto", vector_env=vector_env)
+    return int(resolve_num_envs_per_worker(config, PPOPolicy).num_envs_per_worker)
+
+
 def measure(args: argparse.Namespace) -> dict[tuple[str, str], list[float]]:
     """``{(engine, "raw" or mode): [steps/s per round]}``, rounds paired over the engines."""
     engines, modes = args.vector_env.split(","), args.modes.split(",")
+    counts = {e: envs_per_worker(args.envs, args.env, e) for e in engines}
+    if args.envs == "auto":
+        print(f"--envs auto: {counts}", flush=True)
     rates: dict[tuple[str, str], list[float]] = {}
     for r in range(args.rounds):
         for engine in engines:
-            rate = raw_steps_per_s(args.envs, args.seconds, env_id=args.env, vector_env=engine)
+            rate = raw_steps_per_s(counts[engine], args.seconds, env_id=args.env, vector_env=engine)
             rates.setdefault((engine, "raw"), []).append(rate)
         flow.init(backend="ray", num_cpus=2, include_dashboard=False, log_to_driver=False)
         try:
             for engine in engines:
                 for mode, model in itertools.product(modes, args.models.split(",")):
                     rate = plan_steps_per_s(
-                        mode, args.envs, args.fragment, args.seconds, args.env, engine, model
+                        mode, counts[engine], args.fragment, args.seconds, args.env, engine, model
                     )
                     what = mode if model == "mlp" else f"{mode}, {model}"
                     rates.setdefault((engine, what), []).append(rate)
@@ -152,7 +169,7 @@ def main() -> None:
     """Measure and print."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--envs", type=int, default=8, help="envs per worker / process")
+    parser.add_argument("--envs", default="8", help="envs per worker / process, or auto")
     parser.add_argument("--fragment", type=int, default=100, help="rollout_fragment_length")
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--vector-env", default="rlflow", help="engines, comma-separated")

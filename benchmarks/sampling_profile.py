@@ -17,7 +17,12 @@ and prints each function's self and total share of the samples under
 
 ``--cpu-time`` alternates one fragment of the worker with as many raw steps of a vector env
 of its own, and counts this process's CPU time of each (`paired_cpu_rates`): on a machine
-loaded by others, the ratio that stays comparable.
+loaded by others, the ratio that stays comparable. The CPU time is the whole process's, so an
+engine's C++ threads (``--vector-env envpool``) count too.
+
+``--env`` (default CartPole-v1; ``ALE/Pong-v5``: PPO's CNN on the DeepMind frames) and
+``--vector-env`` (default ``rlflow``) pick the env and its engine on both sides; ``--envs auto``
+the number that ``num_envs_per_worker="auto"`` chooses (`rlflow.workers.envs_per_worker`).
 """
 
 from __future__ import annotations
@@ -33,19 +38,30 @@ import numpy as np
 ROOT = "RolloutWorker.sample ("
 
 
-def raw_steps_per_s(num_envs: int, seconds: float) -> float:
-    """Random-action stepping of rlflow's vector env of ``num_envs`` CartPole-v1 envs."""
+ENV, VECTOR_ENV = "CartPole-v1", "rlflow"
+"""The env and engine measured (``--env``, ``--vector-env``)."""
+
+
+def _venv(num_envs: int) -> Any:
+    """A vector env of `ENV` on `VECTOR_ENV`, reset."""
     from rlflow.envs import make_env_creator
     from rlflow.envs.gym_vector import make_vector_env
 
-    venv = make_vector_env(make_env_creator("CartPole-v1"), num_envs, 0, vector_env="rlflow")
+    venv = make_vector_env(make_env_creator(ENV), num_envs, 0, vector_env=VECTOR_ENV)
     venv.reset()
+    return venv
+
+
+def raw_steps_per_s(num_envs: int, seconds: float) -> float:
+    """Random-action stepping of a vector env of ``num_envs`` envs (`ENV` on `VECTOR_ENV`)."""
+    venv = _venv(num_envs)
+    actions = int(venv.action_space.n)
     rng = np.random.default_rng(0)
     steps = 0
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
         for _ in range(100):
-            venv.step(rng.integers(0, 2, size=num_envs), copy=False)
+            venv.step(rng.integers(0, actions, size=num_envs), copy=False)
         steps += 100 * num_envs
     elapsed = time.perf_counter() - start
     venv.close()
@@ -53,16 +69,18 @@ def raw_steps_per_s(num_envs: int, seconds: float) -> float:
 
 
 def _ppo_worker(num_envs: int, fragment: int) -> Any:
-    """A local `RolloutWorker` of PPO's default policy on ``num_envs`` CartPole-v1 envs."""
+    """A local `RolloutWorker` of PPO's default policy on ``num_envs`` envs (`ENV` on
+    `VECTOR_ENV`)."""
     from rlflow.algorithms import PPOConfig
     from rlflow.algorithms.ppo.policy import PPOPolicy
     from rlflow.workers import RolloutWorker
 
     config = PPOConfig(
-        env="CartPole-v1",
+        env=ENV,
         num_workers=0,
         num_envs_per_worker=num_envs,
         rollout_fragment_length=fragment,
+        vector_env=VECTOR_ENV,
     )
     return RolloutWorker(config, PPOPolicy, worker_index=1)
 
@@ -84,12 +102,9 @@ def paired_cpu_rates(num_envs: int, seconds: float, fragment: int = 100) -> tupl
     blocks (one fragment of the worker, then the same number of raw steps) over about
     ``seconds`` of wall time: on a loaded machine the CPU time a step costs is what stays
     comparable, and alternation gives both sides the same conditions."""
-    from rlflow.envs import make_env_creator
-    from rlflow.envs.gym_vector import make_vector_env
-
     worker = _ppo_worker(num_envs, fragment)
-    venv = make_vector_env(make_env_creator("CartPole-v1"), num_envs, 0, vector_env="rlflow")
-    venv.reset()
+    venv = _venv(num_envs)
+    actions = int(venv.action_space.n)
     rng = np.random.default_rng(0)
     for _ in range(3):
         worker.sample()
@@ -101,7 +116,7 @@ def paired_cpu_rates(num_envs: int, seconds: float, fragment: int = 100) -> tupl
         worker.sample()
         t1 = time.process_time()
         for _ in range(fragment):
-            venv.step(rng.integers(0, 2, size=num_envs), copy=False)
+            venv.step(rng.integers(0, actions, size=num_envs), copy=False)
         t2 = time.process_time()
         sample_cpu += t1 - t0
         raw_cpu += t2 - t1
@@ -137,8 +152,11 @@ def summarize(path: str, top: int = 40) -> str:
 
 def main() -> None:
     """Measure, or summarize a profile."""
+    global ENV, VECTOR_ENV
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--envs", type=int, default=8)
+    parser.add_argument("--envs", default="8", help="envs of the worker, or auto")
+    parser.add_argument("--env", default=ENV)
+    parser.add_argument("--vector-env", default=VECTOR_ENV)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--only", choices=("raw", "sample"), default=None)
     parser.add_argument("--summarize", metavar="RAW", default=None)
@@ -149,6 +167,17 @@ def main() -> None:
     if args.summarize:
         print(summarize(args.summarize))
         return
+    ENV, VECTOR_ENV = args.env, args.vector_env
+    if args.envs == "auto":
+        from rlflow.algorithms import PPOConfig
+        from rlflow.algorithms.ppo.policy import PPOPolicy
+        from rlflow.workers.envs_per_worker import resolve_num_envs_per_worker
+
+        config = PPOConfig(env=ENV, num_envs_per_worker="auto", vector_env=VECTOR_ENV)
+        args.envs = resolve_num_envs_per_worker(config, PPOPolicy).num_envs_per_worker
+        print(f"--envs auto: {args.envs}")
+    args.envs = int(args.envs)
+    print(f"{ENV} on {VECTOR_ENV!r}, {args.envs} envs")
     if args.cpu_time:
         raw, sample = paired_cpu_rates(args.envs, args.seconds)
         print(f"per CPU second, {args.envs} envs: raw {raw:.0f}, sampled {sample:.0f} steps")

@@ -14,7 +14,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     # find-links; its local label +cpu ranks above PyPI's 2.13.0).
     .venv/bin/python -m pip install -q 'torch==2.13.0' 'ray[default]==2.60.0'
     # The dev tools and the extras the tests and doctests import (ale-py, PettingZoo, MuJoCo:
-    # about 26 MB of wheels, Ray Tune, moviepy, pyarrow, onnx and onnxruntime).
-    .venv/bin/python -m pip install -q -e '.[dev,atari,multiagent,mujoco,tune,video,offline,onnx]'
+    # about 26 MB of wheels, EnvPool: 80 MB, Ray Tune, moviepy, pyarrow, onnx and onnxruntime).
+    .venv/bin/python -m pip install -q -e '.[dev,atari,envpool,multiagent,mujoco,tune,video,offline,onnx]'
     touch "$stamp"
 fi

@@ -89,4 +89,6 @@ def check_env(
     if policy_cls is not None:
         from rlflow.workers import RolloutWorker
 
+        if config.num_envs_per_worker == "auto":  # the check needs one env, not the choice
+            config = config.replace(num_envs_per_worker=1)
         RolloutWorker(config, policy_cls, worker_index=0, algorithm=algo).stop()

@@ -99,6 +99,15 @@ def _build_learner(setup: TrainerSetup) -> Any:
     return RolloutWorker(setup.config, spec.policy_cls, worker_index=0, algorithm=spec.name)
 
 
+def _resolve_envs_per_worker(setup: TrainerSetup) -> TrainerSetup:
+    """``setup`` with ``num_envs_per_worker="auto"`` replaced by the number measured on the
+    driver (`rlflow.workers.envs_per_worker`), before any backend or actor starts."""
+    from rlflow.workers.envs_per_worker import resolve_num_envs_per_worker
+
+    config = resolve_num_envs_per_worker(setup.config, setup.algorithm.policy_cls)
+    return setup._replace(config=config)
+
+
 def _make_workers(config: AlgorithmConfig, policy_cls: type, learner: Any, started: Any) -> Any:
     """Build the :class:`~rlflow.workers.WorkerSet` of a run around its learner (starts the
     remote actors, or adopts those ``started`` for it)."""
@@ -173,6 +182,8 @@ class Trainer:
             setup = algo
         else:
             setup = resolve_setup(algo, config, **fields)
+        if setup.config.num_envs_per_worker == "auto":
+            setup = _resolve_envs_per_worker(setup)
         self._spec, self._config = setup
         if plan is not None:
             check_callable(plan, "Trainer(plan)")

@@ -18,7 +18,14 @@ from rlflow.algorithms.ppo.policy import PPOPolicy
 from rlflow.config.rollouts import VECTOR_ENVS
 from rlflow.data import REWARDS, TERMINATEDS, TRUNCATEDS
 from rlflow.envs.creator import config_env_creator, flatten_if_structured, make_env_creator
-from rlflow.envs.gym_vector import GymVectorEnv, gym_id, make_vector_env, resolve_vector_env
+from rlflow.envs.gym_vector import (
+    AUTO_VECTOR_ENV,
+    EXACT_ENGINES,
+    GymVectorEnv,
+    gym_id,
+    make_vector_env,
+    resolve_vector_env,
+)
 from rlflow.errors import ConfigError
 from rlflow.workers.sampler import SamplerSpec
 from rlflow.workers.vector_sampler import VectorSampler
@@ -41,8 +48,9 @@ def run(engine: str, *, num_envs: int = 4, steps: int = 300, seed: int = 3) -> A
         venv.close()
 
 
-@pytest.mark.parametrize("engine", ["gymnasium-sync", "gymnasium-async"])
+@pytest.mark.parametrize("engine", [e for e in EXACT_ENGINES if e != "rlflow"])
 def test_same_step_engines_give_rlflows_trajectories_exactly(engine: str) -> None:
+    # EXACT_ENGINES are those "auto" may pick: each must pass this.
     first, records, episodes, _ = run("rlflow")
     first_g, records_g, episodes_g, venv_g = run(engine)
     assert isinstance(venv_g, GymVectorEnv) and venv_g.step_mode == "same"
@@ -144,6 +152,7 @@ def test_unknown_vector_env_is_a_config_error_naming_the_field() -> None:
 
 def test_features_only_rlflow_has_are_refused_or_fall_back() -> None:
     assert resolve_vector_env("auto", CARTPOLE) == "rlflow"
+    assert set(AUTO_VECTOR_ENV.values()) <= set(EXACT_ENGINES)  # "auto" keeps trajectories
     assert resolve_vector_env("auto", CARTPOLE, restart_failed=True) == "rlflow"
     with pytest.raises(ConfigError, match="restart_failed_sub_environments=True needs rlflow"):
         resolve_vector_env("gymnasium", CARTPOLE, restart_failed=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -52,6 +54,60 @@ def test_whole_rollout_gae_gives_the_per_fragment_batch(num_envs: int, fragment:
             assert a[name].dtype == b[name].dtype, name
             np.testing.assert_array_equal(a[name], b[name], err_msg=name)
         assert np.any(a[ADVANTAGES] != 0)
+
+
+def _engine_batches(policy_cls: type[PPOPolicy], engine: str) -> list[SampleBatch]:
+    config = PPOConfig(
+        env="CartPole-v1",
+        env_config={"max_episode_steps": 13},
+        num_workers=0,
+        num_envs_per_worker=5,
+        rollout_fragment_length=30,
+        vector_env=engine,
+        seed=11,
+    )
+    worker = RolloutWorker(config, policy_cls, worker_index=1)
+    batches = [worker.sample() for _ in range(3)]
+    worker.stop()
+    return batches
+
+
+@pytest.mark.parametrize(
+    "engine",
+    [
+        "gymnasium",
+        pytest.param(
+            "envpool",
+            marks=pytest.mark.skipif(
+                importlib.util.find_spec("envpool") is None, reason="envpool is not installed"
+            ),
+        ),
+    ],
+)
+def test_whole_rollout_gae_leaves_out_a_next_step_engines_reset_rows(
+    engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each episode end is followed by the engine's reset row, dropped: the whole-rollout GAE
+    # gives what postprocessing each episode fragment on its own gives, without those rows.
+    from rlflow.workers.vector_sampler import VectorSampler
+
+    calls = []
+    whole = VectorSampler._postprocess_gae
+
+    def counted(self: VectorSampler, *args: object) -> SampleBatch:
+        calls.append(1)
+        return whole(self, *args)
+
+    monkeypatch.setattr(VectorSampler, "_postprocess_gae", counted)
+    fast = _engine_batches(PPOPolicy, engine)
+    assert len(calls) == 3  # every fragment took the whole-rollout path
+    slow = _engine_batches(PerFragmentPPOPolicy, engine)
+    for a, b in zip(fast, slow, strict=True):
+        assert a.count < 5 * 30  # reset rows were left out
+        assert list(a) == list(b)
+        for name in a:
+            assert a[name].dtype == b[name].dtype, name
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
 def test_gae_columns_is_gae_of_each_fragment_bit_for_bit() -> None:

@@ -193,6 +193,8 @@ def _train_session(args: argparse.Namespace, setup: Any = None) -> Iterator[Any]
     from rlflow import flow
 
     early = setup is not None and args.backend == "ray" and bool(args.address)
+    # num_envs_per_worker="auto" is measured by the Trainer before its workers start.
+    early = early and setup is not None and setup.config.num_envs_per_worker != "auto"
     trainer_module = None if early else _ImportBeside("rlflow.trainer")
     signals = StopSignals()
     started = False
@@ -342,6 +344,11 @@ def _fresh_run(
             else:
                 shutil.rmtree(run_dir, ignore_errors=True)
         raise
+    if trainer.config is not config:  # num_envs_per_worker="auto": the number measured
+        write_yaml(
+            storage.join(run_dir, "config.yaml"),
+            {"algorithm": algo, "config": trainer.config.to_dict(), "stop": stop},
+        )
     if started is not None:
         started(trainer)
     with trainer:

@@ -146,11 +146,14 @@ class RolloutConfig(FieldGroup):
     (``gymnasium.vector.SyncVectorEnv`` / ``AsyncVectorEnv``, the same trajectories),
     ``"gymnasium"`` (``gymnasium.make_vec`` with the env's vectorized entry point where it
     registers one, such as CartPole-v1's numpy ``CartPoleVectorEnv``, else sync),
-    ``"envpool"`` (if installed), ``"ale-vector"`` (ale_py's C++ ``AtariVectorEnv`` for
-    ``ALE/...`` games, `rlflow.envs.ale_vector`: rlflow's observations and game scores, a few
-    documented differences after a lost life) or ``"auto"``: the fastest engine measured for
-    the env's family,
-    ``"rlflow"`` so far. Only ``"rlflow"`` restarts failed sub-envs and steps multi-agent envs
+    ``"envpool"`` (the ``envpool`` extra: EnvPool's C++ envs, classic control and ``ALE/...``
+    games with rlflow's DeepMind preprocessing, `rlflow.envs.envpool_env`), ``"ale-vector"``
+    (ale_py's C++ ``AtariVectorEnv`` for ``ALE/...`` games, `rlflow.envs.ale_vector`; the two
+    give rlflow's observations and game scores, with documented differences at reset and after
+    a lost life) or ``"auto"``: the fastest engine measured for the env's family among those
+    that give rlflow's trajectories exactly (`rlflow.envs.gym_vector.EXACT_ENGINES`),
+    ``"rlflow"`` so far: the C++ engines step faster but are picked only by name. Only
+    ``"rlflow"`` restarts failed sub-envs and steps multi-agent envs
     (another explicit value is a `ConfigError` then; ``"auto"`` picks ``"rlflow"``)."""
     observation_filter: str = "NoFilter"
     """``"NoFilter"`` or ``"MeanStdFilter"`` (RLlib's names). ``"MeanStdFilter"``: each rollout
@@ -178,9 +181,15 @@ class RolloutConfig(FieldGroup):
     Ray's default placement, SPREAD Ray's SPREAD scheduling, and STRICT_PACK and STRICT_SPREAD
     are refused. Learner actors (``num_learners``) keep a group of their own. Ignored on the
     local backend (everything runs in the driver). DD-PPO and AlphaZero refuse it."""
-    num_envs_per_worker: int = 1
+    num_envs_per_worker: int | str = 1
     """Envs stepped in one vectorized loop inside each worker, >= 1 (MAML: the episodes sampled
-    per task and adaptation step)."""
+    per task and adaptation step), or ``"auto"``: chosen on the driver before any actor starts,
+    from a short measurement of the env's step and the policy's forward per env
+    (`rlflow.workers.envs_per_worker`: the smallest of 8, 16, 32, 64 whose forward per env
+    costs at most 25% of the env's step; where none does, the one with the least env step +
+    forward per env). Opt-in: it sets the fragment
+    size and the envs' seeds, so such a run may differ between machines; the
+    `rlflow.Trainer`'s config holds the number chosen."""
     rollout_fragment_length: int = 200
     """Env steps per env in one ``sample()`` call of a worker, >= 1 (A3C: one gradient per
     sample; MAML: the env's horizon, so that every sample holds whole episodes)."""
@@ -214,10 +223,25 @@ class RolloutConfig(FieldGroup):
         if self.min_workers is not None:
             self._check_int("min_workers", 1)
             self._check_le("min_workers", "num_workers")
-        self._check_int("num_envs_per_worker", 1)
+        if self.num_envs_per_worker != "auto":
+            if isinstance(self.num_envs_per_worker, str):
+                raise self._bad("num_envs_per_worker", "must be an integer >= 1 or 'auto'")
+            self._check_int("num_envs_per_worker", 1)
         self._check_int("rollout_fragment_length", 1)
         if self.seed is not None:
             self._check_int("seed", 0)
+
+    def envs_per_worker(self) -> int:
+        """``num_envs_per_worker`` as a number; a `ConfigError` while it is ``"auto"``, which
+        a `rlflow.Trainer` resolves before any actor starts
+        (`rlflow.workers.envs_per_worker.resolve_num_envs_per_worker`)."""
+        if self.num_envs_per_worker == "auto":
+            raise ConfigError(
+                f"{type(self).__name__}.num_envs_per_worker='auto' is resolved by a Trainer "
+                "before its workers start; outside one, resolve it with rlflow.workers."
+                "envs_per_worker.resolve_num_envs_per_worker(config, policy_cls) or set a number"
+            )
+        return int(self.num_envs_per_worker)
 
     def elastic(self) -> bool:
         """Whether the run may start with fewer than ``num_workers`` remote workers and grow

@@ -13,14 +13,27 @@ Engines (`rlflow.config.rollouts.VECTOR_ENVS`):
 - ``"gymnasium"``: ``gymnasium.make_vec(id, vectorization_mode="vector_entry_point")`` where
   the env is a plain Gymnasium id (no env_wrappers) whose spec has a vectorized entry point
   (CartPole-v1: numpy's ``CartPoleVectorEnv``), else ``"gymnasium-sync"``.
-- ``"envpool"``: ``envpool.make_gymnasium(id, num_envs, seed)`` (C++ threads), for plain
-  Gymnasium ids that EnvPool knows, not Atari ids (EnvPool's Atari preprocessing and
-  channel-first frames differ from rlflow's).
+- ``"envpool"``: EnvPool's C++ envs (`rlflow.envs.envpool_env`, the ``envpool`` extra): plain
+  Gymnasium ids that EnvPool knows (CartPole-v1, ...) as EnvPool steps them, and ``ALE/...``
+  games with rlflow's DeepMind preprocessing (the same observations, game scores and clipped
+  rewards; what differs at reset and after a lost life is listed there).
 - ``"ale-vector"``: ale_py's C++ ``AtariVectorEnv`` for ``ALE/...`` games with rlflow's
   DeepMind preprocessing (`rlflow.envs.ale_vector`: the same observations, game scores and
   clipped rewards; what differs after a lost life and at reset is listed there).
-- ``"auto"``: the fastest engine measured for the env's family (`AUTO_VECTOR_ENV`), which is
-  ``"rlflow"`` for every family so far (benchmarks/README.md).
+- ``"auto"``: the fastest engine measured for the env's family (`AUTO_VECTOR_ENV`) among
+  those whose trajectories are rlflow's (`EXACT_ENGINES`): ``"rlflow"`` for every family so
+  far (benchmarks/README.md, "Env engines").
+
+The rule of ``"auto"``: the fastest engine that gives, for the same seed and actions, the same
+observations, rewards, episode boundaries and returns as ``"rlflow"`` (tested step by step in
+``tests/envs/test_gym_vector.py``). EnvPool, ``"ale-vector"`` and numpy's vectorized envs give
+episodes that match rlflow's only in distribution (their own seeding and no-op draws, a reset
+row per episode end; the differences are listed and tested in `rlflow.envs.envpool_env` and
+`rlflow.envs.ale_vector`), so ``"auto"`` never picks them, even where they step faster (Pong
+on EnvPool: 1.4x rlflow's raw rate per CPU second, 2.4x wall-clock; benchmarks/README.md): a
+seeded run's episodes, and so the learning tests' step budgets, would change with the
+installed packages, and worker checkpoints cannot hold a C++ engine's state (a restored run
+starts new episodes). Choose them by name for throughput.
 
 Next-step autoreset (EnvPool, ``CartPoleVectorEnv``): such an engine resets a finished
 episode on the *next* step, ignoring that step's action. The adapter reports that step's row
@@ -30,16 +43,16 @@ per episode end. They seed differently (EnvPool by its own rule; ``CartPoleVecto
 RNG for all sub-envs), so their trajectories differ from ``"rlflow"``'s.
 
 What only ``"rlflow"`` provides (an explicit other value is a `ConfigError`; ``"auto"`` picks
-``"rlflow"``): ``restart_failed_sub_environments``, ``on_nonfinite="skip"``, multi-agent envs,
-and checkpoints of the
-env state of async and EnvPool engines. ``set_task`` (MAML) and ``foreach_env`` need single
-sub-envs: ``"rlflow"`` and ``"gymnasium-sync"``.
+``"rlflow"``): ``restart_failed_sub_environments``, ``on_nonfinite="skip"``, multi-agent envs.
+Worker checkpoints hold the env state of ``"rlflow"`` and ``"gymnasium-sync"`` only: a worker
+of the async, EnvPool or ``"ale-vector"`` engine is checkpointed without its envs
+(`GymVectorEnv.saves_state`), and restored, it starts new episodes. ``set_task`` (MAML) and
+``foreach_env`` need single sub-envs: ``"rlflow"`` and ``"gymnasium-sync"``.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.util
 from collections.abc import Callable
 from typing import Any
 
@@ -56,14 +69,26 @@ from rlflow.envs.validation import check_action_batch, check_observation
 from rlflow.envs.vector import VectorEnv
 from rlflow.errors import ConfigError, RLFlowError
 
-__all__ = ["AUTO_VECTOR_ENV", "GymVectorEnv", "gym_id", "make_vector_env", "resolve_vector_env"]
+__all__ = [
+    "AUTO_VECTOR_ENV",
+    "EXACT_ENGINES",
+    "GymVectorEnv",
+    "gym_id",
+    "make_vector_env",
+    "resolve_vector_env",
+]
 
 Array = npt.NDArray[Any]
 
+EXACT_ENGINES = ("rlflow", "gymnasium-sync", "gymnasium-async")
+"""The engines whose trajectories are rlflow's for the same seed and actions: the only ones
+``vector_env="auto"`` may pick (the module docstring gives the rule)."""
+
 AUTO_VECTOR_ENV: dict[str, str] = {"default": "rlflow"}
-"""The engine ``vector_env="auto"`` picks by env family (any other family: ``"default"``),
-measured by ``benchmarks/sampling.py --vector-env`` (benchmarks/README.md); engines that change
-the trajectories are not picked, so the learning tests' step counts stay those of rlflow."""
+"""The engine ``vector_env="auto"`` picks by env family (any other family: ``"default"``): the
+fastest of `EXACT_ENGINES` measured by ``benchmarks/sampling.py --vector-env``
+(benchmarks/README.md); engines that change the trajectories are not picked, so the learning
+tests' step counts stay those of rlflow."""
 
 
 def gym_id(creator: Callable[[], Any]) -> tuple[str, dict[str, Any]] | None:
@@ -84,24 +109,6 @@ def gym_id(creator: Callable[[], Any]) -> tuple[str, dict[str, Any]] | None:
     ):
         return creator.args[0], dict(creator.keywords)
     return None
-
-
-def _check_envpool(ident: tuple[str, dict[str, Any]] | None) -> None:
-    """`ConfigError` unless envpool imports and knows the plain Gymnasium id ``ident``."""
-    if importlib.util.find_spec("envpool") is None:
-        raise ConfigError(
-            "vector_env='envpool': envpool is not installed; pip install envpool (Linux, "
-            "Python 3.11 wheels on PyPI) or choose another vector_env"
-        )
-    import envpool
-
-    if ident is None or ident[0].startswith("ALE/") or ident[0] not in envpool.list_all_envs():
-        name = "an env creator or env_wrappers" if ident is None else repr(ident[0])
-        raise ConfigError(
-            f"vector_env='envpool': the env is {name}; EnvPool builds plain Gymnasium ids that "
-            "it knows (envpool.list_all_envs()), without env_wrappers, and not ALE ids here "
-            "(its frames are channel-first); use vector_env='rlflow'"
-        )
 
 
 def resolve_vector_env(
@@ -139,7 +146,9 @@ def resolve_vector_env(
             "vector_env='rlflow' (or 'auto')"
         )
     if vector_env == "envpool":
-        _check_envpool(gym_id(creator))
+        from rlflow.envs.envpool_env import check_envpool
+
+        check_envpool(creator)
     if vector_env == "ale-vector":
         from rlflow.envs.ale_vector import check_ale_vector
 
@@ -161,12 +170,6 @@ def _build(engine: str, creator: Callable[[], Any], num_envs: int, seed: int | N
         venv = _vector_entry_point(creator, num_envs)
         if venv is not None:
             return venv
-    if engine == "envpool":
-        import envpool
-
-        ident = gym_id(creator)
-        assert ident is not None  # resolve_vector_env checked it
-        return envpool.make_gymnasium(ident[0], num_envs=num_envs, seed=seed or 0, **ident[1])
     fns = [creator] * num_envs
     if engine == "gymnasium-async":
         return gym.vector.AsyncVectorEnv(fns, copy=False, autoreset_mode=AutoresetMode.SAME_STEP)
@@ -209,9 +212,12 @@ def make_vector_env(
         return make_ale_vector_env(
             creator, num_envs, seed, env_id=env_id, worker_index=worker_index
         )
+    if engine == "envpool":
+        from rlflow.envs.envpool_env import make_envpool_env
+
+        return make_envpool_env(creator, num_envs, seed, env_id=env_id, worker_index=worker_index)
     venv = _build(engine, creator, num_envs, seed)
-    reset_seed = None if engine == "envpool" else seed
-    return GymVectorEnv(venv, reset_seed, env_id=env_id, worker_index=worker_index)
+    return GymVectorEnv(venv, seed, env_id=env_id, worker_index=worker_index)
 
 
 class GymVectorEnv:
@@ -390,9 +396,15 @@ class GymVectorEnv:
         episodes, self._episodes = self._episodes, []
         return episodes
 
+    @property
+    def saves_state(self) -> bool:
+        """Whether this engine's state can be pickled (worker checkpoints): Gymnasium's sync
+        engine only; the others hold subprocesses or C++ state."""
+        return isinstance(self.venv, gym.vector.SyncVectorEnv)
+
     def __getstate__(self) -> dict[str, Any]:
         """Pickle support for Gymnasium's sync engine; others hold processes or C++ state."""
-        if not isinstance(self.venv, gym.vector.SyncVectorEnv):
+        if not self.saves_state:
             raise RLFlowError(
                 f"GymVectorEnv: the state of a {type(self.venv).__name__} cannot be saved "
                 "(worker checkpoints); use vector_env='rlflow' or 'gymnasium-sync'"

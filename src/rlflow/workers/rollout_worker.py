@@ -266,7 +266,7 @@ class RolloutWorker(ParallelIteratorWorker):
             raise
         spec = SamplerSpec(
             creator=creator,
-            num_envs=config.num_envs_per_worker,
+            num_envs=config.envs_per_worker(),
             multi_agent=multi_agent,
             seed=None if config.seed is None else config.seed + worker_index * _ENV_SEED_STRIDE,
             mapping_fn=config.agent_mapping(),

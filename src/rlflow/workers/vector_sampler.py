@@ -129,6 +129,21 @@ class _Buffers:
         return batch
 
 
+def _dropped_rows_stand_alone(buf: Any) -> bool:
+    """Whether every dropped row of ``buf`` (`_Buffers.dropped`) is the first of the fragment
+    or follows an episode's end (or another dropped row), as after a next-step engine's
+    episode end: then the rows
+    before it are whole pieces, and GAE over the whole rollout, the dropped rows left out,
+    gives the per-fragment postprocessing's batch."""
+    dropped = buf.dropped
+    if not dropped.any():
+        return True
+    ended = buf.terminateds | buf.truncateds
+    before = np.ones_like(dropped)
+    before[1:] = ended[:-1] | dropped[:-1]
+    return bool(np.all(before[dropped]))
+
+
 def _by_env(column: Array) -> Array:
     """A new array of the rows of ``column`` ``[T, N, ...]`` ordered by sub-env, then time."""
     rows = np.array(column.swapaxes(0, 1), order="C")
@@ -475,7 +490,7 @@ class VectorSampler(Sampler):
         length, num_envs = buf.rewards.shape
         gae = policy.gae_parameters()
         no_sequences = max_seq_len is None and bootstrap_obs is None
-        if gae is not None and no_sequences and not buf.dropped.any():
+        if gae is not None and no_sequences and _dropped_rows_stand_alone(buf):
             return self._postprocess_gae(buf, *gae)
         pieces: list[SampleBatch] = []
         for i in range(num_envs):
@@ -505,14 +520,20 @@ class VectorSampler(Sampler):
         and whose fragments need no sequences: every episode fragment's advantages at once
         (`rlflow.returns.gae_columns`, the same numbers as the policy's own per fragment), and
         each column copied once from ``[T, N]`` to rows ordered by sub-env, then time."""
-        ends = buf.terminateds | buf.truncateds
+        ends = buf.terminateds | buf.truncateds | buf.dropped
         ends[-1] = True
         last_values = np.where(buf.terminateds, np.float32(0.0), buf.boot_values)
         result = gae_columns(buf.rewards, buf.vf_preds, ends, last_values, gamma=gamma, lam=lam)
         columns = buf.fragment(0, buf.length, slice(None))
         columns[ADVANTAGES] = result.advantages
         columns[VALUE_TARGETS] = result.value_targets
-        return SampleBatch({name: _by_env(column) for name, column in columns.items()})
+        if not buf.dropped.any():
+            return SampleBatch({name: _by_env(column) for name, column in columns.items()})
+        # Rows of failed steps and of next-step engines' resets: each its own one-row
+        # episode above (the row before ends an episode), left out here.
+        keep = _by_env(~buf.dropped)
+        buf.dropped[:] = False
+        return SampleBatch({name: _by_env(column)[keep] for name, column in columns.items()})
 
     @property
     def envs(self) -> list[Any]:
@@ -530,8 +551,12 @@ class VectorSampler(Sampler):
 
     def get_state(self) -> tuple[Any, ...] | None:
         """``(vector env, observations to act on, episode ids, recurrent inputs or None)``
-        (pickle it whole); None before the envs are built."""
+        (pickle it whole); None before the envs are built, and for an engine whose state
+        cannot be saved (`GymVectorEnv.saves_state`: EnvPool, ``ale-vector``, async): a
+        worker restored without it builds new envs and starts new episodes."""
         if self.venv is None or self._obs is None:
+            return None
+        if isinstance(self.venv, GymVectorEnv) and not self.venv.saves_state:
             return None
         return self.venv, self._obs, self._eps_ids, self._memory.get_state()
 

@@ -111,7 +111,7 @@ def apex_plan(workers: WorkerSet, config: ApexDataflowConfig) -> LocalIterator[d
 def _intensity(config: ApexDataflowConfig) -> KeepTrainingIntensity:
     if config.training_intensity is None:
         return KeepTrainingIntensity(None, slack=0)  # both run free
-    sampling_round = config.rollout_fragment_length * config.num_envs_per_worker
+    sampling_round = config.rollout_fragment_length * config.envs_per_worker()
     default = 2 * max(config.train_batch_size, config.training_intensity * sampling_round)
     slack = config.intensity_slack or int(default)
     return KeepTrainingIntensity(config.training_intensity, slack=slack)

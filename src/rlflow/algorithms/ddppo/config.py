@@ -90,7 +90,13 @@ class DDPPOConfig(
                 "must be False: DD-PPO's workers sample and learn in turn, with no central "
                 "learner to sample ahead of",
             )
-        per_worker = self.rollout_fragment_length * self.num_envs_per_worker
+        if self.num_envs_per_worker == "auto":
+            raise self._bad(
+                "num_envs_per_worker",
+                "must be a number for DD-PPO: each worker's batch (rollout_fragment_length * "
+                "num_envs_per_worker) must equal train_batch_size",
+            )
+        per_worker = self.rollout_fragment_length * self.envs_per_worker()
         if self.train_batch_size != per_worker:
             raise self._bad(
                 "train_batch_size",

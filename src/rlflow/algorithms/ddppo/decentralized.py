@@ -203,7 +203,7 @@ def run_round(
     batch = worker.sample(preempt=member.preemption())
     member.done()
     sampled = time.perf_counter()
-    full = worker.config.rollout_fragment_length * worker.config.num_envs_per_worker
+    full = worker.config.rollout_fragment_length * worker.config.envs_per_worker()
     for part in _policy_parts(batch, settings.policies):
         adv = np.asarray(part[ADVANTAGES], dtype=np.float32)
         part[ADVANTAGES] = (adv - adv.mean()) / max(1e-4, float(adv.std()))

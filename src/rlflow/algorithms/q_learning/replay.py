@@ -110,5 +110,5 @@ def training_intensity_weights(
         return [1, 1]
     if steps_per_round is None:
         workers = max(config.num_workers, 1)
-        steps_per_round = config.rollout_fragment_length * config.num_envs_per_worker * workers
+        steps_per_round = config.rollout_fragment_length * int(config.num_envs_per_worker) * workers
     return [1, config.training_intensity * steps_per_round / config.train_batch_size]
