@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from profiling import profiled
@@ -42,19 +43,28 @@ class PlanRates(NamedTuple):
 
 
 def actor_learner_rates(
-    algo: str, config: IMPALAConfig, seconds: float, *, profile: str | None = None
+    algo: str,
+    config: IMPALAConfig,
+    seconds: float,
+    *,
+    profile: str | None = None,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
 ) -> PlanRates:
     """Rates of ``algo``'s plan ("impala" or "appo") run by `rlflow.Trainer` on the running flow
     backend for ``seconds`` after its first result (actors started, envs built, the learner has
     trained); stops the trainer. With ``profile`` (a path prefix), the window is profiled
-    (`profiling.profiled`: the driver's threads, a rollout worker and a learner actor)."""
+    (`profiling.profiled`: the driver's threads, a rollout worker and a learner actor).
+    ``on_result`` is called with every result, the first included (`peers.py` prints them)."""
+    report = on_result or (lambda result: None)
     with Trainer(algo, config=config) as trainer:
         first = last = trainer.train()
+        report(first)
         start = time.perf_counter()
         occupancy: list[float] = []
         with profiled(profile, seconds, actors=("RolloutWorker", "Learner")):
             while time.perf_counter() - start < seconds:
                 last = trainer.train()
+                report(last)
                 occupancy.append(last["info"]["learner_thread"]["inqueue_size_mean"])
             elapsed = time.perf_counter() - start
     sampled = last["num_env_steps_sampled"] - first["num_env_steps_sampled"]

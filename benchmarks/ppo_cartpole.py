@@ -29,12 +29,13 @@ reported apart as setup. A run that does not reach the target within its cap, or
 Timings are noisy on a small shared machine: the load average is printed before and after.
 
     python benchmarks/ppo_cartpole.py [--seeds 0,1,2] [--quick] [--max-steps 200000]
-        [--only sb3,local,ray,ray-ahead]
+        [--only sb3,local,ray,ray-ahead] [--json PATH (each outcome as a JSON line)]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
@@ -42,7 +43,6 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import ray
 import torch
 
 from rlflow import Trainer, flow
@@ -180,6 +180,8 @@ def run_rlflow(runner: str, seed: int, target: float, max_steps: int) -> Outcome
         if flow.is_initialized():
             flow.shutdown()
         if backend == "ray":
+            import ray  # here, so that an SB3-only process (peers.py) does not import Ray
+
             ray.shutdown()  # also after a failed start, so the next seed starts clean
     final = float("nan") if mean is None else float(mean)
     return Outcome(runner, seed, reached, steps, result["time_total_s"], final, setup_s)
@@ -233,6 +235,7 @@ def main() -> None:
         "--max-steps", type=int, default=200_000, help="rlflow step cap (SB3: zoo n_timesteps)"
     )
     parser.add_argument("--only", default=",".join(RUNNERS), help="subset of " + ",".join(RUNNERS))
+    parser.add_argument("--json", default=None, help="append each outcome to this file")
     args = parser.parse_args()
     seeds = [0] if args.quick else [int(s) for s in args.seeds.split(",")]
     runners = [r for r in RUNNERS if r in args.only.split(",")]
@@ -261,6 +264,9 @@ def main() -> None:
                 outcome = Outcome(runner, seed, False, 0, math.nan, math.nan, math.nan, repr(err))
             outcomes.append(outcome)
             print(f"  {outcome}", flush=True)
+            if args.json:
+                with open(args.json, "a") as f:
+                    f.write(json.dumps(outcome._asdict()) + "\n")
     print_table(outcomes, runners)
     print(f"load average at the end {os.getloadavg()[0]:.2f} (2 cores shared with other runs)")
 
