@@ -5,11 +5,12 @@ file for ``mpe2.simple_spread_v3`` or ``mpe2.simple_speaker_listener_v4`` (the a
 ``groups``); the independent learners run the same env without groups: ``ppo`` (spread: one
 policy shared by the three agents; speaker-listener: a policy per role, their observations
 differ), ``ippo`` (PPO on MAPPO's tuned file for the env, as EPyMARL's IPPO shares its
-settings with MAPPO: the same batch, epochs, rate, clip, entropy and network, one minibatch of
-the whole batch; without the groups, the agent-id input and the value normalization, which PPO
-has not) and ``dqn`` (the same split as ``ppo``; EPyMARL's IQL settings in rlflow's units:
-Adam 5e-4, batches of 32, the target copied every 5,000 steps, epsilon 1 -> 0.05 over 50,000
-steps).
+settings with MAPPO: the same batch, epochs, rate, clip, entropy and network; without the
+groups, the agent-id input and the value normalization, which PPO has not; spread's shared
+policy gets three rows per env step, so its 9,600 rows make 3 minibatches of 3,200 per epoch
+where MAPPO has one: PPO's minibatch is at most ``train_batch_size``) and ``dqn`` (the same
+split as ``ppo``; EPyMARL's IQL settings in rlflow's units: Adam 5e-4, batches of 32, the target
+copied every 5,000 steps, epsilon 1 -> 0.05 over 50,000 steps).
 
 Every run is one seed on the local backend until its env-step or wall-clock budget; each
 training iteration is one JSON line (``<out>/<learner>_<env>_s<seed>.jsonl``: env steps, seconds
@@ -128,17 +129,12 @@ def independent(
 
 
 def mappo_settings(env: str) -> dict[str, Any]:
-    """The fields of MAPPO's tuned file for ``env`` that PPO has (not the groups), with one
-    minibatch of the whole batch: ``sgd_minibatch_size`` counts a policy's rows, one per agent
-    step, so it is the batch's env steps times the agents that share the policy."""
+    """The fields of MAPPO's tuned file for ``env`` that PPO has (not the groups)."""
     path = tuned_config_path("mappo", ENVS[env])
     assert path is not None
     tuned = yaml.safe_load(path.read_text())
     ppo_fields = set(get_algorithm("ppo").config_cls.field_names())
-    fields = {k: v for k, v in tuned.items() if k in ppo_fields and k not in ("groups", "env")}
-    sharing = NUM_AGENTS[env] if env == "spread" else 1  # listener: a policy per role
-    fields["sgd_minibatch_size"] = fields["train_batch_size"] * sharing
-    return fields
+    return {k: v for k, v in tuned.items() if k in ppo_fields and k not in ("groups", "env")}
 
 
 def trainer_for(
