@@ -4,8 +4,13 @@ Each team algorithm (``maddpg``, ``matd3``, ``mappo``, ``qmix``, ``vdn``) runs i
 file for ``mpe2.simple_spread_v3`` or ``mpe2.simple_speaker_listener_v4`` (the agents one team,
 ``groups``); the independent learners run the same env without groups: ``ppo`` (spread: one
 policy shared by the three agents; speaker-listener: a policy per role, their observations
-differ) and ``dqn`` (the same split; EPyMARL's IQL settings in rlflow's units: Adam 5e-4,
-batches of 32, the target copied every 5,000 steps, epsilon 1 -> 0.05 over 50,000 steps).
+differ), ``ippo`` (PPO on MAPPO's tuned file for the env, as EPyMARL's IPPO shares its
+settings with MAPPO: the same batch, epochs, rate, clip, entropy and network; without the
+groups, the agent-id input and the value normalization, which PPO has not; spread's shared
+policy gets three rows per env step, so its 9,600 rows make 3 minibatches of 3,200 per epoch
+where MAPPO has one: PPO's minibatch is at most ``train_batch_size``) and ``dqn`` (the same
+split as ``ppo``; EPyMARL's IQL settings in rlflow's units: Adam 5e-4, batches of 32, the target
+copied every 5,000 steps, epsilon 1 -> 0.05 over 50,000 steps).
 
 Every run is one seed on the local backend until its env-step or wall-clock budget; each
 training iteration is one JSON line (``<out>/<learner>_<env>_s<seed>.jsonl``: env steps, seconds
@@ -16,13 +21,21 @@ at the env steps the shortest run of that env reached, so learners compare at eq
 ``--set KEY=VALUE`` (repeatable, YAML values as the command line's ``--set``) overrides a field
 of the team algorithms' tuned files (``--set n_step=1``), not the independent learners'.
 
+``--common-reward`` runs the independent learners on the team's reward, as EPyMARL's benchmark
+does (its ``common_reward: True``, ``reward_scalarisation: "sum"``; rlflow's ``common_reward``
+field, `rlflow.envs.common_reward`): every agent is paid the sum of all the agents' rewards of
+the step, the reward the team algorithms learn from; their JSON files get a ``-common`` suffix
+(``ppo-common_spread_s0.jsonl``). Without it each independent agent learns from its own reward.
+The return reported is the team's either way (rlflow's ``episode_return_mean`` over the number
+of agents when each was paid the whole sum).
+
 ``--local-ratio 0`` gives spread the shared reward of the original MPE (EPyMARL's Spread);
 PettingZoo's default (0.5) mixes in each agent's own collision penalty. Needs mpe2 (the
 ``multiagent`` extra)::
 
     python benchmarks/marl.py --learners maddpg,mappo,qmix,ppo,dqn --envs spread,listener \\
-        --steps 200000 [--seconds 3000] [--seeds 0] [--local-ratio 0.5] [--set KEY=VALUE]
-        [--out DIR]
+        --steps 200000 [--seconds 3000] [--seeds 0] [--local-ratio 0.5] [--common-reward]
+        [--set KEY=VALUE] [--out DIR]
 """
 
 from __future__ import annotations
@@ -34,13 +47,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from rlflow.algorithms import get_algorithm, tuned_config
-from rlflow.config.files import parse_value
+from rlflow.config.files import parse_value, tuned_config_path
 from rlflow.trainer import Trainer
 
 ENVS = {"spread": "mpe2.simple_spread_v3", "listener": "mpe2.simple_speaker_listener_v4"}
 TEAM = ("maddpg", "matd3", "mappo", "qmix", "vdn")
-INDEPENDENT = ("ppo", "dqn")
+INDEPENDENT = ("ppo", "ippo", "dqn")
+NUM_AGENTS = {"spread": 3, "listener": 2}
 RESULTS = Path(__file__).resolve().parent / "results" / "marl"
 
 
@@ -58,9 +74,12 @@ def _env_config(env: str, local_ratio: float | None) -> dict[str, Any]:
     return config
 
 
-def independent(learner: str, env: str, seed: int, local_ratio: float | None) -> Trainer:
+def independent(
+    learner: str, env: str, seed: int, local_ratio: float | None, common: bool = False
+) -> Trainer:
     """``learner`` (ppo or dqn) on ``env`` without groups: each agent acts on its own
-    observation and learns from its own reward."""
+    observation and learns from its own reward, or with ``common`` from the sum of all the
+    agents' rewards (``common_reward``)."""
     split: dict[str, Any] = {}
     if env == "listener":  # the two roles' observation spaces differ: a policy each
         split = {"policies": {"speaker": {}, "listener": {}}, "policy_mapping_fn": role}
@@ -71,8 +90,11 @@ def independent(learner: str, env: str, seed: int, local_ratio: float | None) ->
         "num_workers": 0,
         "min_steps_per_iteration": 2500,
         "metrics_num_episodes_for_smoothing": 100,
+        "common_reward": common,
         **split,
     }
+    if learner == "ippo":
+        return Trainer("ppo", backend="local", **{**mappo_settings(env), **common})
     if learner == "ppo":
         return Trainer(
             "ppo",
@@ -106,17 +128,27 @@ def independent(learner: str, env: str, seed: int, local_ratio: float | None) ->
     )
 
 
+def mappo_settings(env: str) -> dict[str, Any]:
+    """The fields of MAPPO's tuned file for ``env`` that PPO has (not the groups)."""
+    path = tuned_config_path("mappo", ENVS[env])
+    assert path is not None
+    tuned = yaml.safe_load(path.read_text())
+    ppo_fields = set(get_algorithm("ppo").config_cls.field_names())
+    return {k: v for k, v in tuned.items() if k in ppo_fields and k not in ("groups", "env")}
+
+
 def trainer_for(
     learner: str,
     env: str,
     seed: int,
     local_ratio: float | None,
     overrides: list[str] | None = None,
+    common: bool = False,
 ) -> Trainer:
     """The run of ``learner`` on ``env``: a team algorithm's tuned file (with ``overrides``,
-    ``KEY=VALUE`` texts), or an independent learner."""
+    ``KEY=VALUE`` texts), or an independent learner (``common``: on the common reward)."""
     if learner in INDEPENDENT:
-        return independent(learner, env, seed, local_ratio)
+        return independent(learner, env, seed, local_ratio, common)
     config_cls = get_algorithm(learner).config_cls
     fields = {}
     for item in overrides or []:
@@ -132,11 +164,17 @@ def run(
     learner: str, env: str, seed: int, steps: int, seconds: float, args: argparse.Namespace
 ) -> list[dict[str, Any]]:
     """Train until ``steps`` env steps or ``seconds``; one JSON line per iteration."""
-    out = Path(args.out) / f"{learner}_{env}_s{seed}.jsonl"
+    common = args.common_reward and learner in INDEPENDENT
+    name = f"{learner}-common" if common else learner
+    out = Path(args.out) / f"{name}_{env}_s{seed}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     start = time.time()
-    with trainer_for(learner, env, seed, args.local_ratio, args.set) as trainer, out.open("w") as f:
+    # With the common reward each agent's return is the team's: the sum over agents counts it
+    # once per agent.
+    scale = NUM_AGENTS[env] if common else 1
+    trainer = trainer_for(learner, env, seed, args.local_ratio, args.set, common)
+    with trainer, out.open("w") as f:
         while True:
             result = trainer.train()
             row = {
@@ -145,7 +183,10 @@ def run(
                 "seed": seed,
                 "steps": result["num_env_steps_sampled"],
                 "wall_s": round(time.time() - start, 1),
-                "return": result["episode_return_mean"],
+                "return": None
+                if result["episode_return_mean"] is None
+                else result["episode_return_mean"] / scale,
+                "common_reward": common,
             }
             rows.append(row)
             f.write(json.dumps(row) + "\n")
@@ -169,6 +210,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=math.inf, help="wall clock per run")
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--local-ratio", type=float, default=None, help="spread's local_ratio")
+    parser.add_argument(
+        "--common-reward",
+        action="store_true",
+        help="independent learners learn from the sum of all agents' rewards (EPyMARL's)",
+    )
     parser.add_argument(
         "--set",
         action="append",

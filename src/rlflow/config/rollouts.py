@@ -21,6 +21,7 @@ from rlflow.errors import ConfigError
 
 __all__ = [
     "OBSERVATION_FILTERS",
+    "REWARD_SCALARISATIONS",
     "VECTOR_ENVS",
     "RolloutConfig",
     "WrapperSpec",
@@ -30,6 +31,8 @@ __all__ = [
 
 OBSERVATION_FILTERS = ("NoFilter", "MeanStdFilter")
 """The values of ``observation_filter`` (RLlib's names); see `rlflow.filters`."""
+REWARD_SCALARISATIONS = ("sum", "mean")
+"""The values of ``reward_scalarisation`` (EPyMARL's); see `rlflow.envs.common_reward`."""
 
 
 class WrapperSpec(NamedTuple):
@@ -140,6 +143,18 @@ class RolloutConfig(FieldGroup):
     the global state, rewarded with the sum of its members' rewards; team algorithms (QMIX,
     VDN, MADDPG, MAPPO) learn from them. An agent belongs to at most one group; a group naming
     an agent the env does not have is a `ConfigError` before any actor starts. Empty: none."""
+    common_reward: bool = False
+    """Multi-agent: pay every agent the same reward each step, the team's (EPyMARL's
+    ``common_reward``; `rlflow.envs.common_reward.CommonReward`): the agents' rewards of the step
+    combined by ``reward_scalarisation``. It puts independent learners (PPO, DQN without
+    ``groups``) on the team algorithms' reward, as EPyMARL's benchmark does; applied after
+    ``groups`` (a group is one agent, paid its members' sum). ``episode_return_mean`` then sums
+    what the agents were paid: with ``"sum"`` the number of agents times the env's team return.
+    A single-agent env is a `ConfigError`. False: each agent its own reward."""
+    reward_scalarisation: str = "sum"
+    """How ``common_reward`` combines a step's rewards (EPyMARL's name): ``"sum"`` (the team
+    reward of QMIX, VDN, MADDPG and MAPPO's groups) or ``"mean"`` (the sum over the number of
+    agents in the step). Read only with ``common_reward``."""
     vector_env: str = "auto"
     """The env engine of each rollout worker (`rlflow.envs.gym_vector`): ``"rlflow"`` (N envs
     stepped in one in-process loop), ``"gymnasium-sync"`` / ``"gymnasium-async"``
@@ -205,6 +220,12 @@ class RolloutConfig(FieldGroup):
         name = type(self).__name__
         wrapper_specs(self.env_wrappers, f"{name}.env_wrappers")
         object.__setattr__(self, "groups", check_groups(self.groups, f"{name}.groups"))
+        check_type(self.common_reward, f"{name}.common_reward", bool, "True or False")
+        if self.reward_scalarisation not in REWARD_SCALARISATIONS:
+            raise ConfigError(
+                f"{name}.reward_scalarisation={self.reward_scalarisation!r}: must be one of "
+                f"{', '.join(repr(s) for s in REWARD_SCALARISATIONS)}"
+            )
         label = f"{name}.observation_filter"
         check_type(self.observation_filter, label, str, "'NoFilter' or 'MeanStdFilter'")
         if self.observation_filter not in OBSERVATION_FILTERS:

@@ -1,6 +1,7 @@
 """Environment creation and in-process vector envs; flattened structured observations
 (`rlflow.envs.flatten`: the env creator of a config applies `FlattenObservations`); agent
-groups that act as one team (`rlflow.envs.groups`: `GroupAgents`, `TeamBox`).
+groups that act as one team (`rlflow.envs.groups`: `GroupAgents`, `TeamBox`); a common reward
+for every agent (`rlflow.envs.common_reward`: `CommonReward`, EPyMARL's ``common_reward``).
 
 Importing this package registers the Gymnasium ids :data:`POINT_NAV_ID`
 (``rlflow/PointNav2D-v0``, `rlflow.envs.point_nav.PointNavigation2D`),
@@ -10,6 +11,7 @@ Importing this package registers the Gymnasium ids :data:`POINT_NAV_ID`
 CartPole-v1 without its velocities, `rlflow.envs.stateless`), once per process.
 """
 
+from rlflow.envs.common_reward import CommonReward
 from rlflow.envs.crashing import CARTPOLE_CRASHING_ID
 from rlflow.envs.creator import EnvCreator, config_env_creator, make_env_creator
 from rlflow.envs.flatten import FlattenObservations, flatten_observation, flatten_space
@@ -20,6 +22,7 @@ from rlflow.envs.vector import AgentReturn, EpisodeStat, VectorEnv, VectorStep
 __all__ = [
     "AgentReturn",
     "CARTPOLE_CRASHING_ID",
+    "CommonReward",
     "EnvCreator",
     "EpisodeStat",
     "FlattenObservations",

@@ -209,7 +209,8 @@ def config_env_creator(config: Any) -> EnvCreator:
     observations flattened if they are structured (`flatten_if_structured`: Dict, Tuple,
     MultiDiscrete and MultiBinary observations become one float32 vector, Discrete parts
     one-hot; see `rlflow.envs.flatten`), then, with ``config.groups``, its agents grouped into
-    teams (`rlflow.envs.groups.group_agents`)."""
+    teams (`rlflow.envs.groups.group_agents`), and with ``config.common_reward`` every agent paid
+    the team's reward (`rlflow.envs.common_reward.common_reward`)."""
     from rlflow.config.rollouts import wrapper_specs
 
     creator = make_env_creator(config.env, **config.env_config)
@@ -217,12 +218,18 @@ def config_env_creator(config: Any) -> EnvCreator:
     if wrappers:
         creator = functools.partial(_apply_wrappers, creator, wrappers)
     flat = functools.partial(flatten_if_structured, creator)
+    grouped: Any = flat
     groups = getattr(config, "groups", None)
     if groups:
         from rlflow.envs.groups import group_agents
 
-        return functools.partial(group_agents, flat, dict(groups))  # type: ignore[return-value]
-    return flat
+        grouped = functools.partial(group_agents, flat, dict(groups))
+    if getattr(config, "common_reward", False):
+        from rlflow.envs.common_reward import common_reward
+
+        scalarisation = getattr(config, "reward_scalarisation", "sum")
+        return functools.partial(common_reward, grouped, scalarisation)  # type: ignore[return-value]
+    return grouped  # type: ignore[no-any-return]
 
 
 def make_env_creator(env: str | Callable[..., gym.Env[Any, Any]], **env_kwargs: Any) -> EnvCreator:
