@@ -1,7 +1,7 @@
 """AlphaZero: the search's simulations per second with and without the shared evaluator, and
-the tic-tac-toe figure of issue 47 (with its curve).
+the tic-tac-toe and connect-four figures of issue 47 (with their curves).
 
-Parts (``--part``, default all):
+Parts (``--part``, default throughput then tictactoe):
 
 - ``throughput``: AlphaZero's plan on Ray with ``--workers`` rollout workers (default 2), each
   playing ``--games`` games at once with ``--simulations`` per move, first with
@@ -15,10 +15,27 @@ Parts (``--part``, default all):
   (one of the optimal moves at random) and against a uniformly random legal player. The target:
   no loss to minimax from either seat and >= 0.95 wins against random from either seat.
   The curve goes to ``benchmarks/results/alpha_zero_tictactoe.jsonl``.
+- ``connect_four``: the tuned connect-four config (``num_workers`` 0 unless ``--set``) on the
+  local backend for ``--minutes`` of training (the seconds inside ``train()``), the network
+  saved every ``--save-every`` iterations under ``--checkpoints`` with its iteration, self-play
+  games and training seconds.
+- ``connect_four_eval``: every saved network of ``--checkpoints`` whose iteration is a multiple
+  of ``--eval-every`` and not yet in ``--out`` (rerun it while training goes on), with search of
+  each ``--eval-simulations``, from each seat: against the depth-``--depth`` (default 4)
+  alpha-beta player of `rlflow.testing.connect_four` one game from each of the ``7 **
+  --opening-plies`` openings (default 2: the 49 pairs of first moves), and ``--eval-games``
+  games against a uniformly random legal player; wins, draws and losses as JSON lines (the
+  curve; ``benchmarks/results/alpha_zero_connect_four.jsonl``). The target: >= 0.95 wins
+  against random and >= 0.6 wins or draws against depth-4 alpha-beta, from either seat.
 
     python benchmarks/alpha_zero.py [--part throughput|tictactoe] [--workers 2] [--games 16]
         [--simulations 25] [--iterations 120] [--eval-every 20] [--eval-games 100]
         [--eval-simulations 100,400] [--set num_simulations=50] [--out results.jsonl]
+    python benchmarks/alpha_zero.py --part connect_four --minutes 55 --save-every 20
+        --checkpoints /tmp/az_c4 --set num_simulations=25 --set games_per_worker=16
+    python benchmarks/alpha_zero.py --part connect_four_eval --checkpoints /tmp/az_c4
+        --eval-every 40 --eval-simulations 25 --eval-games 20 --depth 4
+        --out benchmarks/results/alpha_zero_connect_four.jsonl
 """
 
 from __future__ import annotations
@@ -312,32 +329,35 @@ def connect_four_eval(
     random_games: int,
     results: Path,
     every: int,
+    plies: int = 2,
 ) -> None:
     """Evaluate every saved network in ``checkpoints`` whose iteration is a multiple of
     ``every`` and not yet in ``results`` (appended as JSON lines; rerun it while training
     goes on): with search of each of ``eval_sims`` simulations (no noise, the most visited
     move), from each seat, against the depth-``depth`` alpha-beta player
     (`rlflow.testing.connect_four`; equal-best moves drawn with a seeded generator) one game
-    from each of the 49 two-ply openings (both sides' first moves, every pair of columns), and
+    from each of the ``7 ** plies`` openings of ``plies`` moves (2: both sides' first moves,
+    every pair of columns: 49 games), and
     against a uniformly random legal player ``random_games`` games."""
     from rlflow.testing.connect_four import AlphaBetaPlayer
 
     make = config_env_creator(
         SimpleNamespace(env=CONNECT_FOUR, env_config={}, env_wrappers=(), groups=None)
     )
-    openings = [(a, b) for a in range(7) for b in range(7)]
+    openings = [tuple(int(c) for c in np.unravel_index(k, (7,) * plies)) for k in range(7**plies)]
     done = set()
     if results.exists():
         for line in results.read_text().splitlines():
             row = json.loads(line)
-            done.add((row["iteration"], row["eval_simulations"], row["alpha_beta_depth"]))
+            key = (row["eval_simulations"], row["alpha_beta_depth"], row["opening_plies"])
+            done.add((row["iteration"], *key))
     results.parent.mkdir(parents=True, exist_ok=True)
     for path in sorted(checkpoints.glob("iter_*.pt")):
         net, record = load_net(path)
         if record["iteration"] % every:
             continue
         for sims in eval_sims:
-            if (record["iteration"], sims, depth) in done:
+            if (record["iteration"], sims, depth, plies) in done:
                 continue
             start = time.perf_counter()
             me = search_player(net, sims, record["c_puct"], 7)
@@ -349,6 +369,7 @@ def connect_four_eval(
                 "overrides": record["overrides"],
                 "eval_simulations": sims,
                 "alpha_beta_depth": depth,
+                "opening_plies": plies,
             }
             for seat in (0, 1):
                 row[f"seat{seat}_vs_alpha_beta"] = play_from(
@@ -372,6 +393,7 @@ def main() -> None:
         default=None,
     )
     parser.add_argument("--depth", type=int, default=4, help="the alpha-beta player's plies")
+    parser.add_argument("--opening-plies", type=int, default=2, help="connect four's openings")
     parser.add_argument("--minutes", type=float, default=15.0, help="connect four's training")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--games", type=int, default=16)
@@ -394,7 +416,13 @@ def main() -> None:
     if args.part == "connect_four_eval":
         sims = [int(x) for x in args.eval_simulations.split(",")]
         connect_four_eval(
-            args.checkpoints, sims, args.depth, args.eval_games, args.out, args.eval_every
+            args.checkpoints,
+            sims,
+            args.depth,
+            args.eval_games,
+            args.out,
+            args.eval_every,
+            args.opening_plies,
         )
     if args.part in (None, "tictactoe"):
         overrides = {k: _number(v) for k, v in (item.split("=", 1) for item in args.set)}

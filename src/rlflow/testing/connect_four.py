@@ -123,9 +123,11 @@ def heuristic(board: Board) -> int:
     """The score of ``board`` for the ``+1`` player (module docstring); antisymmetric."""
     w = board.reshape(-1)[WINDOWS]
     own, opp = (w == 1).sum(1), (w == -1).sum(1)
-    mine = THREE * int(((own == 3) & (opp == 0)).sum()) + TWO * int(((own == 2) & (opp == 0)).sum())
-    theirs = THREE * int(((opp == 3) & (own == 0)).sum()) + TWO * int(((opp == 2) & (own == 0)).sum())
-    return mine - theirs + CENTER * int(board[:, COLUMNS // 2].sum())
+    score = CENTER * int(board[:, COLUMNS // 2].sum())
+    for count, weight in ((3, THREE), (2, TWO)):
+        score += weight * int(((own == count) & (opp == 0)).sum())
+        score -= weight * int(((opp == count) & (own == 0)).sum())
+    return score
 
 
 def negamax(board: Board, depth: int, alpha: float, beta: float, piece: int, ply: int = 0) -> int:
@@ -165,7 +167,8 @@ def search_root(board: Board, depth: int) -> tuple[int, list[int]]:
     if not moves:
         raise ValueError("the board is full: no move to search")
     work = board.copy()
-    best, tied = -WIN - 1, []
+    best: int = -WIN - 1
+    tied: list[int] = []
     for column in moves:
         row = drop(work, column, 1)
         if wins_at(work, row, column):
