@@ -1,4 +1,5 @@
-"""Learning tier: AlphaZero on tic-tac-toe (issue 47), the smaller CI target.
+"""Learning tier: AlphaZero on tic-tac-toe (issue 47), the smaller CI target; and on connect
+four against a random player (the last test; its figure against alpha-beta is a benchmark).
 
 Issue 47's figure is with search, never losing to a perfect (minimax) player from either seat
 and winning >= 0.95 against a uniformly random legal player from either seat. The second half
@@ -212,9 +213,12 @@ def test_alpha_zero_learns_connect_four_to_beat_random_from_either_seat(
     ``benchmarks/alpha_zero.py --part connect_four``, has the curve against the depth-4
     alpha-beta player): the tuned network on the local worker, 16 games and 25 simulations per
     move per iteration, 20 iterations (320 games); then with search of 25 simulations it wins
-    >= 0.9 of 20 games from each seat against a uniformly random legal player. The same search
-    with the untrained network won 19 and 16 of 25 (first and second seat); after these 20
-    iterations, 25 of 25 from each seat (2026-11-29)."""
+    >= 0.85 of 20 games from each seat against a uniformly random legal player. The same search
+    with an untrained network won 19 and 16 of 25 (first and second seat); these 20 iterations'
+    network won 25 of 25 from each seat (2026-11-29, ``benchmarks/README.md``, AlphaZero), and
+    here 20 of 20 as the first mover and 19 of 20 as the second (the local backend and the
+    search are deterministic: the same games each run); the call took 117 s at load average
+    12 and 48 s at 5-8."""
     config = tuned_config("alpha_zero", C4_ENV).replace(
         num_workers=0, num_simulations=25, games_per_worker=16
     )
@@ -233,5 +237,5 @@ def test_alpha_zero_learns_connect_four_to_beat_random_from_either_seat(
     first = play_match(make, me, random_player(rng), games=C4_GAMES, seat=0)
     second = play_match(make, me, random_player(rng), games=C4_GAMES, seat=1)
     print(f"\nconnect four vs random: first {first}, second {second}")
-    assert first["win"] >= 0.9 * C4_GAMES, first
-    assert second["win"] >= 0.9 * C4_GAMES, second
+    assert first["win"] >= 0.85 * C4_GAMES, first
+    assert second["win"] >= 0.85 * C4_GAMES, second
