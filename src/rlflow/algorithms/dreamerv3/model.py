@@ -44,6 +44,9 @@ __all__ = [
     "LatentState",
     "RSSM",
     "dense",
+    "head_on_latent",
+    "latent_linear",
+    "one_hot_matmul",
     "observation_kind",
 ]
 
@@ -159,14 +162,65 @@ class _ChannelNorm(nn.Module):
 
 class LatentState(NamedTuple):
     """The RSSM's state at a step: ``h`` ``[..., gru_units]`` and ``z`` one-hot, flattened
-    ``[..., latents * classes]``."""
+    ``[..., latents * classes]``; ``index`` ``[..., latents]`` (optional), the position of each
+    latent's one in ``z``, which lets a linear layer read ``z`` as a sum of 32 weight rows
+    instead of a product with 1,024 mostly-zero features (:func:`latent_linear`)."""
 
     h: torch.Tensor
     z: torch.Tensor
+    index: torch.Tensor | None = None
 
     def features(self) -> torch.Tensor:
         """``[h, z]``, what the heads read."""
         return torch.cat([self.h, self.z], -1)
+
+    def detach(self) -> LatentState:
+        """The state without gradient (the same ``index``)."""
+        return LatentState(self.h.detach(), self.z.detach(), self.index)
+
+    def map(self, fn: Any) -> LatentState:
+        """``fn`` applied to each tensor (``index`` too, where there is one)."""
+        index = None if self.index is None else fn(self.index)
+        return LatentState(fn(self.h), fn(self.z), index)
+
+    def one_hot_only(self) -> bool:
+        """``z`` is exactly one-hot at ``index`` and needs no gradient: a linear layer may read
+        it through ``index`` (the same sums, 1/32 of the multiplications)."""
+        return self.index is not None and not self.z.requires_grad
+
+
+def one_hot_matmul(z_weight: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``z @ z_weight.T`` for a one-hot ``z`` given by ``index`` ``[..., latents]``: the
+    columns of ``z_weight`` ``[units, latents * classes]`` at ``index`` summed (an
+    ``embedding_bag``), ``[..., units]``."""
+    flat = index.reshape(-1, index.shape[-1])
+    out = nn.functional.embedding_bag(flat, z_weight.t().contiguous(), mode="sum")
+    return out.reshape(*index.shape[:-1], -1)
+
+
+def latent_linear(linear: nn.Linear, state: LatentState) -> torch.Tensor:
+    """``linear([h, z])``; for a one-hot ``z`` without gradient (:meth:`LatentState.
+    one_hot_only`), ``linear(h)``'s part plus the sum of the weight's columns at ``z``'s ones."""
+    if not state.one_hot_only():
+        return linear(state.features())
+    assert state.index is not None
+    width = state.h.shape[-1]
+    h_part = nn.functional.linear(state.h, linear.weight[:, :width], linear.bias)
+    return h_part + one_hot_matmul(linear.weight[:, width:], state.index)
+
+
+def head_on_latent(head: nn.Sequential, state: LatentState) -> torch.Tensor:
+    """A head built by :func:`_head` (``Sequential(dense(...), out)``) on the state's features,
+    its first linear layer through :func:`latent_linear`."""
+    if not state.one_hot_only():
+        out: torch.Tensor = head(state.features())
+        return out
+    body, last = head[0], head[1]
+    x = latent_linear(body[0], state)
+    for layer in list(body)[1:]:
+        x = layer(x)
+    out = last(x)
+    return out
 
 
 class RSSM(nn.Module):
@@ -202,6 +256,13 @@ class RSSM(nn.Module):
     ) -> torch.Tensor:
         """One-hot draws of the latents ``[..., latents, classes]`` -> flat ``[..., L * C]``,
         with straight-through gradients to the probabilities."""
+        return self.draw(logits, generator)[0]
+
+    def draw(
+        self, logits: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`sample` and the position of each latent's one in the flat sample,
+        ``[..., latents]``."""
         probs = torch.softmax(logits, -1)
         # Inverse-CDF draws: one uniform per latent (cheaper than torch.multinomial here).
         cdf = probs.detach().cumsum(-1)
@@ -212,16 +273,31 @@ class RSSM(nn.Module):
         onehot = nn.functional.one_hot(index, probs.shape[-1]).to(probs.dtype)
         onehot = onehot.reshape(probs.shape)
         sample = onehot + probs - probs.detach() if probs.requires_grad else onehot
-        return sample.reshape(*sample.shape[:-2], -1)
+        offsets = torch.arange(probs.shape[-2], device=index.device) * probs.shape[-1]
+        return sample.reshape(*sample.shape[:-2], -1), index + offsets
 
     def img_step(
         self, prev: LatentState, action: torch.Tensor, generator: torch.Generator | None = None
     ) -> tuple[LatentState, torch.Tensor]:
         """One step of the dynamics from ``prev`` and the action taken there: the state with
         ``z`` drawn from the prior, and the prior's logits."""
-        h = self.gru(self.img_in(torch.cat([prev.z, action], -1)), prev.h)
+        h = self.gru(self._img_in(prev, action), prev.h)
         prior = self._logits(self.prior_net, h)
-        return LatentState(h, self.sample(prior, generator)), prior
+        return LatentState(h, *self.draw(prior, generator)), prior
+
+    def _img_in(self, prev: LatentState, action: torch.Tensor) -> torch.Tensor:
+        """``img_in([z, action])``, ``z`` read through its ones where it is one-hot without
+        gradient (`latent_linear`)."""
+        if not prev.one_hot_only():
+            out: torch.Tensor = self.img_in(torch.cat([prev.z, action], -1))
+            return out
+        assert prev.index is not None
+        linear, stoch = self.img_in[0], self.stoch_dim
+        x = one_hot_matmul(linear.weight[:, :stoch], prev.index)
+        x = x + nn.functional.linear(action, linear.weight[:, stoch:], linear.bias)
+        for layer in list(self.img_in)[1:]:
+            x = layer(x)
+        return x
 
     def obs_step(
         self,
@@ -235,7 +311,7 @@ class RSSM(nn.Module):
         h = self.gru(self.img_in(torch.cat([prev.z, action], -1)), prev.h)
         prior = self._logits(self.prior_net, h)
         post = self._logits(self.post_net, torch.cat([h, embed], -1))
-        return LatentState(h, self.sample(post, generator)), post, prior
+        return LatentState(h, *self.draw(post, generator)), post, prior
 
 
 class ActionCodec:
@@ -361,19 +437,29 @@ class DreamerV3Model(nn.Module):
         out: torch.Tensor = self.encoder(x)
         return out
 
-    def actor_outputs(self, features: torch.Tensor) -> torch.Tensor:
-        """The actor: discrete logits (1% uniform mix), or a bounded normal's ``[mean, std]`` in
-        ``[-1, 1]`` units (mean ``tanh``, std in ``[0.1, 1]``)."""
-        out = self.actor(features)
+    def actor_outputs(self, features: torch.Tensor | LatentState) -> torch.Tensor:
+        """The actor on features (or a `LatentState`): discrete logits (1% uniform mix), or a
+        bounded normal's ``[mean, std]`` in ``[-1, 1]`` units (mean ``tanh``, std in
+        ``[0.1, 1]``)."""
+        out = self._run(self.actor, features)
         if self.codec.discrete:
             return unimix_logits(out, self.unimix)
         mean, std = out.chunk(2, -1)
         return torch.cat([torch.tanh(mean), 0.9 * torch.sigmoid(std + 2.0) + 0.1], -1)
 
-    def value(self, features: torch.Tensor, *, slow: bool = False) -> torch.Tensor:
-        """The critic's (or the slow critic's) value ``[...]`` of model states."""
+    def value(self, features: torch.Tensor | LatentState, *, slow: bool = False) -> torch.Tensor:
+        """The critic's (or the slow critic's) value ``[...]`` of model states (features or a
+        `LatentState`)."""
         net = self.slow_critic if slow else self.critic
-        return twohot_mean(net(features), self.bins)
+        return twohot_mean(self._run(net, features), self.bins)
+
+    @staticmethod
+    def _run(head: nn.Sequential, features: torch.Tensor | LatentState) -> torch.Tensor:
+        """A head on features, or on a `LatentState` (`head_on_latent`)."""
+        if isinstance(features, LatentState):
+            return head_on_latent(head, features)
+        out: torch.Tensor = head(features)
+        return out
 
     # -- acting (the recurrent model protocol) ----------------------------------------------
 
