@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import torch
 
+import rlflow
+
 from rlflow.algorithms.dreamerv3 import DreamerV3Config
 from rlflow.algorithms.dreamerv3.functions import (
     kl_balance,
@@ -401,7 +403,53 @@ def test_observations_it_cannot_encode_are_refused_before_any_actor_starts(
         Trainer("dreamerv3", env=lambda _cfg=None: Odd(), backend="local", num_workers=2)
 
 
-def test_an_export_is_refused_with_a_reason() -> None:
-    policy = _policy(gym.make("CartPole-v1"))
-    with pytest.raises(ConfigError, match="cannot be exported yet"):
-        policy.export_model()
+@pytest.mark.parametrize(("env_id", "explore"), [("CartPole-v1", False), ("Pendulum-v1", True)])
+def test_the_exported_policy_acts_as_the_learners_on_a_seeded_episode(
+    local_backend: None, tmp_path: Any, env_id: str, explore: bool
+) -> None:
+    trainer = Trainer(
+        "dreamerv3",
+        env=env_id,
+        backend="local",
+        num_workers=0,
+        learning_starts=32,
+        rollout_fragment_length=16,
+        min_steps_per_iteration=64,
+        train_ratio=8.0,
+        seed=0,
+        **SMALL,
+    )
+    try:
+        assert trainer.train()["counters"]["num_train_steps"] >= 2
+        path = trainer.export_policy(tmp_path / "dv3")
+        loaded = rlflow.load_policy(path, seed=11)
+        assert loaded.recurrent and type(loaded.actor).__name__ == "DreamerV3Actor"
+        # Acting needs no decoder, reward or continue head, or slow critic.
+        assert not any(
+            k.startswith(("decoder", "reward_head", "continue_head", "slow_critic"))
+            for k in loaded.actor.state_dict()
+        )
+        policy = trainer.workers.local_worker().get_policy()
+        policy.generator.manual_seed(11)
+        env = gym.make(env_id)
+        for episode in range(2):  # the state reset at the second episode's start
+            obs, _ = env.reset(seed=episode)
+            mine, theirs = trainer.get_initial_state(), loaded.get_initial_state()
+            assert all(np.array_equal(a, b) for a, b in zip(mine, theirs, strict=True))
+            prev: Any = None
+            for _ in range(30):
+                action, mine = trainer.compute_single_action(
+                    obs, state=mine, prev_action=prev, explore=explore
+                )
+                same, theirs = loaded.compute_single_action(
+                    obs, state=theirs, prev_action=prev, explore=explore
+                )
+                np.testing.assert_array_equal(np.asarray(action), np.asarray(same))
+                for a, b in zip(mine, theirs, strict=True):
+                    np.testing.assert_allclose(a, b, atol=1e-5)
+                obs, _, term, trunc, _ = env.step(action)
+                prev = action
+                if term or trunc:
+                    break
+    finally:
+        trainer.stop()

@@ -32,12 +32,18 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlflow.algorithms.dreamerv3.config import ModelSize
+from rlflow.algorithms.dreamerv3.config import MODEL_SIZES, ModelSize
 from rlflow.algorithms.dreamerv3.functions import symlog, twohot_bins, twohot_mean, unimix_logits
 from rlflow.errors import ConfigError
+from rlflow.models.actors import ActorExport
+from rlflow.models.distributions import dist_class_for
+from rlflow.models.memory import RecurrentInputs
+from rlflow.models.recurrent import StatefulActor
 
 __all__ = [
+    "ACTING_PARTS",
     "ActionCodec",
+    "DreamerV3Actor",
     "DreamerV3Model",
     "ImageDecoder",
     "ImageEncoder",
@@ -498,3 +504,73 @@ class DreamerV3Model(nn.Module):
             out.append(self.codec.dist_inputs(self.actor_outputs(features)))
             values.append(self.value(features))
         return torch.stack(out, 1), torch.stack(values, 1), [h, z, started]
+
+
+ACTING_PARTS = ("encoder.", "image_encoder.", "rssm.", "actor.", "critic.", "bins")
+"""The state-dict entries acting needs (an export keeps these): the encoder, the RSSM, the actor
+and the critic (the step's values) and the two-hot bins."""
+
+
+class DreamerV3Actor(DreamerV3Model, StatefulActor):
+    """A DreamerV3 policy exported (`rlflow.load_policy`): from the env's own observation, the
+    encoder and the RSSM's posterior step (its state ``[h, z, started]`` carried between calls,
+    `LoadedPolicy.get_initial_state` at an episode's start; the previous action passed as
+    ``prev_action``, as the workers do) and the actor. The latents are drawn from torch's RNG
+    forked per call and seeded from the loaded policy's generator, as the learner's policy
+    does, so the same seed gives the learner's actions. Decoder, reward and continue heads and
+    the slow critic are not part of it.
+
+    Args:
+        observation_space: as the policy's.
+        action_space: as the policy's.
+        model_size: the policy's ``model_size``.
+        unimix: the policy's ``unimix``.
+    """
+
+    use_prev_action = True
+    """The previous action is an input of each step (`rlflow.export.onnx` reads this)."""
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        *,
+        model_size: str = "XS",
+        unimix: float = 0.01,
+    ) -> None:
+        """Build the acting parts (weights are loaded afterwards)."""
+        super().__init__(observation_space, action_space, MODEL_SIZES[model_size], float(unimix))
+        for part in ("decoder", "reward_head", "continue_head", "slow_critic"):
+            delattr(self, part)
+        del self.return_range, self.return_range_seen
+        self.dist_class = dist_class_for(action_space)
+
+    def network_step(self, *inputs: Any) -> tuple[torch.Tensor, torch.Tensor, list[Any]]:
+        """`DreamerV3Model.forward`."""
+        return self.forward(*inputs)
+
+    def act_with_state(
+        self,
+        obs: torch.Tensor,
+        memory: RecurrentInputs,
+        *,
+        explore: bool,
+        generator: torch.Generator,
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """`StatefulActor.act_with_state`, the latents drawn from torch's RNG forked and seeded
+        from ``generator`` (as `DreamerV3Policy.compute_actions` does)."""
+        seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return super().act_with_state(obs, memory, explore=explore, generator=generator)
+
+    @staticmethod
+    def export_of(model: DreamerV3Model, model_size: str) -> ActorExport:
+        """The export of a policy's ``model``: the acting parts' weights (`ACTING_PARTS`)."""
+        weights = {
+            k: v.detach().cpu().numpy().copy()
+            for k, v in model.state_dict().items()
+            if k.startswith(ACTING_PARTS)
+        }
+        options = {"model_size": model_size, "unimix": float(model.unimix)}
+        return ActorExport(DreamerV3Actor, options, weights)

@@ -49,11 +49,15 @@ from rlflow.algorithms.dreamerv3.functions import (
     twohot_loss,
     twohot_mean,
 )
-from rlflow.algorithms.dreamerv3.model import DreamerV3Model, LatentState, head_on_latent
+from rlflow.algorithms.dreamerv3.model import (
+    DreamerV3Actor,
+    DreamerV3Model,
+    LatentState,
+    head_on_latent,
+)
 from rlflow.algorithms.dreamerv3.replay import IS_FIRST, IS_TERMINAL
 from rlflow.config import AlgorithmConfig
 from rlflow.data.sample_batch import ACTIONS, OBS, REWARDS, SampleBatch
-from rlflow.errors import ConfigError
 from rlflow.learner import PolicyUpdate
 from rlflow.models.actors import ActorExport
 from rlflow.models.memory import RecurrentInputs
@@ -344,8 +348,6 @@ class DreamerV3Policy(TorchPolicy):
         return world_loss + ac_loss, {**world_stats, **ac_stats}
 
     def export_model(self) -> ActorExport:
-        """Not yet: an export would need the RSSM's step (`ConfigError` saying so)."""
-        raise ConfigError(
-            "DreamerV3Policy cannot be exported yet (its actor needs the world model's state); "
-            "act with Trainer.compute_single_action or a checkpoint instead"
-        )
+        """The encoder, RSSM, actor and critic as a `DreamerV3Actor` (`rlflow.load_policy`
+        acts from the env's observations, carrying the RSSM's state between calls)."""
+        return DreamerV3Actor.export_of(self.model, self.config.model_size)
