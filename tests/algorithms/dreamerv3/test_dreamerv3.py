@@ -13,7 +13,6 @@ import pytest
 import torch
 
 import rlflow
-
 from rlflow.algorithms.dreamerv3 import DreamerV3Config
 from rlflow.algorithms.dreamerv3.functions import (
     kl_balance,
@@ -38,6 +37,7 @@ from rlflow.data.sample_batch import (
     SampleBatch,
 )
 from rlflow.errors import ConfigError
+from rlflow.replay import replay_buffers
 from rlflow.testing.envs import CountingEnv
 from rlflow.trainer import Trainer
 
@@ -183,6 +183,47 @@ def test_replay_drops_the_oldest_episodes_beyond_capacity() -> None:
     for k in range(4):
         replay.add(_rows([k, k], [0.0, 1.0], [1.0, 2.0], [False, True]))
     assert list(replay.episodes) == [2, 3] and len(replay) == 6
+
+
+def test_a_checkpoint_holds_the_replay_and_a_restore_draws_the_same_windows(
+    local_backend: None, tmp_path: Any
+) -> None:
+    settings: dict[str, Any] = {
+        "env": lambda _cfg=None: CountingEnv(episode_len=7),
+        "backend": "local",
+        "num_workers": 0,
+        "rollout_fragment_length": 5,
+        "min_steps_per_iteration": 20,
+        "learning_starts": 1_000,  # no train steps: the replay alone
+        "checkpoint_replay_buffers": True,
+        "seed": 0,
+        **SMALL,
+    }
+    first = Trainer("dreamerv3", **settings)
+    try:
+        first.train()
+        replay = replay_buffers(first.workers)["replay_buffer"]
+        assert isinstance(replay, EpisodeReplay) and len(replay) == 20 + 3  # 3 episodes begun
+        checkpoint = first.save(tmp_path / "ckpt")
+        expected = replay.sample(3, 8)
+    finally:
+        first.stop()
+    second = Trainer.restore(checkpoint)
+    try:
+        restored = replay_buffers(second.workers)["replay_buffer"]
+        assert isinstance(restored, EpisodeReplay)
+        assert len(restored) == len(replay)
+        assert [s.size for s in restored.episodes.values()] == [
+            s.size for s in replay.episodes.values()
+        ]
+        again = restored.sample(3, 8)
+        for column in expected:
+            np.testing.assert_array_equal(again[column], expected[column])
+        # New episodes start streams of their own (the restored ones keep negative keys).
+        second.train()
+        assert len(restored) > len(replay) and min(restored.episodes) < 0
+    finally:
+        second.stop()
 
 
 # -- the policy ----------------------------------------------------------------------------------
