@@ -24,7 +24,9 @@ then starts from zeros, as in training where a sequence crosses an episode's sta
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -53,6 +55,7 @@ __all__ = [
     "head_on_latent",
     "latent_linear",
     "one_hot_matmul",
+    "transposes_reused",
     "observation_kind",
 ]
 
@@ -195,12 +198,42 @@ class LatentState(NamedTuple):
         return self.index is not None and not self.z.requires_grad
 
 
+_TRANSPOSED: list[dict[tuple[int, int, int, bool], torch.Tensor]] = []
+"""The weight transposes made inside :func:`transposes_reused` (innermost last)."""
+
+
+@contextlib.contextmanager
+def transposes_reused() -> Iterator[None]:
+    """Inside, :func:`one_hot_matmul` makes each weight's transposed copy once (per weight,
+    version and gradient mode) instead of at every call: a train step's imagination reads the
+    same weights at every step. Use it around one forward pass (the weights must not change
+    inside)."""
+    _TRANSPOSED.append({})
+    try:
+        yield
+    finally:
+        _TRANSPOSED.pop()
+
+
+def _transposed(z_weight: torch.Tensor) -> torch.Tensor:
+    """``z_weight.T`` contiguous (reused inside :func:`transposes_reused`)."""
+    if not _TRANSPOSED:
+        return z_weight.t().contiguous()
+    grad = torch.is_grad_enabled() and z_weight.requires_grad
+    key = (z_weight.data_ptr(), z_weight.storage_offset(), z_weight._version, grad)
+    cache = _TRANSPOSED[-1]
+    out = cache.get(key)
+    if out is None:
+        out = cache[key] = z_weight.t().contiguous()
+    return out
+
+
 def one_hot_matmul(z_weight: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """``z @ z_weight.T`` for a one-hot ``z`` given by ``index`` ``[..., latents]``: the
     columns of ``z_weight`` ``[units, latents * classes]`` at ``index`` summed (an
     ``embedding_bag``), ``[..., units]``."""
     flat = index.reshape(-1, index.shape[-1])
-    out = nn.functional.embedding_bag(flat, z_weight.t().contiguous(), mode="sum")
+    out = nn.functional.embedding_bag(flat, _transposed(z_weight), mode="sum")
     return out.reshape(*index.shape[:-1], -1)
 
 

@@ -54,6 +54,7 @@ from rlflow.algorithms.dreamerv3.model import (
     DreamerV3Model,
     LatentState,
     head_on_latent,
+    transposes_reused,
 )
 from rlflow.algorithms.dreamerv3.replay import IS_FIRST, IS_TERMINAL
 from rlflow.config import AlgorithmConfig
@@ -236,11 +237,18 @@ class DreamerV3Policy(TorchPolicy):
         latents (discrete actions), the layers read them through their one-hot positions
         (`rlflow.algorithms.dreamerv3.model.latent_linear`)."""
         model = self.model
+        discrete = model.codec.discrete
         state = start.detach()
         states, outs, actions = [state], [], []
         for _ in range(horizon):
-            out = model.actor_outputs(state.detach() if model.codec.discrete else state)
-            if model.codec.discrete:
+            if discrete:
+                # The choice only (no graph): the actor's outputs with gradient come after
+                # the loop, in one batch over every imagined state.
+                with torch.no_grad():
+                    out = model.actor_outputs(state)
+            else:
+                out = model.actor_outputs(state)
+            if discrete:
                 cdf = torch.softmax(out.detach(), -1).cumsum(-1)
                 u = torch.rand((*cdf.shape[:-1], 1), device=cdf.device)
                 index = (cdf < u * cdf[..., -1:]).sum(-1).clamp(max=model.codec.dim - 1)
@@ -258,6 +266,9 @@ class DreamerV3Policy(TorchPolicy):
             torch.stack([s.z for s in states]),
             torch.stack(indices) if len(indices) == len(states) else None,
         )
+        if discrete:
+            # The same outputs as in the loop, now with the actor's gradient.
+            return stacked, model.actor_outputs(stacked.map(lambda x: x[:-1])), torch.stack(actions)
         return stacked, torch.stack(outs), torch.stack(actions)
 
     def _entropy_and_logp(
@@ -344,7 +355,8 @@ class DreamerV3Policy(TorchPolicy):
         """The world model's, the actor's and the critic's losses summed (module docstring)."""
         latents, post, prior = self.observe(batch_tensors)
         world_loss, world_stats = self.world_model_loss(batch_tensors, latents, post, prior)
-        ac_loss, ac_stats = self.actor_critic_loss(batch_tensors, latents.detach())
+        with transposes_reused():
+            ac_loss, ac_stats = self.actor_critic_loss(batch_tensors, latents.detach())
         return world_loss + ac_loss, {**world_stats, **ac_stats}
 
     def export_model(self) -> ActorExport:
