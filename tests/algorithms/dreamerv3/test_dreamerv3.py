@@ -25,6 +25,7 @@ from rlflow.algorithms.dreamerv3.functions import (
     twohot_mean,
     unimix_logits,
 )
+from rlflow.algorithms.dreamerv3.model import LatentState
 from rlflow.algorithms.dreamerv3.policy import DreamerV3Policy
 from rlflow.algorithms.dreamerv3.replay import IS_FIRST, IS_TERMINAL, EpisodeReplay
 from rlflow.data.sample_batch import (
@@ -288,6 +289,37 @@ def test_a_train_step_lowers_nothing_it_should_not_and_updates_the_slow_critic()
         changed = [k for k in before if k.startswith(part) and not torch.equal(before[k], after[k])]
         assert changed, part
     assert policy.update.num_grad_updates == 1
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+def test_reading_the_latents_through_their_ones_changes_no_loss_or_gradient(
+    continuous: bool,
+) -> None:
+    # The one-hot reads (embedding_bag over each latent's one) are the dense products'
+    # sums: the same actor-critic loss and gradients as with the concatenated features.
+    env = CountingEnv(episode_len=10, continuous=continuous)
+    policy = _policy(env)
+    for p in policy.model.parameters():  # no zero-initialised heads: every term counts
+        torch.nn.init.normal_(p, std=0.05) if p.requires_grad else None
+    replay = _filled_replay(policy, env, 60)
+    t = policy.update.batch_to_tensors(replay.sample(2, 8))
+    latents, _, _ = policy.observe(t)
+    assert latents.index is not None
+    results = []
+    for index in (latents.index, None):
+        start = LatentState(latents.h.detach(), latents.z.detach(), index)
+        torch.manual_seed(3)
+        policy.model.zero_grad()
+        policy.model.return_range_seen.fill_(0.0)
+        loss, _ = policy.actor_critic_loss(t, start)
+        loss.backward()
+        grads = [p.grad.clone() for p in policy.model.actor.parameters()]
+        grads += [p.grad.clone() for p in policy.model.critic.parameters()]
+        results.append((loss.detach(), grads))
+    (sparse, sparse_grads), (dense, dense_grads) = results
+    assert torch.allclose(sparse, dense, rtol=1e-4, atol=1e-5)
+    for a, b in zip(sparse_grads, dense_grads, strict=True):
+        assert torch.allclose(a, b, rtol=1e-3, atol=1e-5)
 
 
 @pytest.mark.parametrize("continuous", [False, True])
