@@ -304,10 +304,10 @@ def test_reading_the_latents_through_their_ones_changes_no_loss_or_gradient(
     replay = _filled_replay(policy, env, 60)
     t = policy.update.batch_to_tensors(replay.sample(2, 8))
     latents, _, _ = policy.observe(t)
-    assert latents.index is not None
+    assert latents.positions is not None
     results = []
-    for index in (latents.index, None):
-        start = LatentState(latents.h.detach(), latents.z.detach(), index)
+    for positions in (latents.positions, None):
+        start = LatentState(latents.h.detach(), latents.z.detach(), positions)
         torch.manual_seed(3)
         policy.model.zero_grad()
         policy.model.return_range_seen.fill_(0.0)

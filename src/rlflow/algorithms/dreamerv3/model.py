@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import gymnasium as gym
 import numpy as np
@@ -171,31 +171,31 @@ class _ChannelNorm(nn.Module):
 
 class LatentState(NamedTuple):
     """The RSSM's state at a step: ``h`` ``[..., gru_units]`` and ``z`` one-hot, flattened
-    ``[..., latents * classes]``; ``index`` ``[..., latents]`` (optional), the position of each
+    ``[..., latents * classes]``; ``positions`` ``[..., latents]`` (optional), the position of each
     latent's one in ``z``, which lets a linear layer read ``z`` as a sum of 32 weight rows
     instead of a product with 1,024 mostly-zero features (:func:`latent_linear`)."""
 
     h: torch.Tensor
     z: torch.Tensor
-    index: torch.Tensor | None = None
+    positions: torch.Tensor | None = None
 
     def features(self) -> torch.Tensor:
         """``[h, z]``, what the heads read."""
         return torch.cat([self.h, self.z], -1)
 
     def detach(self) -> LatentState:
-        """The state without gradient (the same ``index``)."""
-        return LatentState(self.h.detach(), self.z.detach(), self.index)
+        """The state without gradient (the same ``positions``)."""
+        return LatentState(self.h.detach(), self.z.detach(), self.positions)
 
     def map(self, fn: Any) -> LatentState:
-        """``fn`` applied to each tensor (``index`` too, where there is one)."""
-        index = None if self.index is None else fn(self.index)
-        return LatentState(fn(self.h), fn(self.z), index)
+        """``fn`` applied to each tensor (``positions`` too, where there are)."""
+        positions = None if self.positions is None else fn(self.positions)
+        return LatentState(fn(self.h), fn(self.z), positions)
 
     def one_hot_only(self) -> bool:
-        """``z`` is exactly one-hot at ``index`` and needs no gradient: a linear layer may read
-        it through ``index`` (the same sums, 1/32 of the multiplications)."""
-        return self.index is not None and not self.z.requires_grad
+        """``z`` is exactly one-hot at ``positions`` and needs no gradient: a linear layer may read
+        it through ``positions`` (the same sums, 1/32 of the multiplications)."""
+        return self.positions is not None and not self.z.requires_grad
 
 
 _TRANSPOSED: list[dict[tuple[int, int, int, bool], torch.Tensor]] = []
@@ -220,7 +220,7 @@ def _transposed(z_weight: torch.Tensor) -> torch.Tensor:
     if not _TRANSPOSED:
         return z_weight.t().contiguous()
     grad = torch.is_grad_enabled() and z_weight.requires_grad
-    key = (z_weight.data_ptr(), z_weight.storage_offset(), z_weight._version, grad)
+    key = (z_weight.data_ptr(), int(z_weight.storage_offset()), z_weight._version, grad)
     cache = _TRANSPOSED[-1]
     out = cache.get(key)
     if out is None:
@@ -241,11 +241,12 @@ def latent_linear(linear: nn.Linear, state: LatentState) -> torch.Tensor:
     """``linear([h, z])``; for a one-hot ``z`` without gradient (:meth:`LatentState.
     one_hot_only`), ``linear(h)``'s part plus the sum of the weight's columns at ``z``'s ones."""
     if not state.one_hot_only():
-        return linear(state.features())
-    assert state.index is not None
+        out: torch.Tensor = linear(state.features())
+        return out
+    assert state.positions is not None
     width = state.h.shape[-1]
     h_part = nn.functional.linear(state.h, linear.weight[:, :width], linear.bias)
-    return h_part + one_hot_matmul(linear.weight[:, width:], state.index)
+    return h_part + one_hot_matmul(linear.weight[:, width:], state.positions)
 
 
 def head_on_latent(head: nn.Sequential, state: LatentState) -> torch.Tensor:
@@ -254,8 +255,8 @@ def head_on_latent(head: nn.Sequential, state: LatentState) -> torch.Tensor:
     if not state.one_hot_only():
         out: torch.Tensor = head(state.features())
         return out
-    body, last = head[0], head[1]
-    x = latent_linear(body[0], state)
+    body, last = cast(nn.Sequential, head[0]), head[1]
+    x = latent_linear(cast(nn.Linear, body[0]), state)
     for layer in list(body)[1:]:
         x = layer(x)
     out = last(x)
@@ -330,9 +331,9 @@ class RSSM(nn.Module):
         if not prev.one_hot_only():
             out: torch.Tensor = self.img_in(torch.cat([prev.z, action], -1))
             return out
-        assert prev.index is not None
-        linear, stoch = self.img_in[0], self.stoch_dim
-        x = one_hot_matmul(linear.weight[:, :stoch], prev.index)
+        assert prev.positions is not None
+        linear, stoch = cast(nn.Linear, self.img_in[0]), self.stoch_dim
+        x = one_hot_matmul(linear.weight[:, :stoch], prev.positions)
         x = x + nn.functional.linear(action, linear.weight[:, stoch:], linear.bias)
         for layer in list(self.img_in)[1:]:
             x = layer(x)

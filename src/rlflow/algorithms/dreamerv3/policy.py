@@ -173,10 +173,10 @@ class DreamerV3Policy(TorchPolicy):
             keep = (1.0 - first[:, k]).unsqueeze(-1)
             prev = LatentState(state.h * keep, state.z * keep)
             state, post, prior = model.rssm.obs_step(prev, actions[:, k] * keep, embeds[:, k])
-            assert state.index is not None
+            assert state.positions is not None
             hs.append(state.h)
             zs.append(state.z)
-            indices.append(state.index)
+            indices.append(state.positions)
             posts.append(post)
             priors.append(prior)
         latents = LatentState(torch.stack(hs, 1), torch.stack(zs, 1), torch.stack(indices, 1))
@@ -260,7 +260,7 @@ class DreamerV3Policy(TorchPolicy):
             outs.append(out)
             actions.append(action)
             states.append(state)
-        indices = [s.index for s in states if s.index is not None]
+        indices = [s.positions for s in states if s.positions is not None]
         stacked = LatentState(
             torch.stack([s.h for s in states]),
             torch.stack([s.z for s in states]),
