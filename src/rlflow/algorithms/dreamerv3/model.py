@@ -552,7 +552,8 @@ class DreamerV3Actor(DreamerV3Model, StatefulActor):
     ``prev_action``, as the workers do) and the actor. The latents are drawn from torch's RNG
     forked per call and seeded from the loaded policy's generator, as the learner's policy
     does, so the same seed gives the learner's actions. Decoder, reward and continue heads and
-    the slow critic are not part of it.
+    the slow critic are not part of it. An ONNX export (`rlflow.export.onnx.export_onnx`) traces
+    the same step, its latents then drawn by the runtime's RNG.
 
     Args:
         observation_space: as the policy's.

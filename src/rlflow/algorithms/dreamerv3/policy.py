@@ -26,7 +26,13 @@ The three losses are summed into one step of the policy's update (parameter grou
 ``world_model_lr``, ``actor_lr`` and ``critic_lr``; their gradients touch disjoint
 parameters); afterwards the slow critic moves towards the critic (:meth:`DreamerV3Policy.
 learn`). Acting runs the RSSM's posterior one step at a time, the rollout workers carrying its
-state (`rlflow.models.memory`).
+state (`rlflow.models.memory`); an export (`rlflow.load_policy`) does the same from the env's
+own observations (`rlflow.algorithms.dreamerv3.model.DreamerV3Actor`).
+
+Where no gradient flows through the discrete latents (imagination with discrete actions, the
+critic and slow critic), the layers read them through the positions of their ones instead of
+multiplying 1,024 mostly-zero features (`rlflow.algorithms.dreamerv3.model.latent_linear`):
+the same sums, a quarter of a train step's CPU time saved on CartPole-v1.
 """
 
 from __future__ import annotations
