@@ -476,6 +476,31 @@ def test_observations_it_cannot_encode_are_refused_before_any_actor_starts(
         Trainer("dreamerv3", env=lambda _cfg=None: Odd(), backend="local", num_workers=2)
 
 
+def test_an_image_policy_exports_and_acts_as_the_learner(tmp_path: Any) -> None:
+    from rlflow.config import AlgorithmConfig
+    from rlflow.export import export_policy
+    from rlflow.models.memory import RecurrentInputs
+
+    obs_space = gym.spaces.Box(0, 255, (16, 16, 1), np.uint8)
+    policy = DreamerV3Policy(obs_space, gym.spaces.Discrete(3), DreamerV3Config(**SMALL), seed=0)
+    path = export_policy(
+        policy, tmp_path / "pixels", algorithm="dreamerv3", policy_id="p", config=AlgorithmConfig()
+    )
+    loaded = rlflow.load_policy(path, seed=4)
+    policy.generator.manual_seed(4)
+    obs = np.random.default_rng(0).integers(0, 256, (3, 16, 16, 1), dtype=np.uint8)
+    state, prev, memory = None, None, RecurrentInputs(None, None, None)
+    for _ in range(3):
+        actions, state = loaded.compute_actions(obs, state=state, prev_actions=prev)
+        expected, extra = policy.compute_actions(obs, explore=False, memory=memory)
+        np.testing.assert_array_equal(actions, expected)
+        learner_state = [extra[f"state_out_{k}"] for k in range(3)]
+        for a, b in zip(state, learner_state, strict=True):
+            np.testing.assert_allclose(a, b, atol=1e-5)
+        memory, prev = RecurrentInputs(learner_state, expected, None), actions
+        obs = np.roll(obs, 3, axis=2)
+
+
 @pytest.mark.parametrize(("env_id", "explore"), [("CartPole-v1", False), ("Pendulum-v1", True)])
 def test_the_exported_policy_acts_as_the_learners_on_a_seeded_episode(
     local_backend: None, tmp_path: Any, env_id: str, explore: bool
