@@ -198,14 +198,14 @@ class LatentState(NamedTuple):
         return self.positions is not None and not self.z.requires_grad
 
 
-_TRANSPOSED: list[dict[tuple[int, int, int, bool], torch.Tensor]] = []
+_TRANSPOSED: list[dict[tuple[int, tuple[int, ...], int, bool], torch.Tensor]] = []
 """The weight transposes made inside :func:`transposes_reused` (innermost last)."""
 
 
 @contextlib.contextmanager
 def transposes_reused() -> Iterator[None]:
-    """Inside, :func:`one_hot_matmul` makes each weight's transposed copy once (per weight,
-    version and gradient mode) instead of at every call: a train step's imagination reads the
+    """Inside, :func:`one_hot_matmul` makes each weight's transposed copy once (per weight
+    slice, version and gradient mode) instead of at every call: a train step's imagination reads the
     same weights at every step. Use it around one forward pass (the weights must not change
     inside)."""
     _TRANSPOSED.append({})
@@ -220,7 +220,7 @@ def _transposed(z_weight: torch.Tensor) -> torch.Tensor:
     if not _TRANSPOSED:
         return z_weight.t().contiguous()
     grad = torch.is_grad_enabled() and z_weight.requires_grad
-    key = (z_weight.data_ptr(), int(z_weight.storage_offset()), z_weight._version, grad)
+    key = (z_weight.data_ptr(), tuple(z_weight.shape), z_weight._version, grad)
     cache = _TRANSPOSED[-1]
     out = cache.get(key)
     if out is None:
