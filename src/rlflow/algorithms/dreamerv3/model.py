@@ -193,9 +193,10 @@ class LatentState(NamedTuple):
         return LatentState(fn(self.h), fn(self.z), positions)
 
     def one_hot_only(self) -> bool:
-        """``z`` is exactly one-hot at ``positions`` and needs no gradient: a linear layer may read
-        it through ``positions`` (the same sums, 1/32 of the multiplications)."""
-        return self.positions is not None and not self.z.requires_grad
+        """``z`` is one-hot at ``positions`` (its value; a straight-through gradient may flow
+        through it): a linear layer may read it through ``positions`` (the same sums, 1/32 of
+        the multiplications)."""
+        return self.positions is not None
 
 
 _TRANSPOSED: list[dict[tuple[int, tuple[int, ...], int, bool], torch.Tensor]] = []
@@ -205,9 +206,9 @@ _TRANSPOSED: list[dict[tuple[int, tuple[int, ...], int, bool], torch.Tensor]] = 
 @contextlib.contextmanager
 def transposes_reused() -> Iterator[None]:
     """Inside, :func:`one_hot_matmul` makes each weight's transposed copy once (per weight
-    slice, version and gradient mode) instead of at every call: a train step's imagination reads the
-    same weights at every step. Use it around one forward pass (the weights must not change
-    inside)."""
+    slice, version and gradient mode) instead of at every call: a train step's imagination
+    reads the same weights at every step. Use it around one forward pass (the weights must not
+    change inside)."""
     _TRANSPOSED.append({})
     try:
         yield
@@ -228,25 +229,54 @@ def _transposed(z_weight: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def one_hot_matmul(z_weight: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+def one_hot_matmul(
+    z_weight: torch.Tensor, index: torch.Tensor, z: torch.Tensor | None = None
+) -> torch.Tensor:
     """``z @ z_weight.T`` for a one-hot ``z`` given by ``index`` ``[..., latents]``: the
     columns of ``z_weight`` ``[units, latents * classes]`` at ``index`` summed (an
-    ``embedding_bag``), ``[..., units]``."""
+    ``embedding_bag``), ``[..., units]``. With ``z`` itself (its value one-hot at ``index``)
+    when a gradient flows through it (straight-through draws): the backward pass is the dense
+    product's, ``grad @ z_weight`` to ``z`` and ``grad.T @ z`` to the weight."""
+    if z is not None and z.requires_grad:
+        out: torch.Tensor = _OneHotMatmul.apply(z, index, z_weight)  # type: ignore[no-untyped-call]
+        return out
     flat = index.reshape(-1, index.shape[-1])
-    out = nn.functional.embedding_bag(flat, _transposed(z_weight), mode="sum")
-    return out.reshape(*index.shape[:-1], -1)
+    summed = nn.functional.embedding_bag(flat, _transposed(z_weight), mode="sum")
+    return summed.reshape(*index.shape[:-1], -1)
+
+
+class _OneHotMatmul(torch.autograd.Function):
+    """``z @ w.T`` for ``z`` one-hot at ``index``: forward by ``embedding_bag``, backward as
+    the dense product's."""
+
+    @staticmethod
+    def forward(ctx: Any, z: torch.Tensor, index: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(z, w)
+        flat = index.reshape(-1, index.shape[-1])
+        out = nn.functional.embedding_bag(flat, _transposed(w), mode="sum")
+        return out.reshape(*index.shape[:-1], -1)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None, Any]:
+        z, w = ctx.saved_tensors
+        grad_z = grad @ w if ctx.needs_input_grad[0] else None
+        grad_w = None
+        if ctx.needs_input_grad[2]:
+            grad_w = grad.reshape(-1, grad.shape[-1]).t() @ z.reshape(-1, z.shape[-1])
+        return grad_z, None, grad_w
 
 
 def latent_linear(linear: nn.Linear, state: LatentState) -> torch.Tensor:
-    """``linear([h, z])``; for a one-hot ``z`` without gradient (:meth:`LatentState.
-    one_hot_only`), ``linear(h)``'s part plus the sum of the weight's columns at ``z``'s ones."""
+    """``linear([h, z])``; for a one-hot ``z`` with its positions (:meth:`LatentState.
+    one_hot_only`), ``linear(h)``'s part plus the sum of the weight's columns at ``z``'s ones
+    (`one_hot_matmul`)."""
     if not state.one_hot_only():
         out: torch.Tensor = linear(state.features())
         return out
     assert state.positions is not None
     width = state.h.shape[-1]
     h_part = nn.functional.linear(state.h, linear.weight[:, :width], linear.bias)
-    return h_part + one_hot_matmul(linear.weight[:, width:], state.positions)
+    return h_part + one_hot_matmul(linear.weight[:, width:], state.positions, state.z)
 
 
 def head_on_latent(head: nn.Sequential, state: LatentState) -> torch.Tensor:
@@ -326,14 +356,14 @@ class RSSM(nn.Module):
         return LatentState(h, *self.draw(prior, generator)), prior
 
     def _img_in(self, prev: LatentState, action: torch.Tensor) -> torch.Tensor:
-        """``img_in([z, action])``, ``z`` read through its ones where it is one-hot without
-        gradient (`latent_linear`)."""
+        """``img_in([z, action])``, ``z`` read through its ones where they are known
+        (`latent_linear`)."""
         if not prev.one_hot_only():
             out: torch.Tensor = self.img_in(torch.cat([prev.z, action], -1))
             return out
         assert prev.positions is not None
         linear, stoch = cast(nn.Linear, self.img_in[0]), self.stoch_dim
-        x = one_hot_matmul(linear.weight[:, :stoch], prev.positions)
+        x = one_hot_matmul(linear.weight[:, :stoch], prev.positions, prev.z)
         x = x + nn.functional.linear(action, linear.weight[:, stoch:], linear.bias)
         for layer in list(self.img_in)[1:]:
             x = layer(x)
