@@ -240,9 +240,8 @@ class DreamerV3Policy(TorchPolicy):
         actor choosing: the states ``[H + 1, N, ...]``, the actor's outputs ``[H, N, ...]`` at
         the first ``H`` states and the actions ``[H, N, dim]`` taken. Discrete actions are drawn
         without gradient (REINFORCE); continuous ones reparameterized, so the returns'
-        gradient reaches the actor through the dynamics. Where no gradient flows through the
-        latents (discrete actions), the layers read them through their one-hot positions
-        (`rlflow.algorithms.dreamerv3.model.latent_linear`)."""
+        gradient reaches the actor through the dynamics. The layers read the latents through
+        their one-hot positions (`rlflow.algorithms.dreamerv3.model.latent_linear`)."""
         model = self.model
         discrete = model.codec.discrete
         state = start.detach()
