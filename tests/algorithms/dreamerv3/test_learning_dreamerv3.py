@@ -1,10 +1,10 @@
 """Learning tier: DreamerV3's actor learns in imagination (issue 47, part 2), on a small task.
 
 The issue's figures (CartPole-v1 to 450, Pendulum-v1 to -300, beside PPO) are
-``benchmarks/dreamerv3.py``'s: a train step of the XS model costs 0.4 CPU-seconds here, beyond a
-CI budget. This test is the smaller target: a task whose reward needs the world model to learn
-that it depends on the action (`Match`: a side shown in the observation, reward 1 for the
-action naming it, 10-step episodes; random play returns 5). Measured on 2026-11-29 (2 cores,
+``benchmarks/dreamerv3.py``'s: a train step of the XS model costs 0.2-0.35 CPU-seconds here,
+beyond a CI budget. This test is the smaller target: a task whose reward needs the world model
+to learn that it depends on the action (`Match`: a side shown in the observation, reward 1 for
+the action naming it, 10-step episodes; random play returns 5). Measured on 2026-11-29 (2 cores,
 load falling from 20 to 4) with these settings: the reward model leaves its plateau after about
 350 train steps, the 100-episode mean return reached 7.06 at 1,600 env steps (710 train steps,
 291 s) and 9.02 at 2,360 (337 s). The test asks for 7.0 within 3,000 env steps.
