@@ -265,8 +265,9 @@ def _policy_cases() -> list[Any]:
     from rlflow.algorithms import ALGORITHMS
 
     # ppo_dqn's policies are PPO's and DQN's; team policies export per member (below, and
-    # maddpg's and matd3's in tests/algorithms/maddpg/test_maddpg.py); dreamerv3 has no export
-    # yet (its actor needs the world model's state; tests/algorithms/dreamerv3 checks it says so).
+    # maddpg's and matd3's in tests/algorithms/maddpg/test_maddpg.py); dreamerv3 draws its
+    # latents even when greedy and takes no model options: tests/algorithms/dreamerv3 checks its
+    # export against the learner's actions on seeded episodes.
     skipped = ("ppo_dqn", "dreamerv3")
     names = [n for n in ALGORITHMS if n not in skipped and n not in TEAM_ALGORITHMS]
     return [pytest.param(n, id=n) for n in names]

@@ -108,7 +108,9 @@ def _algorithms() -> list[Any]:
         "maddpg",
         "matd3",
     )  # a team's export is one directory per member: below
-    skipped = ("ppo_dqn", "dreamerv3")  # dreamerv3: no export yet (tests/algorithms/dreamerv3)
+    # dreamerv3 draws its latents even when greedy (in ONNX, from the runtime's RNG): no
+    # equality to check; tests/algorithms/dreamerv3 checks its export in Python.
+    skipped = ("ppo_dqn", "dreamerv3")
     return [pytest.param(n, id=n) for n in ALGORITHMS if n not in skipped and n not in team]
 
 

@@ -55,8 +55,8 @@ class FailureConfig(FieldGroup):
     their last finite values."""
     checkpoint_replay_buffers: bool = False
     """Put replay buffers (DQN's and ppo_dqn's, Ape-X shards, IMPALA's and APPO's mix-in
-    replay) in checkpoints, so a restored run replays what it stored; False: a restored run
-    starts with empty buffers."""
+    replay, DreamerV3's episodes) in checkpoints, so a restored run replays what it stored;
+    False: a restored run starts with empty buffers."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+import rlflow
 from rlflow.algorithms.dreamerv3 import DreamerV3Config
 from rlflow.algorithms.dreamerv3.functions import (
     kl_balance,
@@ -24,6 +25,7 @@ from rlflow.algorithms.dreamerv3.functions import (
     twohot_mean,
     unimix_logits,
 )
+from rlflow.algorithms.dreamerv3.model import LatentState
 from rlflow.algorithms.dreamerv3.policy import DreamerV3Policy
 from rlflow.algorithms.dreamerv3.replay import IS_FIRST, IS_TERMINAL, EpisodeReplay
 from rlflow.data.sample_batch import (
@@ -36,6 +38,7 @@ from rlflow.data.sample_batch import (
     SampleBatch,
 )
 from rlflow.errors import ConfigError
+from rlflow.replay import replay_buffers
 from rlflow.testing.envs import CountingEnv
 from rlflow.trainer import Trainer
 
@@ -183,6 +186,47 @@ def test_replay_drops_the_oldest_episodes_beyond_capacity() -> None:
     assert list(replay.episodes) == [2, 3] and len(replay) == 6
 
 
+def test_a_checkpoint_holds_the_replay_and_a_restore_draws_the_same_windows(
+    local_backend: None, tmp_path: Any
+) -> None:
+    settings: dict[str, Any] = {
+        "env": lambda _cfg=None: CountingEnv(episode_len=7),
+        "backend": "local",
+        "num_workers": 0,
+        "rollout_fragment_length": 5,
+        "min_steps_per_iteration": 20,
+        "learning_starts": 1_000,  # no train steps: the replay alone
+        "checkpoint_replay_buffers": True,
+        "seed": 0,
+        **SMALL,
+    }
+    first = Trainer("dreamerv3", **settings)
+    try:
+        first.train()
+        replay = replay_buffers(first.workers)["replay_buffer"]
+        assert isinstance(replay, EpisodeReplay) and len(replay) == 20 + 3  # 3 episodes begun
+        checkpoint = first.save(tmp_path / "ckpt")
+        expected = replay.sample(3, 8)
+    finally:
+        first.stop()
+    second = Trainer.restore(checkpoint)
+    try:
+        restored = replay_buffers(second.workers)["replay_buffer"]
+        assert isinstance(restored, EpisodeReplay)
+        assert len(restored) == len(replay)
+        assert [s.size for s in restored.episodes.values()] == [
+            s.size for s in replay.episodes.values()
+        ]
+        again = restored.sample(3, 8)
+        for column in expected:
+            np.testing.assert_array_equal(again[column], expected[column])
+        # New episodes start streams of their own (the restored ones keep negative keys).
+        second.train()
+        assert len(restored) > len(replay) and min(restored.episodes) < 0
+    finally:
+        second.stop()
+
+
 # -- the policy ----------------------------------------------------------------------------------
 
 
@@ -245,6 +289,37 @@ def test_a_train_step_lowers_nothing_it_should_not_and_updates_the_slow_critic()
         changed = [k for k in before if k.startswith(part) and not torch.equal(before[k], after[k])]
         assert changed, part
     assert policy.update.num_grad_updates == 1
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+def test_reading_the_latents_through_their_ones_changes_no_loss_or_gradient(
+    continuous: bool,
+) -> None:
+    # The one-hot reads (embedding_bag over each latent's one) are the dense products'
+    # sums: the same actor-critic loss and gradients as with the concatenated features.
+    env = CountingEnv(episode_len=10, continuous=continuous)
+    policy = _policy(env)
+    for p in policy.model.parameters():  # no zero-initialised heads: every term counts
+        torch.nn.init.normal_(p, std=0.05) if p.requires_grad else None
+    replay = _filled_replay(policy, env, 60)
+    t = policy.update.batch_to_tensors(replay.sample(2, 8))
+    latents, _, _ = policy.observe(t)
+    assert latents.positions is not None
+    results = []
+    for positions in (latents.positions, None):
+        start = LatentState(latents.h.detach(), latents.z.detach(), positions)
+        torch.manual_seed(3)
+        policy.model.zero_grad()
+        policy.model.return_range_seen.fill_(0.0)
+        loss, _ = policy.actor_critic_loss(t, start)
+        loss.backward()
+        grads = [p.grad.clone() for p in policy.model.actor.parameters()]
+        grads += [p.grad.clone() for p in policy.model.critic.parameters()]
+        results.append((loss.detach(), grads))
+    (sparse, sparse_grads), (dense, dense_grads) = results
+    assert torch.allclose(sparse, dense, rtol=1e-4, atol=1e-5)
+    for a, b in zip(sparse_grads, dense_grads, strict=True):
+        assert torch.allclose(a, b, rtol=1e-3, atol=1e-5)
 
 
 @pytest.mark.parametrize("continuous", [False, True])
@@ -401,7 +476,78 @@ def test_observations_it_cannot_encode_are_refused_before_any_actor_starts(
         Trainer("dreamerv3", env=lambda _cfg=None: Odd(), backend="local", num_workers=2)
 
 
-def test_an_export_is_refused_with_a_reason() -> None:
-    policy = _policy(gym.make("CartPole-v1"))
-    with pytest.raises(ConfigError, match="cannot be exported yet"):
-        policy.export_model()
+def test_an_image_policy_exports_and_acts_as_the_learner(tmp_path: Any) -> None:
+    from rlflow.config import AlgorithmConfig
+    from rlflow.export import export_policy
+    from rlflow.models.memory import RecurrentInputs
+
+    obs_space = gym.spaces.Box(0, 255, (16, 16, 1), np.uint8)
+    policy = DreamerV3Policy(obs_space, gym.spaces.Discrete(3), DreamerV3Config(**SMALL), seed=0)
+    path = export_policy(
+        policy, tmp_path / "pixels", algorithm="dreamerv3", policy_id="p", config=AlgorithmConfig()
+    )
+    loaded = rlflow.load_policy(path, seed=4)
+    policy.generator.manual_seed(4)
+    obs = np.random.default_rng(0).integers(0, 256, (3, 16, 16, 1), dtype=np.uint8)
+    state, prev, memory = None, None, RecurrentInputs(None, None, None)
+    for _ in range(3):
+        actions, state = loaded.compute_actions(obs, state=state, prev_actions=prev)
+        expected, extra = policy.compute_actions(obs, explore=False, memory=memory)
+        np.testing.assert_array_equal(actions, expected)
+        learner_state = [extra[f"state_out_{k}"] for k in range(3)]
+        for a, b in zip(state, learner_state, strict=True):
+            np.testing.assert_allclose(a, b, atol=1e-5)
+        memory, prev = RecurrentInputs(learner_state, expected, None), actions
+        obs = np.roll(obs, 3, axis=2)
+
+
+@pytest.mark.parametrize(("env_id", "explore"), [("CartPole-v1", False), ("Pendulum-v1", True)])
+def test_the_exported_policy_acts_as_the_learners_on_a_seeded_episode(
+    local_backend: None, tmp_path: Any, env_id: str, explore: bool
+) -> None:
+    trainer = Trainer(
+        "dreamerv3",
+        env=env_id,
+        backend="local",
+        num_workers=0,
+        learning_starts=32,
+        rollout_fragment_length=16,
+        min_steps_per_iteration=64,
+        train_ratio=8.0,
+        seed=0,
+        **SMALL,
+    )
+    try:
+        assert trainer.train()["counters"]["num_train_steps"] >= 2
+        path = trainer.export_policy(tmp_path / "dv3")
+        loaded = rlflow.load_policy(path, seed=11)
+        assert loaded.recurrent and type(loaded.actor).__name__ == "DreamerV3Actor"
+        # Acting needs no decoder, reward or continue head, or slow critic.
+        assert not any(
+            k.startswith(("decoder", "reward_head", "continue_head", "slow_critic"))
+            for k in loaded.actor.state_dict()
+        )
+        policy = trainer.workers.local_worker().get_policy()
+        policy.generator.manual_seed(11)
+        env = gym.make(env_id)
+        for episode in range(2):  # the state reset at the second episode's start
+            obs, _ = env.reset(seed=episode)
+            mine, theirs = trainer.get_initial_state(), loaded.get_initial_state()
+            assert all(np.array_equal(a, b) for a, b in zip(mine, theirs, strict=True))
+            prev: Any = None
+            for _ in range(30):
+                action, mine = trainer.compute_single_action(
+                    obs, state=mine, prev_action=prev, explore=explore
+                )
+                same, theirs = loaded.compute_single_action(
+                    obs, state=theirs, prev_action=prev, explore=explore
+                )
+                np.testing.assert_array_equal(np.asarray(action), np.asarray(same))
+                for a, b in zip(mine, theirs, strict=True):
+                    np.testing.assert_allclose(a, b, atol=1e-5)
+                obs, _, term, trunc, _ = env.step(action)
+                prev = action
+                if term or trunc:
+                    break
+    finally:
+        trainer.stop()

@@ -24,26 +24,38 @@ then starts from zeros, as in training where a sequence crosses an episode's sta
 
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import Any, NamedTuple
+from collections.abc import Iterator
+from typing import Any, NamedTuple, cast
 
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
-from rlflow.algorithms.dreamerv3.config import ModelSize
+from rlflow.algorithms.dreamerv3.config import MODEL_SIZES, ModelSize
 from rlflow.algorithms.dreamerv3.functions import symlog, twohot_bins, twohot_mean, unimix_logits
 from rlflow.errors import ConfigError
+from rlflow.models.actors import ActorExport
+from rlflow.models.distributions import dist_class_for
+from rlflow.models.memory import RecurrentInputs
+from rlflow.models.recurrent import StatefulActor
 
 __all__ = [
+    "ACTING_PARTS",
     "ActionCodec",
+    "DreamerV3Actor",
     "DreamerV3Model",
     "ImageDecoder",
     "ImageEncoder",
     "LatentState",
     "RSSM",
     "dense",
+    "head_on_latent",
+    "latent_linear",
+    "one_hot_matmul",
+    "transposes_reused",
     "observation_kind",
 ]
 
@@ -159,14 +171,126 @@ class _ChannelNorm(nn.Module):
 
 class LatentState(NamedTuple):
     """The RSSM's state at a step: ``h`` ``[..., gru_units]`` and ``z`` one-hot, flattened
-    ``[..., latents * classes]``."""
+    ``[..., latents * classes]``; ``positions`` ``[..., latents]`` (optional), the position of each
+    latent's one in ``z``, which lets a linear layer read ``z`` as a sum of 32 weight rows
+    instead of a product with 1,024 mostly-zero features (:func:`latent_linear`)."""
 
     h: torch.Tensor
     z: torch.Tensor
+    positions: torch.Tensor | None = None
 
     def features(self) -> torch.Tensor:
         """``[h, z]``, what the heads read."""
         return torch.cat([self.h, self.z], -1)
+
+    def detach(self) -> LatentState:
+        """The state without gradient (the same ``positions``)."""
+        return LatentState(self.h.detach(), self.z.detach(), self.positions)
+
+    def map(self, fn: Any) -> LatentState:
+        """``fn`` applied to each tensor (``positions`` too, where there are)."""
+        positions = None if self.positions is None else fn(self.positions)
+        return LatentState(fn(self.h), fn(self.z), positions)
+
+    def one_hot_only(self) -> bool:
+        """``z`` is one-hot at ``positions`` (its value; a straight-through gradient may flow
+        through it): a linear layer may read it through ``positions`` (the same sums, 1/32 of
+        the multiplications)."""
+        return self.positions is not None
+
+
+_TRANSPOSED: list[dict[tuple[int, tuple[int, ...], int, bool], torch.Tensor]] = []
+"""The weight transposes made inside :func:`transposes_reused` (innermost last)."""
+
+
+@contextlib.contextmanager
+def transposes_reused() -> Iterator[None]:
+    """Inside, :func:`one_hot_matmul` makes each weight's transposed copy once (per weight
+    slice, version and gradient mode) instead of at every call: a train step's imagination
+    reads the same weights at every step. Use it around one forward pass (the weights must not
+    change inside)."""
+    _TRANSPOSED.append({})
+    try:
+        yield
+    finally:
+        _TRANSPOSED.pop()
+
+
+def _transposed(z_weight: torch.Tensor) -> torch.Tensor:
+    """``z_weight.T`` contiguous (reused inside :func:`transposes_reused`)."""
+    if not _TRANSPOSED:
+        return z_weight.t().contiguous()
+    grad = torch.is_grad_enabled() and z_weight.requires_grad
+    key = (z_weight.data_ptr(), tuple(z_weight.shape), z_weight._version, grad)
+    cache = _TRANSPOSED[-1]
+    out = cache.get(key)
+    if out is None:
+        out = cache[key] = z_weight.t().contiguous()
+    return out
+
+
+def one_hot_matmul(
+    z_weight: torch.Tensor, index: torch.Tensor, z: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``z @ z_weight.T`` for a one-hot ``z`` given by ``index`` ``[..., latents]``: the
+    columns of ``z_weight`` ``[units, latents * classes]`` at ``index`` summed (an
+    ``embedding_bag``), ``[..., units]``. With ``z`` itself (its value one-hot at ``index``)
+    when a gradient flows through it (straight-through draws): the backward pass is the dense
+    product's, ``grad @ z_weight`` to ``z`` and ``grad.T @ z`` to the weight."""
+    if z is not None and z.requires_grad:
+        out: torch.Tensor = _OneHotMatmul.apply(z, index, z_weight)  # type: ignore[no-untyped-call]
+        return out
+    flat = index.reshape(-1, index.shape[-1])
+    summed = nn.functional.embedding_bag(flat, _transposed(z_weight), mode="sum")
+    return summed.reshape(*index.shape[:-1], -1)
+
+
+class _OneHotMatmul(torch.autograd.Function):
+    """``z @ w.T`` for ``z`` one-hot at ``index``: forward by ``embedding_bag``, backward as
+    the dense product's."""
+
+    @staticmethod
+    def forward(ctx: Any, z: torch.Tensor, index: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(z, w)
+        flat = index.reshape(-1, index.shape[-1])
+        out = nn.functional.embedding_bag(flat, _transposed(w), mode="sum")
+        return out.reshape(*index.shape[:-1], -1)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None, Any]:
+        z, w = ctx.saved_tensors
+        grad_z = grad @ w if ctx.needs_input_grad[0] else None
+        grad_w = None
+        if ctx.needs_input_grad[2]:
+            grad_w = grad.reshape(-1, grad.shape[-1]).t() @ z.reshape(-1, z.shape[-1])
+        return grad_z, None, grad_w
+
+
+def latent_linear(linear: nn.Linear, state: LatentState) -> torch.Tensor:
+    """``linear([h, z])``; for a one-hot ``z`` with its positions (:meth:`LatentState.
+    one_hot_only`), ``linear(h)``'s part plus the sum of the weight's columns at ``z``'s ones
+    (`one_hot_matmul`)."""
+    if not state.one_hot_only():
+        out: torch.Tensor = linear(state.features())
+        return out
+    assert state.positions is not None
+    width = state.h.shape[-1]
+    h_part = nn.functional.linear(state.h, linear.weight[:, :width], linear.bias)
+    return h_part + one_hot_matmul(linear.weight[:, width:], state.positions, state.z)
+
+
+def head_on_latent(head: nn.Sequential, state: LatentState) -> torch.Tensor:
+    """A head built by :func:`_head` (``Sequential(dense(...), out)``) on the state's features,
+    its first linear layer through :func:`latent_linear`."""
+    if not state.one_hot_only():
+        out: torch.Tensor = head(state.features())
+        return out
+    body, last = cast(nn.Sequential, head[0]), head[1]
+    x = latent_linear(cast(nn.Linear, body[0]), state)
+    for layer in list(body)[1:]:
+        x = layer(x)
+    out = last(x)
+    return out
 
 
 class RSSM(nn.Module):
@@ -202,6 +326,13 @@ class RSSM(nn.Module):
     ) -> torch.Tensor:
         """One-hot draws of the latents ``[..., latents, classes]`` -> flat ``[..., L * C]``,
         with straight-through gradients to the probabilities."""
+        return self.draw(logits, generator)[0]
+
+    def draw(
+        self, logits: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`sample` and the position of each latent's one in the flat sample,
+        ``[..., latents]``."""
         probs = torch.softmax(logits, -1)
         # Inverse-CDF draws: one uniform per latent (cheaper than torch.multinomial here).
         cdf = probs.detach().cumsum(-1)
@@ -212,16 +343,31 @@ class RSSM(nn.Module):
         onehot = nn.functional.one_hot(index, probs.shape[-1]).to(probs.dtype)
         onehot = onehot.reshape(probs.shape)
         sample = onehot + probs - probs.detach() if probs.requires_grad else onehot
-        return sample.reshape(*sample.shape[:-2], -1)
+        offsets = torch.arange(probs.shape[-2], device=index.device) * probs.shape[-1]
+        return sample.reshape(*sample.shape[:-2], -1), index + offsets
 
     def img_step(
         self, prev: LatentState, action: torch.Tensor, generator: torch.Generator | None = None
     ) -> tuple[LatentState, torch.Tensor]:
         """One step of the dynamics from ``prev`` and the action taken there: the state with
         ``z`` drawn from the prior, and the prior's logits."""
-        h = self.gru(self.img_in(torch.cat([prev.z, action], -1)), prev.h)
+        h = self.gru(self._img_in(prev, action), prev.h)
         prior = self._logits(self.prior_net, h)
-        return LatentState(h, self.sample(prior, generator)), prior
+        return LatentState(h, *self.draw(prior, generator)), prior
+
+    def _img_in(self, prev: LatentState, action: torch.Tensor) -> torch.Tensor:
+        """``img_in([z, action])``, ``z`` read through its ones where they are known
+        (`latent_linear`)."""
+        if not prev.one_hot_only():
+            out: torch.Tensor = self.img_in(torch.cat([prev.z, action], -1))
+            return out
+        assert prev.positions is not None
+        linear, stoch = cast(nn.Linear, self.img_in[0]), self.stoch_dim
+        x = one_hot_matmul(linear.weight[:, :stoch], prev.positions, prev.z)
+        x = x + nn.functional.linear(action, linear.weight[:, stoch:], linear.bias)
+        for layer in list(self.img_in)[1:]:
+            x = layer(x)
+        return x
 
     def obs_step(
         self,
@@ -235,7 +381,7 @@ class RSSM(nn.Module):
         h = self.gru(self.img_in(torch.cat([prev.z, action], -1)), prev.h)
         prior = self._logits(self.prior_net, h)
         post = self._logits(self.post_net, torch.cat([h, embed], -1))
-        return LatentState(h, self.sample(post, generator)), post, prior
+        return LatentState(h, *self.draw(post, generator)), post, prior
 
 
 class ActionCodec:
@@ -361,19 +507,29 @@ class DreamerV3Model(nn.Module):
         out: torch.Tensor = self.encoder(x)
         return out
 
-    def actor_outputs(self, features: torch.Tensor) -> torch.Tensor:
-        """The actor: discrete logits (1% uniform mix), or a bounded normal's ``[mean, std]`` in
-        ``[-1, 1]`` units (mean ``tanh``, std in ``[0.1, 1]``)."""
-        out = self.actor(features)
+    def actor_outputs(self, features: torch.Tensor | LatentState) -> torch.Tensor:
+        """The actor on features (or a `LatentState`): discrete logits (1% uniform mix), or a
+        bounded normal's ``[mean, std]`` in ``[-1, 1]`` units (mean ``tanh``, std in
+        ``[0.1, 1]``)."""
+        out = self._run(self.actor, features)
         if self.codec.discrete:
             return unimix_logits(out, self.unimix)
         mean, std = out.chunk(2, -1)
         return torch.cat([torch.tanh(mean), 0.9 * torch.sigmoid(std + 2.0) + 0.1], -1)
 
-    def value(self, features: torch.Tensor, *, slow: bool = False) -> torch.Tensor:
-        """The critic's (or the slow critic's) value ``[...]`` of model states."""
+    def value(self, features: torch.Tensor | LatentState, *, slow: bool = False) -> torch.Tensor:
+        """The critic's (or the slow critic's) value ``[...]`` of model states (features or a
+        `LatentState`)."""
         net = self.slow_critic if slow else self.critic
-        return twohot_mean(net(features), self.bins)
+        return twohot_mean(self._run(net, features), self.bins)
+
+    @staticmethod
+    def _run(head: nn.Sequential, features: torch.Tensor | LatentState) -> torch.Tensor:
+        """A head on features, or on a `LatentState` (`head_on_latent`)."""
+        if isinstance(features, LatentState):
+            return head_on_latent(head, features)
+        out: torch.Tensor = head(features)
+        return out
 
     # -- acting (the recurrent model protocol) ----------------------------------------------
 
@@ -412,3 +568,74 @@ class DreamerV3Model(nn.Module):
             out.append(self.codec.dist_inputs(self.actor_outputs(features)))
             values.append(self.value(features))
         return torch.stack(out, 1), torch.stack(values, 1), [h, z, started]
+
+
+ACTING_PARTS = ("encoder.", "image_encoder.", "rssm.", "actor.", "critic.", "bins")
+"""The state-dict entries acting needs (an export keeps these): the encoder, the RSSM, the actor
+and the critic (the step's values) and the two-hot bins."""
+
+
+class DreamerV3Actor(DreamerV3Model, StatefulActor):
+    """A DreamerV3 policy exported (`rlflow.load_policy`): from the env's own observation, the
+    encoder and the RSSM's posterior step (its state ``[h, z, started]`` carried between calls,
+    `LoadedPolicy.get_initial_state` at an episode's start; the previous action passed as
+    ``prev_action``, as the workers do) and the actor. The latents are drawn from torch's RNG
+    forked per call and seeded from the loaded policy's generator, as the learner's policy
+    does, so the same seed gives the learner's actions. Decoder, reward and continue heads and
+    the slow critic are not part of it. An ONNX export (`rlflow.export.onnx.export_onnx`) traces
+    the same step, its latents then drawn by the runtime's RNG.
+
+    Args:
+        observation_space: as the policy's.
+        action_space: as the policy's.
+        model_size: the policy's ``model_size``.
+        unimix: the policy's ``unimix``.
+    """
+
+    use_prev_action = True
+    """The previous action is an input of each step (`rlflow.export.onnx` reads this)."""
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        *,
+        model_size: str = "XS",
+        unimix: float = 0.01,
+    ) -> None:
+        """Build the acting parts (weights are loaded afterwards)."""
+        super().__init__(observation_space, action_space, MODEL_SIZES[model_size], float(unimix))
+        for part in ("decoder", "reward_head", "continue_head", "slow_critic"):
+            delattr(self, part)
+        del self.return_range, self.return_range_seen
+        self.dist_class = dist_class_for(action_space)
+
+    def network_step(self, *inputs: Any) -> tuple[torch.Tensor, torch.Tensor, list[Any]]:
+        """`DreamerV3Model.forward`."""
+        return self.forward(*inputs)
+
+    def act_with_state(
+        self,
+        obs: torch.Tensor,
+        memory: RecurrentInputs,
+        *,
+        explore: bool,
+        generator: torch.Generator,
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """`StatefulActor.act_with_state`, the latents drawn from torch's RNG forked and seeded
+        from ``generator`` (as `DreamerV3Policy.compute_actions` does)."""
+        seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return super().act_with_state(obs, memory, explore=explore, generator=generator)
+
+    @staticmethod
+    def export_of(model: DreamerV3Model, model_size: str) -> ActorExport:
+        """The export of a policy's ``model``: the acting parts' weights (`ACTING_PARTS`)."""
+        weights = {
+            k: v.detach().cpu().numpy().copy()
+            for k, v in model.state_dict().items()
+            if k.startswith(ACTING_PARTS)
+        }
+        options = {"model_size": model_size, "unimix": float(model.unimix)}
+        return ActorExport(DreamerV3Actor, options, weights)

@@ -39,6 +39,7 @@ from rlflow.ops import (
     record_learner_info,
     standard_metrics_reporting,
 )
+from rlflow.replay import register_replay_buffer
 from rlflow.workers import WorkerSet
 
 __all__ = ["StoreEpisodes", "TrainWorldModelAndActor", "dreamerv3_plan", "make_replay"]
@@ -47,6 +48,7 @@ __all__ = ["StoreEpisodes", "TrainWorldModelAndActor", "dreamerv3_plan", "make_r
 def dreamerv3_plan(workers: WorkerSet, config: DreamerV3Config) -> LocalIterator[dict[str, Any]]:
     """Build the DreamerV3 plan over ``workers``; each item is one iteration's result dict."""
     replay = make_replay(workers, config)
+    register_replay_buffer(workers, "replay_buffer", replay)  # checkpoint_replay_buffers
     # (1) Fragments from every worker, acting through the world model's posterior.
     rollouts = parallel_rollouts(workers, mode="bulk_sync")
     # (2) Into the replay; (3) train steps at train_ratio, weights back to the workers.

@@ -140,6 +140,42 @@ class EpisodeReplay:
         self._evict()
         return len(eps)
 
+    def get_state(self) -> dict[str, Any]:
+        """The held episodes (arrays trimmed to their entries, oldest first) and the draws'
+        RNG state, for checkpoints (``checkpoint_replay_buffers``)."""
+        return {
+            "episodes": [
+                {
+                    "obs": s.obs[: s.size].copy(),
+                    "actions": s.actions[: s.size].copy(),
+                    "rewards": s.rewards[: s.size].copy(),
+                    "terminal": s.terminal[: s.size].copy(),
+                }
+                for s in self.episodes.values()
+            ],
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Hold the episodes of :meth:`get_state` instead of this replay's, and draw on from its
+        RNG state. Their episode ids are not kept (each gets a negative key): no episode
+        sampled after a restore extends one of them."""
+        self.episodes = OrderedDict()
+        self.size = 0
+        for k, ep in enumerate(state["episodes"]):
+            obs = np.asarray(ep["obs"])
+            stream = _Stream(obs[0], self.action_dim)
+            stream.append(
+                obs[1:],
+                np.asarray(ep["actions"], np.float32)[1:],
+                np.asarray(ep["rewards"], np.float32)[1:],
+                np.asarray(ep["terminal"], bool)[1:],
+            )
+            self.episodes[-1 - k] = stream
+            self.size += stream.size
+        self.rng.bit_generator.state = state["rng"]
+        self._evict()
+
     def _evict(self) -> None:
         while self.size > self.capacity and len(self.episodes) > 1:
             _, old = self.episodes.popitem(last=False)
