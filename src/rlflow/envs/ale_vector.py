@@ -47,7 +47,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rlflow.envs.gym_vector import GymVectorEnv
-from rlflow.envs.records import EpisodeStat
+from rlflow.envs.records import GameScores
 from rlflow.errors import ConfigError
 
 __all__ = ["ALE_VECTOR_KWARGS", "AleVectorEnv", "ale_vector_spec", "make_ale_vector_env"]
@@ -173,15 +173,13 @@ class AleVectorEnv(GymVectorEnv):
         self.clip_rewards = clip_rewards
         """Whether the rewards returned are the sign of the game's."""
         self._frames = np.zeros(self.num_envs, dtype=np.int64)
-        self._game_returns = np.zeros(self.num_envs, dtype=np.float64)
-        self._game_lengths = np.zeros(self.num_envs, dtype=np.int64)
+        self._games = GameScores(self.num_envs)
 
     def reset(self, *, copy: bool = True) -> Array:
         """Reset every game (see `GymVectorEnv.reset`); scores in progress are dropped."""
         obs = super().reset(copy=copy)
         self._frames[:] = 0
-        self._game_returns[:] = 0.0
-        self._game_lengths[:] = 0
+        self._games.clear()
         return obs
 
     def _next_step_resets(self, info: dict[str, Any]) -> None:
@@ -201,14 +199,10 @@ class AleVectorEnv(GymVectorEnv):
     def _count(self, info: dict[str, Any]) -> None:
         """Whole games in the statistics (recorded on the engine's reset row); then the
         rewards the learner gets (their sign when `clip_rewards`)."""
-        for i in self.restarted:
-            score, length = float(self._game_returns[i]), int(self._game_lengths[i])
-            self._episodes.append(EpisodeStat(score, length))
-            self._game_returns[i], self._game_lengths[i] = 0.0, 0
+        self._episodes.extend(self._games.finish(self.restarted))
         live = np.ones(self.num_envs, dtype=bool)
         live[self.restarted] = False
-        self._game_returns[live] += self._rewards[live]
-        self._game_lengths[live] += 1
+        self._games.add(self._rewards, live)
         if self.clip_rewards:
             np.sign(self._rewards, out=self._rewards)
 

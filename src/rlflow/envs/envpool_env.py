@@ -52,7 +52,7 @@ import numpy.typing as npt
 from gymnasium.vector import AutoresetMode
 
 from rlflow.envs.gym_vector import GymVectorEnv, gym_id
-from rlflow.envs.records import EpisodeStat
+from rlflow.envs.records import GameScores
 from rlflow.errors import ConfigError
 
 __all__ = [
@@ -227,14 +227,12 @@ class EnvPoolAtariEnv(GymVectorEnv):
         super().__init__(venv, None, env_id=env_id, worker_index=worker_index)
         self.clip_rewards = clip_rewards
         """Whether the rewards returned are the sign of the game's."""
-        self._game_returns = np.zeros(self.num_envs, dtype=np.float64)
-        self._game_lengths = np.zeros(self.num_envs, dtype=np.int64)
+        self._games = GameScores(self.num_envs)
 
     def reset(self, *, copy: bool = True) -> Array:
         """Reset every game (see `GymVectorEnv.reset`); scores in progress are dropped."""
         obs = super().reset(copy=copy)
-        self._game_returns[:] = 0.0
-        self._game_lengths[:] = 0
+        self._games.clear()
         return obs
 
     def _count(self, info: dict[str, Any]) -> None:
@@ -243,14 +241,10 @@ class EnvPoolAtariEnv(GymVectorEnv):
         live = np.ones(self.num_envs, dtype=bool)
         if self.restarted:
             live[self.restarted] = False
-        self._game_returns[live] += self._rewards[live]
-        self._game_lengths[live] += 1
+        self._games.add(self._rewards, live)
         game_over = np.asarray(info["terminated"], dtype=bool)
         ended = live & ((self._terminateds & game_over) | self._truncateds)
-        for i in np.flatnonzero(ended).tolist():
-            score, length = float(self._game_returns[i]), int(self._game_lengths[i])
-            self._episodes.append(EpisodeStat(score, length))
-            self._game_returns[i], self._game_lengths[i] = 0.0, 0
+        self._episodes.extend(self._games.finish(np.flatnonzero(ended).tolist()))
         if self.clip_rewards:
             np.sign(self._rewards, out=self._rewards)
 

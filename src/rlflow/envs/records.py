@@ -17,6 +17,7 @@ __all__ = [
     "NO_LOGGED_ACTIONS",
     "AgentReturn",
     "EpisodeStat",
+    "GameScores",
     "VectorStep",
     "env_action",
     "env_actions",
@@ -53,6 +54,40 @@ class EpisodeStat(NamedTuple):
     """Number of (env) steps in the episode."""
     agent_returns: tuple[AgentReturn, ...] = ()
     """Multi-agent episodes: each agent's return and policy; empty for single-agent ones."""
+
+
+class GameScores:
+    """The running score and length of each sub-env's current game, for engines whose games
+    outlast the learner's episodes (Atari with episodic life: a lost life ends an episode, the
+    game goes on): the episode statistics count whole games.
+
+    Args:
+        num_envs: sub-envs of the engine.
+    """
+
+    def __init__(self, num_envs: int) -> None:
+        """All games at zero."""
+        self.returns = np.zeros(num_envs, dtype=np.float64)
+        """Each sub-env's game score so far (the game's own rewards, unclipped)."""
+        self.lengths = np.zeros(num_envs, dtype=np.int64)
+        """Each sub-env's env steps in its game so far."""
+
+    def clear(self) -> None:
+        """Drop every game in progress (the engine reset them all)."""
+        self.returns[:] = 0.0
+        self.lengths[:] = 0
+
+    def add(self, rewards: npt.NDArray[np.floating[Any]], live: npt.NDArray[np.bool_]) -> None:
+        """Add one step's ``rewards`` to the games of the ``live`` rows (a boolean mask)."""
+        self.returns[live] += rewards[live]
+        self.lengths[live] += 1
+
+    def finish(self, rows: list[int]) -> list[EpisodeStat]:
+        """The games of ``rows`` as finished episodes; their rows start new games at zero."""
+        stats = [EpisodeStat(float(self.returns[i]), int(self.lengths[i])) for i in rows]
+        self.returns[rows] = 0.0
+        self.lengths[rows] = 0
+        return stats
 
 
 class VectorStep(NamedTuple):
