@@ -194,7 +194,7 @@ def _train_session(args: argparse.Namespace, setup: Any = None) -> Iterator[Any]
 
     early = setup is not None and args.backend == "ray" and bool(args.address)
     # num_envs_per_worker="auto" is measured by the Trainer before its workers start.
-    early = early and setup is not None and setup.config.num_envs_per_worker != "auto"
+    early = early and setup.config.num_envs_per_worker != "auto"
     trainer_module = None if early else _ImportBeside("rlflow.trainer")
     signals = StopSignals()
     started = False

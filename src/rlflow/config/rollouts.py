@@ -25,6 +25,7 @@ __all__ = [
     "VECTOR_ENVS",
     "RolloutConfig",
     "WrapperSpec",
+    "check_reward_scalarisation",
     "resolve_wrapper",
     "wrapper_specs",
 ]
@@ -97,6 +98,14 @@ VECTOR_ENVS = (
     "ale-vector",
 )
 """The values of ``vector_env``, the env engine of a rollout worker (`rlflow.envs.gym_vector`)."""
+
+
+def check_reward_scalarisation(value: Any, label: str = "reward_scalarisation") -> None:
+    """`ConfigError` naming ``label`` unless ``value`` is one of `REWARD_SCALARISATIONS`."""
+    if value not in REWARD_SCALARISATIONS:
+        raise ConfigError(
+            f"{label}={value!r}: must be one of {', '.join(repr(s) for s in REWARD_SCALARISATIONS)}"
+        )
 
 
 def check_groups(groups: Any, label: str = "groups") -> dict[str, list[Any]]:
@@ -221,11 +230,7 @@ class RolloutConfig(FieldGroup):
         wrapper_specs(self.env_wrappers, f"{name}.env_wrappers")
         object.__setattr__(self, "groups", check_groups(self.groups, f"{name}.groups"))
         check_type(self.common_reward, f"{name}.common_reward", bool, "True or False")
-        if self.reward_scalarisation not in REWARD_SCALARISATIONS:
-            raise ConfigError(
-                f"{name}.reward_scalarisation={self.reward_scalarisation!r}: must be one of "
-                f"{', '.join(repr(s) for s in REWARD_SCALARISATIONS)}"
-            )
+        check_reward_scalarisation(self.reward_scalarisation, f"{name}.reward_scalarisation")
         label = f"{name}.observation_filter"
         check_type(self.observation_filter, label, str, "'NoFilter' or 'MeanStdFilter'")
         if self.observation_filter not in OBSERVATION_FILTERS:

@@ -34,7 +34,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from rlflow.config.rollouts import REWARD_SCALARISATIONS
+from rlflow.config.rollouts import check_reward_scalarisation
 from rlflow.envs.multi_agent import AgentID, MultiAgentDict, MultiAgentEnv, MultiAgentStep
 from rlflow.errors import ConfigError
 
@@ -53,11 +53,7 @@ class CommonReward(MultiAgentEnv):
     def __init__(self, env: MultiAgentEnv, reward_scalarisation: str = "sum") -> None:
         """Wrap ``env``; ``reward_scalarisation`` ``"sum"`` or ``"mean"``
         (`rlflow.config.rollouts.REWARD_SCALARISATIONS`; `ConfigError` otherwise)."""
-        if reward_scalarisation not in REWARD_SCALARISATIONS:
-            raise ConfigError(
-                f"reward_scalarisation={reward_scalarisation!r}: must be one of "
-                f"{', '.join(repr(s) for s in REWARD_SCALARISATIONS)}"
-            )
+        check_reward_scalarisation(reward_scalarisation)
         self.env = env
         """The wrapped env."""
         self.reward_scalarisation = reward_scalarisation
