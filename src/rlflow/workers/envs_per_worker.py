@@ -52,6 +52,10 @@ class RowCosts(NamedTuple):
     forward_s: float
     """The policy's ``compute_actions`` for N observations, divided by N."""
 
+    def meets(self, share: float = FORWARD_SHARE) -> bool:
+        """Whether the forward per row costs at most ``share`` of the env step per row."""
+        return self.forward_s <= share * self.env_s
+
 
 def pick_num_envs(
     costs: Mapping[int, RowCosts],
@@ -72,7 +76,7 @@ def pick_num_envs(
     if not ordered:
         raise ValueError(f"pick_num_envs: no costs measured for the candidates {candidates}")
     for n in ordered:
-        if costs[n].forward_s <= share * costs[n].env_s:
+        if costs[n].meets(share):
             return n
     return min(ordered, key=lambda n: (costs[n].env_s + costs[n].forward_s, n))
 
@@ -150,7 +154,7 @@ def resolve_num_envs_per_worker(
         costs: dict[int, RowCosts] = {}
         for n in CANDIDATES:  # in increasing order, until one meets the share
             costs.update(measure(make_venv, policy, (n,)))
-            if costs[n].forward_s <= FORWARD_SHARE * costs[n].env_s:
+            if costs[n].meets():
                 break
     finally:
         worker.stop()
