@@ -240,6 +240,11 @@ def one_hot_matmul(
     if z is not None and z.requires_grad:
         out: torch.Tensor = _OneHotMatmul.apply(z, index, z_weight)  # type: ignore[no-untyped-call]
         return out
+    return _bag_sum(z_weight, index)
+
+
+def _bag_sum(z_weight: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """The columns of ``z_weight`` at ``index`` ``[..., latents]`` summed, ``[..., units]``."""
     flat = index.reshape(-1, index.shape[-1])
     summed = nn.functional.embedding_bag(flat, _transposed(z_weight), mode="sum")
     return summed.reshape(*index.shape[:-1], -1)
@@ -252,9 +257,7 @@ class _OneHotMatmul(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, z: torch.Tensor, index: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         ctx.save_for_backward(z, w)
-        flat = index.reshape(-1, index.shape[-1])
-        out = nn.functional.embedding_bag(flat, _transposed(w), mode="sum")
-        return out.reshape(*index.shape[:-1], -1)
+        return _bag_sum(w, index)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None, Any]:
